@@ -1,0 +1,113 @@
+// The in-memory totals behind every exported series: sums of accepted records' figures per
+// (model label slot, tier), latency and hit-ratio histograms, rejections by reason.
+//
+// Exactness: every sum is an integer (token, FLOP and byte counts as 128-bit integers; seconds and
+// ratios as fixed-point nanounits, each record's value rounded once), so a snapshot is a pure
+// function of the set of accepted records, whatever their order or thread.
+//
+// Thread-safe. Writers go to one of a fixed set of shards chosen per thread, so concurrent writers
+// rarely share a lock; Snapshot() merges the shards.
+#ifndef KVLEDGER_LIB_ACCOUNTING_AGGREGATOR_H_
+#define KVLEDGER_LIB_ACCOUNTING_AGGREGATOR_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "lib/accounting/derived_figures.h"
+#include "lib/accounting/rejection.h"
+#include "lib/cost_model/exact_int.h"
+
+namespace kvledger {
+
+// Latency bucket upper bounds in seconds: 1 ms to 40 minutes, dense below 1 s.
+inline constexpr std::array<double, 25> kLatencyBucketsSeconds = {
+    0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5,
+    0.75,  1,     2,     5,    10,   30,   60,   120,   300, 600, 1200, 2400};
+// Hit-ratio buckets: upper bounds k/20 for k = 1..20.
+inline constexpr int kRatioBuckets = 20;
+
+// Values are fixed-point with 1e-9 units (nanoseconds for latencies).
+inline constexpr double kNanoUnitsPerUnit = 1e9;
+
+template <size_t kBuckets>
+struct FixedHistogram {
+  std::array<uint64_t, kBuckets + 1> counts{};  // per bucket (not cumulative); last = +Inf
+  Uint128 sum_nanounits = 0;
+  uint64_t count = 0;
+  void Merge(const FixedHistogram& other) {
+    for (size_t i = 0; i < counts.size(); ++i) counts[i] += other.counts[i];
+    sum_nanounits += other.sum_nanounits;
+    count += other.count;
+  }
+};
+using LatencyHistogram = FixedHistogram<kLatencyBucketsSeconds.size()>;
+using RatioHistogram = FixedHistogram<kRatioBuckets>;
+
+// Sums for one (model slot, tier).
+struct Totals {
+  uint64_t requests = 0;
+  Uint128 prompt_tokens = 0;
+  Uint128 logical_match_tokens = 0;
+  Uint128 recoverable_tokens = 0;
+  Uint128 reused_tokens = 0;
+  Uint128 recompute_alignment_tokens = 0;
+  Uint128 recompute_restore_tokens = 0;
+  Uint128 attention_baseline_flops = 0;
+  std::array<Uint128, kBoundaryCount> attention_avoided_flops{};
+  Uint128 prefill_baseline_flops = 0;
+  std::array<Uint128, kBoundaryCount> prefill_avoided_flops{};
+  Uint128 reused_bytes = 0;
+  Uint128 estimated_recompute_nanoseconds = 0;
+  uint64_t reload_slower_than_recompute = 0;
+  uint64_t recoverable_model_disagreements = 0;
+  LatencyHistogram reload_seconds;
+  LatencyHistogram suffix_prefill_seconds;
+  LatencyHistogram ttft_seconds;
+  RatioHistogram logical_hit_ratio;
+  RatioHistogram reused_hit_ratio;
+
+  void Add(const DerivedFigures& figures);
+  void Merge(const Totals& other);
+};
+
+struct AggregateSnapshot {
+  struct Cell {
+    uint32_t model_slot;
+    Tier tier;
+    Totals totals;
+  };
+  std::vector<Cell> cells;  // only cells with at least one record, ordered by (slot, tier)
+  std::array<uint64_t, kRejectReasonCount> rejected{};
+  uint64_t folded_records = 0;  // records whose model label was folded into "other"
+};
+
+class Aggregator {
+ public:
+  // Slots 0..label_slots-1 are valid for Add (the registry's max_models + 1 for "other").
+  explicit Aggregator(uint32_t label_slots);
+
+  void Add(uint32_t model_slot, const DerivedFigures& figures, bool folded);
+  void AddRejection(RejectReason reason);
+  AggregateSnapshot Snapshot() const;
+
+ private:
+  static constexpr int kShards = 16;
+  struct Shard {
+    mutable absl::Mutex mu;
+    std::vector<std::unique_ptr<Totals>> cells ABSL_GUARDED_BY(mu);  // slot * kTierCount + tier
+    std::array<uint64_t, kRejectReasonCount> rejected ABSL_GUARDED_BY(mu){};
+    uint64_t folded ABSL_GUARDED_BY(mu) = 0;
+  };
+  Shard& ShardForThisThread();
+
+  const uint32_t label_slots_;
+  std::array<Shard, kShards> shards_;
+};
+
+}  // namespace kvledger
+
+#endif  // KVLEDGER_LIB_ACCOUNTING_AGGREGATOR_H_

@@ -1,0 +1,131 @@
+#include "lib/accounting/derived_figures.h"
+
+#include <algorithm>
+
+#include "lib/cost_model/model_shape.h"
+
+namespace kvledger {
+namespace {
+
+double Fraction(Uint128 part, Uint128 whole) {
+  return whole == 0 ? 0.0 : Uint128ToDouble(part) / Uint128ToDouble(whole);
+}
+
+}  // namespace
+
+const char* BoundaryLabel(Boundary boundary) {
+  switch (boundary) {
+    case Boundary::kLogical: return "logical";
+    case Boundary::kRecoverable: return "recoverable";
+    case Boundary::kReused: return "reused";
+  }
+  return "unknown";
+}
+
+double DerivedFigures::AttentionRemaining() const {
+  return Fraction(attention_baseline_flops - attention_avoided_flops[2], attention_baseline_flops);
+}
+
+double DerivedFigures::PrefillRemaining() const {
+  return Fraction(prefill_baseline_flops - prefill_avoided_flops[2], prefill_baseline_flops);
+}
+
+double DerivedFigures::AttentionShare() const {
+  return Fraction(attention_baseline_flops, prefill_baseline_flops);
+}
+
+DerivedFigures Derive(const RecordFacts& facts, const Profile& profile) {
+  const ModelShape& shape = profile.shape();
+  DerivedFigures d;
+  d.profile = &profile;
+  d.tier = static_cast<Tier>(facts.tier_value);
+  d.prompt_tokens = static_cast<uint64_t>(facts.prompt_tokens);
+  d.logical_match_tokens = static_cast<uint64_t>(facts.logical_match_tokens);
+  d.reload_seconds = facts.reload_seconds;
+  d.suffix_prefill_seconds = facts.suffix_prefill_seconds;
+  d.ttft_seconds = facts.ttft_seconds;
+  const uint64_t n = d.prompt_tokens;
+  const uint64_t match = d.logical_match_tokens;
+
+  // Recoverable boundary: the engine's, else the state groups' minimum, else the profile's model.
+  d.modelled_recoverable_tokens = ModelledRecoverableTokens(shape, match, n);
+  d.groups.resize(shape.groups.size());
+  for (size_t i = 0; i < shape.groups.size(); ++i) {
+    d.groups[i].group = &shape.groups[i];
+    d.groups[i].modelled_boundary_tokens = GroupBoundary(shape.groups[i], match, n);
+  }
+  uint64_t recoverable = d.modelled_recoverable_tokens;
+  d.recoverable_source = BoundarySourceKind::kModel;
+  if (!facts.state_boundaries.empty()) {
+    int64_t minimum = facts.logical_match_tokens;
+    for (const auto& b : facts.state_boundaries) {
+      minimum = std::min(minimum, b.boundary_tokens);
+      const int index = profile.GroupIndex(std::string(b.state_group));
+      if (index >= 0) d.groups[index].reported_boundary_tokens = b.boundary_tokens;
+    }
+    recoverable = static_cast<uint64_t>(minimum);
+    d.recoverable_source = BoundarySourceKind::kStateBoundaries;
+  }
+  if (facts.recoverable_tokens) {
+    recoverable = static_cast<uint64_t>(*facts.recoverable_tokens);
+    d.recoverable_source = BoundarySourceKind::kEngine;
+  }
+  uint64_t reused = facts.recompute_tokens ? match - static_cast<uint64_t>(*facts.recompute_tokens)
+                                           : recoverable;
+  if (d.recoverable_source == BoundarySourceKind::kModel) {
+    // The engine restored more than the model allows: the profile is stale; trust the engine.
+    if (reused > recoverable) {
+      recoverable = reused;
+      d.model_disagrees = true;
+    }
+  } else {
+    d.model_disagrees = recoverable != d.modelled_recoverable_tokens;
+  }
+  d.recoverable_tokens = recoverable;
+  d.reused_tokens = reused;
+  d.recompute_alignment_tokens = match - recoverable;
+  d.recompute_restore_tokens = recoverable - reused;
+
+  // Work: baseline over all N queries; avoided = the work of the first P queries (docs §4).
+  const std::array<uint64_t, kBoundaryCount> boundaries = {match, recoverable, reused};
+  for (size_t i = 0; i < shape.groups.size(); ++i) {
+    const auto& g = shape.groups[i];
+    const Uint128 mixing_n = GroupMixingFlops(g, n);
+    const Uint128 tokens_n = GroupTokenFlops(g, n);
+    d.attention_baseline_flops += mixing_n;
+    d.prefill_baseline_flops += mixing_n + tokens_n;
+    for (int b = 0; b < kBoundaryCount; ++b) {
+      const Uint128 mixing_p = GroupMixingFlops(g, boundaries[b]);
+      d.attention_avoided_flops[b] += mixing_p;
+      d.prefill_avoided_flops[b] += mixing_p + GroupTokenFlops(g, boundaries[b]);
+    }
+    d.groups[i].attention_baseline_flops = mixing_n;
+    d.groups[i].attention_avoided_flops = GroupMixingFlops(g, reused);
+  }
+  d.reused_bytes = CacheBytes(shape, reused);
+
+  // Seconds (SPEC §2.3): a profile throughput, else the rate this request's suffix prefill saw.
+  const Uint128 avoided = d.prefill_avoided_flops[2];
+  const Uint128 remaining = d.prefill_baseline_flops - avoided;
+  std::optional<double> full_prefill_seconds;
+  if (profile.prefill_flops_per_second() > 0) {
+    const double fps = profile.prefill_flops_per_second();
+    d.estimated_recompute_seconds = Uint128ToDouble(avoided) / fps;
+    full_prefill_seconds = Uint128ToDouble(d.prefill_baseline_flops) / fps;
+  } else if (remaining > 0) {
+    const double seconds_per_flop = facts.suffix_prefill_seconds / Uint128ToDouble(remaining);
+    d.estimated_recompute_seconds = seconds_per_flop * Uint128ToDouble(avoided);
+    full_prefill_seconds = seconds_per_flop * Uint128ToDouble(d.prefill_baseline_flops);
+  }
+  if (d.estimated_recompute_seconds) {
+    d.reload_slower_than_recompute = facts.reload_seconds > *d.estimated_recompute_seconds;
+  }
+  if (full_prefill_seconds && *full_prefill_seconds > 0) {
+    d.overhead_fraction = facts.reload_seconds / *full_prefill_seconds;
+    const double e2e_remaining = d.PrefillRemaining() + *d.overhead_fraction;
+    if (e2e_remaining > 0) d.e2e_speedup = 1.0 / e2e_remaining;
+  }
+  return d;
+}
+
+}  // namespace kvledger

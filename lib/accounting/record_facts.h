@@ -1,0 +1,40 @@
+// One served request's facts as the domain sees them (SPEC §1): a plain struct decoupled from the
+// wire. String fields view into the caller's message, which must outlive the facts.
+#ifndef KVLEDGER_LIB_ACCOUNTING_RECORD_FACTS_H_
+#define KVLEDGER_LIB_ACCOUNTING_RECORD_FACTS_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace kvledger {
+
+// Exported tier label values, indexed by the wire enum value (0 = a miss with no tier).
+enum class Tier : uint8_t { kNone = 0, kDevice = 1, kHost = 2, kDisk = 3, kRemote = 4 };
+inline constexpr int kTierCount = 5;
+const char* TierLabel(Tier tier);  // "none", "device", "host", "disk", "remote"
+
+struct StateBoundaryFact {
+  absl::string_view state_group;
+  int64_t boundary_tokens = 0;
+};
+
+struct RecordFacts {
+  absl::string_view request_id;
+  absl::string_view model;
+  int tier_value = 0;  // raw wire enum value; validated into Tier
+  int64_t prompt_tokens = 0;
+  int64_t logical_match_tokens = 0;
+  std::optional<int64_t> recoverable_tokens;
+  std::optional<int64_t> recompute_tokens;
+  double reload_seconds = 0;
+  double suffix_prefill_seconds = 0;
+  double ttft_seconds = 0;
+  std::vector<StateBoundaryFact> state_boundaries;
+};
+
+}  // namespace kvledger
+
+#endif  // KVLEDGER_LIB_ACCOUNTING_RECORD_FACTS_H_

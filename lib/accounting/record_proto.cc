@@ -1,0 +1,77 @@
+#include "lib/accounting/record_proto.h"
+
+#include <string>
+
+namespace kvledger {
+
+RecordFacts FactsFromProto(const v1::Record& r) {
+  RecordFacts f;
+  f.request_id = r.request_id();
+  f.model = r.model();
+  f.tier_value = r.tier();
+  f.prompt_tokens = r.prompt_tokens();
+  f.logical_match_tokens = r.logical_match_tokens();
+  if (r.has_recoverable_tokens()) f.recoverable_tokens = r.recoverable_tokens();
+  if (r.has_recompute_tokens()) f.recompute_tokens = r.recompute_tokens();
+  f.reload_seconds = r.reload_seconds();
+  f.suffix_prefill_seconds = r.suffix_prefill_seconds();
+  f.ttft_seconds = r.ttft_seconds();
+  f.state_boundaries.reserve(r.state_boundaries_size());
+  for (const auto& b : r.state_boundaries()) {
+    f.state_boundaries.push_back(StateBoundaryFact{b.state_group(), b.boundary_tokens()});
+  }
+  return f;
+}
+
+v1::DerivedFigures FiguresToProto(const DerivedFigures& d, absl::string_view model) {
+  v1::DerivedFigures p;
+  p.set_model(std::string(model));
+  p.set_profile(d.profile->name());
+  p.set_prompt_tokens(d.prompt_tokens);
+  p.set_logical_match_tokens(d.logical_match_tokens);
+  p.set_recoverable_tokens(d.recoverable_tokens);
+  p.set_reused_tokens(d.reused_tokens);
+  p.set_recoverable_source(static_cast<v1::BoundarySource>(d.recoverable_source));
+  p.set_modelled_recoverable_tokens(d.modelled_recoverable_tokens);
+  p.set_model_disagrees(d.model_disagrees);
+  p.set_recompute_alignment_tokens(d.recompute_alignment_tokens);
+  p.set_recompute_restore_tokens(d.recompute_restore_tokens);
+  p.set_alpha_logical(d.Alpha(d.logical_match_tokens));
+  p.set_alpha_recoverable(d.Alpha(d.recoverable_tokens));
+  p.set_alpha_reused(d.Alpha(d.reused_tokens));
+  p.set_attention_baseline_flops(Uint128ToDouble(d.attention_baseline_flops));
+  p.set_attention_avoided_logical_flops(Uint128ToDouble(d.attention_avoided_flops[0]));
+  p.set_attention_avoided_recoverable_flops(Uint128ToDouble(d.attention_avoided_flops[1]));
+  p.set_attention_avoided_reused_flops(Uint128ToDouble(d.attention_avoided_flops[2]));
+  const double attention_remaining = d.AttentionRemaining();
+  p.set_attention_remaining_fraction(attention_remaining);
+  p.set_attention_speedup(attention_remaining > 0 ? 1.0 / attention_remaining : 0.0);
+  p.set_prefill_baseline_flops(Uint128ToDouble(d.prefill_baseline_flops));
+  p.set_prefill_avoided_logical_flops(Uint128ToDouble(d.prefill_avoided_flops[0]));
+  p.set_prefill_avoided_recoverable_flops(Uint128ToDouble(d.prefill_avoided_flops[1]));
+  p.set_prefill_avoided_reused_flops(Uint128ToDouble(d.prefill_avoided_flops[2]));
+  const double prefill_remaining = d.PrefillRemaining();
+  p.set_prefill_remaining_fraction(prefill_remaining);
+  p.set_prefill_speedup(prefill_remaining > 0 ? 1.0 / prefill_remaining : 0.0);
+  p.set_attention_share(d.AttentionShare());
+  p.set_reused_bytes(Uint128ToDouble(d.reused_bytes));
+  p.set_recompute_estimate_available(d.estimated_recompute_seconds.has_value());
+  p.set_estimated_recompute_seconds(d.estimated_recompute_seconds.value_or(0));
+  p.set_reload_slower_than_recompute(d.reload_slower_than_recompute);
+  p.set_overhead_fraction(d.overhead_fraction.value_or(0));
+  p.set_e2e_speedup(d.e2e_speedup.value_or(0));
+  for (const auto& g : d.groups) {
+    auto* out = p.add_groups();
+    out->set_name(g.group->name);
+    out->set_kind(g.group->latent ? "mla" : MixerKindName(g.group->kind));
+    out->set_num_layers(g.group->num_layers);
+    out->set_alignment_tokens(static_cast<uint32_t>(g.group->alignment_tokens));
+    out->set_modelled_boundary_tokens(g.modelled_boundary_tokens);
+    if (g.reported_boundary_tokens) out->set_reported_boundary_tokens(*g.reported_boundary_tokens);
+    out->set_attention_baseline_flops(Uint128ToDouble(g.attention_baseline_flops));
+    out->set_attention_avoided_flops(Uint128ToDouble(g.attention_avoided_flops));
+  }
+  return p;
+}
+
+}  // namespace kvledger

@@ -1,0 +1,19 @@
+// Conversions between the wire messages (kvledger.v1, protobuf only, no gRPC) and the domain.
+#ifndef KVLEDGER_LIB_ACCOUNTING_RECORD_PROTO_H_
+#define KVLEDGER_LIB_ACCOUNTING_RECORD_PROTO_H_
+
+#include "kvledger/v1/record.pb.h"
+#include "lib/accounting/derived_figures.h"
+#include "lib/accounting/record_facts.h"
+
+namespace kvledger {
+
+// The facts view into `record`, which must outlive them.
+RecordFacts FactsFromProto(const v1::Record& record);
+
+// Every derived figure, for Explain. `model` is the record's model name.
+v1::DerivedFigures FiguresToProto(const DerivedFigures& figures, absl::string_view model);
+
+}  // namespace kvledger
+
+#endif  // KVLEDGER_LIB_ACCOUNTING_RECORD_PROTO_H_

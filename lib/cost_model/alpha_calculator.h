@@ -1,0 +1,44 @@
+// The alpha-only calculator (SPEC §4.3 `kvledger calc`): what a token hit ratio alpha buys, from
+// alpha and a few shape facts, without a model profile. Continuous forms of docs/cost-model.md §3;
+// the recurrent case is discrete because checkpoint alignment is.
+#ifndef KVLEDGER_LIB_COST_MODEL_ALPHA_CALCULATOR_H_
+#define KVLEDGER_LIB_COST_MODEL_ALPHA_CALCULATOR_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "lib/cost_model/model_shape.h"
+
+namespace kvledger {
+
+struct AlphaInputs {
+  double alpha = 0;  // logical hit ratio in [0, 1]
+  MixerKind kind = MixerKind::kFullCausal;
+  std::optional<double> window_fraction;    // W / N, kSlidingWindow
+  std::optional<uint64_t> window_tokens;    // W, with prompt_tokens, kSlidingWindow
+  std::optional<uint64_t> prompt_tokens;    // N
+  std::optional<uint64_t> checkpoint_tokens;  // C, with prompt_tokens, kLinear
+  std::optional<double> beta;               // attention share of baseline prefill FLOPs, [0, 1]
+  std::optional<double> overhead;           // h: reuse overheads / full-prefill time, >= 0
+};
+
+// Speedups are nullopt where unbounded (nothing remains to compute).
+struct AlphaResult {
+  double attention_remaining = 1;
+  std::optional<double> attention_speedup;
+  std::optional<double> block_remaining;  // with beta
+  std::optional<double> block_speedup;
+  std::optional<double> e2e_speedup;      // with beta and overhead
+  std::optional<uint64_t> aligned_tokens;  // kLinear: floor(floor(alpha N) / C) C
+  std::optional<uint64_t> replay_tokens;   // kLinear: floor(alpha N) - aligned_tokens
+};
+
+// INVALID_ARGUMENT naming the input when a value is out of range or a required companion input
+// (window for sliding window, checkpoint and prompt tokens for recurrent, beta for overhead) is
+// missing.
+absl::StatusOr<AlphaResult> CalculateAlpha(const AlphaInputs& inputs);
+
+}  // namespace kvledger
+
+#endif  // KVLEDGER_LIB_COST_MODEL_ALPHA_CALCULATOR_H_

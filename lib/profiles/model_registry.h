@@ -1,0 +1,68 @@
+// Resolves a record's model name to its profile and to a bounded label slot.
+//
+// Label slots are handed out first come, first served, up to max_models; later distinct names are
+// folded into the slot labelled "other" (their records are still costed with their own profile).
+// Names past the cap are never stored, so memory stays bounded whatever clients send.
+// Thread-safe: lookups of known names take a shared lock only.
+#ifndef KVLEDGER_LIB_PROFILES_MODEL_REGISTRY_H_
+#define KVLEDGER_LIB_PROFILES_MODEL_REGISTRY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "lib/profiles/profile_catalog.h"
+
+namespace kvledger {
+
+enum class UnknownModelPolicy { kReject, kGeneric };
+
+inline constexpr char kOtherModelLabel[] = "other";
+
+struct ResolvedModel {
+  const Profile* profile = nullptr;
+  uint32_t label_slot = 0;  // < max_models, or == max_models for "other"
+  bool folded = false;      // true when this record went to "other"
+};
+
+struct ModelLabel {
+  std::string model;      // label value
+  const Profile* profile;  // profile of the first record that claimed the slot
+};
+
+class ModelRegistry {
+ public:
+  // `catalog` must outlive the registry. max_models >= 1.
+  ModelRegistry(const ProfileCatalog& catalog, uint32_t max_models, UnknownModelPolicy policy);
+
+  // The profile that costs `model`, without claiming a label slot. INVALID_ARGUMENT for a model
+  // with no profile (policy kReject); the message lists the known profiles.
+  absl::StatusOr<const Profile*> ProfileFor(const std::string& model) const;
+
+  // ProfileFor() plus the label slot, claiming a free one for a new name. The caller validated the
+  // name's syntax.
+  absl::StatusOr<ResolvedModel> Resolve(const std::string& model);
+
+  // Labels of slots 0..n-1 in slot order (the "other" slot is not included).
+  std::vector<ModelLabel> Labels() const;
+  uint32_t max_models() const { return max_models_; }
+  uint32_t other_slot() const { return max_models_; }
+  const ProfileCatalog& catalog() const { return catalog_; }
+
+ private:
+  const ProfileCatalog& catalog_;
+  const uint32_t max_models_;
+  const UnknownModelPolicy policy_;
+  const Profile* generic_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, uint32_t> slots_ ABSL_GUARDED_BY(mu_);
+  std::vector<ModelLabel> labels_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kvledger
+
+#endif  // KVLEDGER_LIB_PROFILES_MODEL_REGISTRY_H_

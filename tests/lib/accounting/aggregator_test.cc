@@ -1,0 +1,150 @@
+#include "lib/accounting/aggregator.h"
+
+#include <algorithm>
+#include <random>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "lib/accounting/ledger.h"
+#include "lib/profiles/profile_catalog.h"
+
+namespace kvledger {
+namespace {
+
+struct Input {
+  std::string model;
+  int tier;
+  int64_t n, match, recompute;
+  double reload, suffix, ttft;
+};
+
+std::vector<Input> RandomInputs(int count, uint32_t seed) {
+  const std::vector<std::string> models = {"llama-3.1-8b", "deepseek-v3", "gemma-2-9b", "kimi-linear-48b-a3b"};
+  std::mt19937_64 rng(seed);
+  std::vector<Input> inputs;
+  for (int i = 0; i < count; ++i) {
+    Input in;
+    in.model = models[rng() % models.size()];
+    in.n = 1 + static_cast<int64_t>(rng() % 200000);
+    in.match = static_cast<int64_t>(rng() % (in.n + 1));
+    in.tier = in.match == 0 ? 0 : 1 + static_cast<int>(rng() % 4);
+    in.recompute = in.match == 0 ? 0 : static_cast<int64_t>(rng() % (in.match + 1));
+    in.reload = static_cast<double>(rng() % 100000) / 1e5;
+    in.suffix = static_cast<double>(rng() % 100000) / 1e4;
+    in.ttft = in.suffix + in.reload;
+    inputs.push_back(in);
+  }
+  return inputs;
+}
+
+RecordFacts ToFacts(const Input& in) {
+  RecordFacts f;
+  f.model = in.model;
+  f.tier_value = in.tier;
+  f.prompt_tokens = in.n;
+  f.logical_match_tokens = in.match;
+  f.recompute_tokens = in.recompute;
+  f.reload_seconds = in.reload;
+  f.suffix_prefill_seconds = in.suffix;
+  f.ttft_seconds = in.ttft;
+  return f;
+}
+
+Totals Sum(const AggregateSnapshot& s) {
+  Totals all;
+  for (const auto& cell : s.cells) all.Merge(cell.totals);
+  return all;
+}
+
+class AggregatorTest : public ::testing::Test {
+ protected:
+  const ProfileCatalog catalog_ = ProfileCatalog::Builtin();
+};
+
+// Token totals equal the sums of the inputs, counted directly; every record counts exactly once.
+TEST_F(AggregatorTest, TotalsEqualDirectSums) {
+  ModelRegistry registry(catalog_, 16, UnknownModelPolicy::kReject);
+  Aggregator aggregator(registry.max_models() + 1);
+  Ledger ledger(registry, aggregator);
+  const auto inputs = RandomInputs(2000, 7);
+  Uint128 prompt = 0, match = 0;
+  for (const auto& in : inputs) {
+    ASSERT_TRUE(ledger.Record(ToFacts(in)).ok());
+    prompt += in.n;
+    match += in.match;
+  }
+  const Totals all = Sum(aggregator.Snapshot());
+  EXPECT_EQ(all.requests, inputs.size());
+  EXPECT_EQ(all.prompt_tokens, prompt);
+  EXPECT_EQ(all.logical_match_tokens, match);
+  EXPECT_EQ(all.recompute_alignment_tokens + all.recompute_restore_tokens + all.reused_tokens, match);
+  EXPECT_EQ(all.reload_seconds.count, inputs.size());
+}
+
+// The snapshot is a pure function of the set of records: shuffled order on 4 threads gives
+// bit-identical totals, FLOPs and histogram sums included.
+TEST_F(AggregatorTest, OrderAndThreadsDoNotChangeTotals) {
+  const auto inputs = RandomInputs(4000, 11);
+  ModelRegistry registry_a(catalog_, 16, UnknownModelPolicy::kReject);
+  Aggregator serial(17);
+  Ledger ledger_a(registry_a, serial);
+  for (const auto& in : inputs) ASSERT_TRUE(ledger_a.Record(ToFacts(in)).ok());
+
+  auto shuffled = inputs;
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(3));
+  ModelRegistry registry_b(catalog_, 16, UnknownModelPolicy::kReject);
+  Aggregator parallel(17);
+  Ledger ledger_b(registry_b, parallel);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = t; i < shuffled.size(); i += 4) (void)ledger_b.Record(ToFacts(shuffled[i]));
+    });
+  }
+  for (auto& th : threads) th.join();
+
+  const Totals a = Sum(serial.Snapshot());
+  const Totals b = Sum(parallel.Snapshot());
+  EXPECT_EQ(a.requests, b.requests);
+  EXPECT_EQ(a.attention_baseline_flops, b.attention_baseline_flops);
+  EXPECT_EQ(a.prefill_avoided_flops, b.prefill_avoided_flops);
+  EXPECT_EQ(a.reused_bytes, b.reused_bytes);
+  EXPECT_EQ(a.estimated_recompute_nanoseconds, b.estimated_recompute_nanoseconds);
+  EXPECT_EQ(a.reload_slower_than_recompute, b.reload_slower_than_recompute);
+  EXPECT_EQ(a.ttft_seconds.counts, b.ttft_seconds.counts);
+  EXPECT_EQ(a.ttft_seconds.sum_nanounits, b.ttft_seconds.sum_nanounits);
+  EXPECT_EQ(a.reused_hit_ratio.counts, b.reused_hit_ratio.counts);
+}
+
+// Bucket edges are inclusive ("le"): alpha = 0.05 exactly is in the first bucket, 0.06 in the
+// second; latencies likewise, and values past the last bound go to +Inf.
+TEST_F(AggregatorTest, BucketEdgesAreExact) {
+  const Profile& p = *catalog_.Find("llama-3.1-8b");
+  Totals t;
+  auto add = [&](int64_t n, int64_t match, double reload) {
+    RecordFacts f;
+    f.model = "llama-3.1-8b";
+    f.tier_value = 1;
+    f.prompt_tokens = n;
+    f.logical_match_tokens = match;
+    f.reload_seconds = reload;
+    t.Add(Derive(f, p));
+  };
+  add(100, 5, 0.001);
+  add(100, 6, 0.0011);
+  add(100, 0, 0);
+  add(100, 100, 5000);
+  add(3, 1, 1);  // 1/3: 20/3 = 6.67 -> bucket 7 (le 0.35)
+  EXPECT_EQ(t.logical_hit_ratio.counts[0], 2u);   // 0.05 and 0
+  EXPECT_EQ(t.logical_hit_ratio.counts[1], 1u);   // 0.06
+  EXPECT_EQ(t.logical_hit_ratio.counts[6], 1u);   // 1/3
+  EXPECT_EQ(t.logical_hit_ratio.counts[19], 1u);  // 1.0
+  EXPECT_EQ(t.reload_seconds.counts[0], 2u);      // 0.001 and 0
+  EXPECT_EQ(t.reload_seconds.counts[1], 1u);      // 0.0011
+  EXPECT_EQ(t.reload_seconds.counts[14], 1u);     // 1 s
+  EXPECT_EQ(t.reload_seconds.counts[kLatencyBucketsSeconds.size()], 1u);  // 5000 s -> +Inf
+  EXPECT_EQ(t.reload_seconds.sum_nanounits, Uint128{5001002100000});
+}
+
+}  // namespace
+}  // namespace kvledger

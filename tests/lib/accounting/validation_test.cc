@@ -1,0 +1,161 @@
+#include "lib/accounting/validation.h"
+
+#include <cmath>
+#include <limits>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lib/accounting/rejection.h"
+#include "lib/profiles/profile_catalog.h"
+#include "tests/testing/status_matchers.h"
+
+namespace kvledger {
+namespace {
+
+using ::kvledger::testing::IsOk;
+using ::kvledger::testing::StatusIs;
+using ::testing::HasSubstr;
+
+RecordFacts Valid() {
+  RecordFacts f;
+  f.model = "llama-3.1-8b";
+  f.tier_value = 2;
+  f.prompt_tokens = 1000;
+  f.logical_match_tokens = 600;
+  f.recoverable_tokens = 592;
+  f.recompute_tokens = 8;
+  f.reload_seconds = 0.02;
+  f.suffix_prefill_seconds = 0.1;
+  f.ttft_seconds = 0.15;
+  return f;
+}
+
+// Expects rejection with exactly this message and reason.
+void ExpectRejected(const absl::Status& status, const std::string& message, RejectReason reason) {
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, message));
+  EXPECT_EQ(ReasonOf(status), reason) << RejectReasonLabel(ReasonOf(status));
+}
+
+TEST(ValidationTest, ValidRecordPasses) { EXPECT_THAT(ValidateFields(Valid()), IsOk()); }
+
+// Each rule names the field, its value and the rule, with its own reason.
+TEST(ValidationTest, EveryRuleNamesFieldValueAndRule) {
+  RecordFacts f = Valid();
+  f.prompt_tokens = 0;
+  ExpectRejected(ValidateFields(f), "prompt_tokens = 0: must be in [1, 2147483648]",
+                 RejectReason::kInvalidPromptTokens);
+  f = Valid();
+  f.prompt_tokens = (int64_t{1} << 31) + 1;
+  ExpectRejected(ValidateFields(f), "prompt_tokens = 2147483649: must be in [1, 2147483648]",
+                 RejectReason::kInvalidPromptTokens);
+  f = Valid();
+  f.logical_match_tokens = 1200;
+  ExpectRejected(ValidateFields(f), "logical_match_tokens = 1200: must be in [0, prompt_tokens = 1000]",
+                 RejectReason::kInvalidLogicalMatchTokens);
+  f = Valid();
+  f.logical_match_tokens = -1;
+  ExpectRejected(ValidateFields(f), "logical_match_tokens = -1: must be in [0, prompt_tokens = 1000]",
+                 RejectReason::kInvalidLogicalMatchTokens);
+  f = Valid();
+  f.recoverable_tokens = 601;
+  ExpectRejected(ValidateFields(f), "recoverable_tokens = 601: must be in [0, logical_match_tokens = 600]",
+                 RejectReason::kInvalidRecoverableTokens);
+  f = Valid();
+  f.recompute_tokens = 7;  // reused 593 would exceed recoverable 592
+  ExpectRejected(ValidateFields(f),
+                 "recompute_tokens = 7: must be in [logical_match_tokens - recoverable_tokens = 8, "
+                 "logical_match_tokens = 600] (reused = logical_match - recompute may not exceed the "
+                 "recoverable boundary)",
+                 RejectReason::kInvalidRecomputeTokens);
+  f = Valid();
+  f.recoverable_tokens.reset();
+  f.recompute_tokens = 601;
+  ExpectRejected(ValidateFields(f),
+                 "recompute_tokens = 601: must be in [0, logical_match_tokens = 600] (reused = "
+                 "logical_match - recompute may not exceed the recoverable boundary)",
+                 RejectReason::kInvalidRecomputeTokens);
+  f = Valid();
+  f.reload_seconds = std::nan("");
+  ExpectRejected(ValidateFields(f), "reload_seconds = nan: must be finite, >= 0 and <= 86400 seconds",
+                 RejectReason::kInvalidReloadSeconds);
+  f = Valid();
+  f.suffix_prefill_seconds = -0.5;
+  ExpectRejected(ValidateFields(f), "suffix_prefill_seconds = -0.5: must be finite, >= 0 and <= 86400 seconds",
+                 RejectReason::kInvalidSuffixPrefillSeconds);
+  f = Valid();
+  f.ttft_seconds = std::numeric_limits<double>::infinity();
+  ExpectRejected(ValidateFields(f), "ttft_seconds = inf: must be finite, >= 0 and <= 86400 seconds",
+                 RejectReason::kInvalidTtftSeconds);
+  f = Valid();
+  f.tier_value = 9;
+  ExpectRejected(ValidateFields(f),
+                 "tier = 9: must be one of TIER_DEVICE (1), TIER_HOST (2), TIER_DISK (3), TIER_REMOTE (4), "
+                 "or TIER_UNSPECIFIED (0) for a miss",
+                 RejectReason::kInvalidTier);
+  f = Valid();
+  f.tier_value = 0;
+  ExpectRejected(ValidateFields(f),
+                 "tier = TIER_UNSPECIFIED: must be set when logical_match_tokens > 0 (logical_match_tokens = 600)",
+                 RejectReason::kInvalidTier);
+  f = Valid();
+  f.model = "";
+  ExpectRejected(ValidateFields(f), "model = \"\": must be 1-128 printable ASCII characters without spaces",
+                 RejectReason::kInvalidModel);
+  f = Valid();
+  f.model = "llama\n8b";
+  ExpectRejected(ValidateFields(f),
+                 "model = \"llama\\n8b\": must be 1-128 printable ASCII characters without spaces",
+                 RejectReason::kInvalidModel);
+  const std::string long_id(300, 'x');
+  f = Valid();
+  f.request_id = long_id;
+  EXPECT_THAT(ValidateFields(f), StatusIs(absl::StatusCode::kInvalidArgument,
+                                          HasSubstr("(300 bytes): must be at most 256 bytes")));
+}
+
+// A miss may leave the tier unspecified.
+TEST(ValidationTest, MissNeedsNoTier) {
+  RecordFacts f = Valid();
+  f.tier_value = 0;
+  f.logical_match_tokens = 0;
+  f.recoverable_tokens.reset();
+  f.recompute_tokens.reset();
+  EXPECT_THAT(ValidateFields(f), IsOk());
+}
+
+TEST(ValidationTest, StateBoundariesAgainstProfile) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const Profile& kimi = *catalog.Find("kimi-linear-48b-a3b");
+  RecordFacts f = Valid();
+  f.model = "kimi-linear-48b-a3b";
+  f.recoverable_tokens = 512;
+  f.recompute_tokens = 100;
+  f.state_boundaries = {{"kda", 512}, {"mla", 592}};
+  EXPECT_THAT(ValidateAgainstProfile(f, kimi), IsOk());
+
+  f.state_boundaries = {{"attention", 512}};
+  ExpectRejected(ValidateAgainstProfile(f, kimi),
+                 "state_boundaries[0].state_group = \"attention\": must name a layer group of profile "
+                 "'kimi-linear-48b-a3b' (kda_dense, kda, mla)",
+                 RejectReason::kInvalidStateBoundaries);
+  f.state_boundaries = {{"kda", 512}, {"kda", 512}};
+  ExpectRejected(ValidateAgainstProfile(f, kimi), "state_boundaries[1].state_group = \"kda\": must appear only once",
+                 RejectReason::kInvalidStateBoundaries);
+  f.state_boundaries = {{"kda", 700}};
+  ExpectRejected(ValidateAgainstProfile(f, kimi),
+                 "state_boundaries[0].boundary_tokens = 700: must be in [0, logical_match_tokens = 600]",
+                 RejectReason::kInvalidStateBoundaries);
+  f.state_boundaries = {{"kda", 256}, {"mla", 592}};
+  ExpectRejected(ValidateAgainstProfile(f, kimi),
+                 "state_boundaries: minimum boundary_tokens = 256: must equal recoverable_tokens = 512 (the "
+                 "recoverable boundary is the minimum over state groups)",
+                 RejectReason::kInvalidStateBoundaries);
+  f.recoverable_tokens.reset();
+  f.recompute_tokens = 300;  // boundaries imply at least 600 - 256 = 344
+  ExpectRejected(ValidateAgainstProfile(f, kimi),
+                 "recompute_tokens = 300: must be >= logical_match_tokens - min(state_boundaries) = 344",
+                 RejectReason::kInvalidRecomputeTokens);
+}
+
+}  // namespace
+}  // namespace kvledger

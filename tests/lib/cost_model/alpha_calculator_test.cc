@@ -1,0 +1,96 @@
+#include "lib/cost_model/alpha_calculator.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+
+namespace kvledger {
+namespace {
+
+using ::kvledger::testing::StatusIs;
+using ::testing::HasSubstr;
+
+// docs/cost-model.md example 1: a 50 % hit avoids 25 % of full attention.
+TEST(AlphaCalculatorTest, FullAttentionHalfHit) {
+  AlphaInputs in;
+  in.alpha = 0.5;
+  in.beta = 0.4;
+  in.overhead = 0.1;
+  auto r = CalculateAlpha(in);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_DOUBLE_EQ(r->attention_remaining, 0.75);
+  EXPECT_DOUBLE_EQ(*r->attention_speedup, 4.0 / 3.0);
+  EXPECT_DOUBLE_EQ(*r->block_remaining, 0.4 * 0.75 + 0.6 * 0.5);  // 0.6
+  EXPECT_DOUBLE_EQ(*r->block_speedup, 1 / 0.6);
+  EXPECT_DOUBLE_EQ(*r->e2e_speedup, 1 / 0.7);
+  EXPECT_FALSE(r->aligned_tokens.has_value());
+}
+
+// A full hit leaves no attention: the speedup is unbounded (absent), not infinite.
+TEST(AlphaCalculatorTest, FullHitIsUnbounded) {
+  AlphaInputs in;
+  in.alpha = 1;
+  auto r = CalculateAlpha(in);
+  ASSERT_TRUE(r.ok());
+  EXPECT_DOUBLE_EQ(r->attention_remaining, 0);
+  EXPECT_FALSE(r->attention_speedup.has_value());
+}
+
+// docs/cost-model.md example 3: window fraction 1/4, alpha 1/2 leaves 4/7 of the work.
+TEST(AlphaCalculatorTest, SlidingWindowByFraction) {
+  AlphaInputs in;
+  in.alpha = 0.5;
+  in.kind = MixerKind::kSlidingWindow;
+  in.window_fraction = 0.25;
+  auto r = CalculateAlpha(in);
+  ASSERT_TRUE(r.ok());
+  EXPECT_DOUBLE_EQ(r->attention_remaining, 4.0 / 7.0);
+  // The same through --window and --prompt-tokens.
+  in.window_fraction.reset();
+  in.window_tokens = 1024;
+  in.prompt_tokens = 4096;
+  EXPECT_DOUBLE_EQ(CalculateAlpha(in)->attention_remaining, 4.0 / 7.0);
+  // A window wider than the prompt is full attention.
+  in.window_tokens = 8192;
+  EXPECT_DOUBLE_EQ(CalculateAlpha(in)->attention_remaining, 0.75);
+}
+
+// docs/cost-model.md example 4: recurrent, C = 256, N = 1000, alpha 0.5 resumes at 256.
+TEST(AlphaCalculatorTest, RecurrentAlignsToCheckpoint) {
+  AlphaInputs in;
+  in.alpha = 0.5;
+  in.kind = MixerKind::kLinear;
+  in.checkpoint_tokens = 256;
+  in.prompt_tokens = 1000;
+  in.beta = 0.5;
+  auto r = CalculateAlpha(in);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r->aligned_tokens, 256u);
+  EXPECT_EQ(*r->replay_tokens, 244u);
+  EXPECT_DOUBLE_EQ(r->attention_remaining, 0.744);
+  EXPECT_DOUBLE_EQ(*r->block_remaining, 0.744);  // token-wise work also resumes at 256
+  // Decimal alpha is floored without float noise: 0.3 x 1000 = 300.
+  in.alpha = 0.3;
+  in.checkpoint_tokens = 100;
+  EXPECT_EQ(*CalculateAlpha(in)->aligned_tokens, 300u);
+}
+
+TEST(AlphaCalculatorTest, BadInputsNameTheInput) {
+  AlphaInputs in;
+  in.alpha = 1.5;
+  EXPECT_THAT(CalculateAlpha(in), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("alpha = 1.5")));
+  in.alpha = 0.5;
+  in.beta = -0.1;
+  EXPECT_THAT(CalculateAlpha(in), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("beta = -0.1")));
+  in.beta.reset();
+  in.overhead = 0.2;
+  EXPECT_THAT(CalculateAlpha(in), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs beta")));
+  in.overhead.reset();
+  in.kind = MixerKind::kLinear;
+  EXPECT_THAT(CalculateAlpha(in), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("checkpoint")));
+  in.kind = MixerKind::kSlidingWindow;
+  EXPECT_THAT(CalculateAlpha(in), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("window")));
+}
+
+}  // namespace
+}  // namespace kvledger
