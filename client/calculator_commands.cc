@@ -1,0 +1,159 @@
+// `kvledger calc` and `kvledger kv-bytes`: offline calculators on lib/cost_model.
+#include <cstdio>
+#include <iostream>
+
+#include "absl/strings/str_format.h"
+#include "client/commands.h"
+#include "client/flag_set.h"
+#include "client/json_writer.h"
+#include "lib/cost_model/alpha_calculator.h"
+#include "lib/cost_model/kv_capacity.h"
+#include "lib/profiles/profile_catalog.h"
+
+namespace kvledger::cli {
+namespace {
+
+std::string Speedup(const std::optional<double>& s) {
+  return s ? absl::StrFormat("%.4fx", *s) : std::string("unbounded");
+}
+
+}  // namespace
+
+int Calc(const Args& args) {
+  std::optional<double> alpha, window_fraction, beta, overhead;
+  std::optional<uint64_t> window, prompt_tokens, checkpoint;
+  std::string attention = "full";
+  bool json = false;
+  FlagSet flags("calc", "What a token hit ratio alpha buys: attention, block and end-to-end remaining work and speedups.");
+  flags.Double("alpha", &alpha, "logical hit ratio in [0, 1]", true);
+  flags.String("attention", &attention, "full | swa | recurrent (default full)");
+  flags.Double("window-fraction", &window_fraction, "swa: window W / prompt N");
+  flags.Uint64("window", &window, "swa: window W in tokens (with --prompt-tokens)");
+  flags.Uint64("prompt-tokens", &prompt_tokens, "prompt length N");
+  flags.Uint64("checkpoint", &checkpoint, "recurrent: checkpoint interval C in tokens (with --prompt-tokens)");
+  flags.Double("beta", &beta, "attention share of baseline prefill FLOPs, [0, 1]");
+  flags.Double("overhead", &overhead, "h: reuse overheads / full-prefill time (needs --beta)");
+  flags.Switch("json", &json, "print one JSON object");
+  if (int code = ParseOrExit(flags, args, "calc"); code >= 0) return code;
+
+  AlphaInputs in;
+  in.alpha = *alpha;
+  if (attention == "full") {
+    in.kind = MixerKind::kFullCausal;
+  } else if (attention == "swa") {
+    in.kind = MixerKind::kSlidingWindow;
+  } else if (attention == "recurrent") {
+    in.kind = MixerKind::kLinear;
+  } else {
+    std::cerr << "kvledger calc: --attention = \"" << attention << "\": must be full, swa or recurrent\n";
+    return 2;
+  }
+  in.window_fraction = window_fraction;
+  in.window_tokens = window;
+  in.prompt_tokens = prompt_tokens;
+  in.checkpoint_tokens = checkpoint;
+  in.beta = beta;
+  in.overhead = overhead;
+  auto result = CalculateAlpha(in);
+  if (!result.ok()) {
+    std::cerr << "kvledger calc: " << result.status().message() << "\n";
+    return 2;
+  }
+  const AlphaResult& r = *result;
+  if (json) {
+    JsonObject o;
+    o.Number("attention_remaining", r.attention_remaining).Number("attention_speedup", r.attention_speedup);
+    if (r.block_remaining) o.Number("block_remaining", *r.block_remaining).Number("block_speedup", r.block_speedup);
+    if (overhead) o.Number("e2e_speedup", r.e2e_speedup);
+    if (r.aligned_tokens) o.Integer("aligned_tokens", *r.aligned_tokens).Integer("replay_tokens", *r.replay_tokens);
+    std::cout << o.str() << "\n";
+    return 0;
+  }
+  std::cout << absl::StrFormat("%-22s %.6g\n", "alpha", in.alpha);
+  if (r.aligned_tokens) {
+    std::cout << absl::StrFormat("%-22s %d tokens (replayed %d)\n", "resume boundary", *r.aligned_tokens,
+                                 *r.replay_tokens);
+  }
+  std::cout << absl::StrFormat("%-22s %.6f  (avoided %.6f)\n", "attention remaining", r.attention_remaining,
+                               1 - r.attention_remaining);
+  std::cout << absl::StrFormat("%-22s %s\n", "attention speedup", Speedup(r.attention_speedup));
+  if (r.block_remaining) {
+    std::cout << absl::StrFormat("%-22s %.6f\n", "block remaining", *r.block_remaining);
+    std::cout << absl::StrFormat("%-22s %s\n", "block speedup", Speedup(r.block_speedup));
+  }
+  if (overhead) std::cout << absl::StrFormat("%-22s %s\n", "end-to-end speedup", Speedup(r.e2e_speedup));
+  return 0;
+}
+
+int KvBytes(const Args& args) {
+  std::optional<uint64_t> layers, sequences, tokens, kv_heads, head_dim, bytes_per_element, budget, reserved;
+  std::string model, profiles;
+  bool json = false;
+  FlagSet flags("kv-bytes",
+                "KV cache bytes for S sequences of T cached tokens, and how many tokens fit a memory budget.\n"
+                "Give an explicit shape (--layers --kv-heads --head-dim --bytes-per-element) or --model.");
+  flags.String("model", &model, "profile name (MLA, sliding-window and recurrent aware)");
+  flags.String("profiles", &profiles, "profile file adding or overriding built-in profiles (with --model)");
+  flags.Uint64("layers", &layers, "layers L");
+  flags.Uint64("sequences", &sequences, "sequences S (default 1)");
+  flags.Uint64("tokens", &tokens, "cached tokens T per sequence", true);
+  flags.Uint64("kv-heads", &kv_heads, "K/V heads H (never query heads)");
+  flags.Uint64("head-dim", &head_dim, "head dimension D");
+  flags.Uint64("bytes-per-element", &bytes_per_element, "cache dtype bytes B");
+  flags.Uint64("budget-bytes", &budget, "memory budget X in bytes");
+  flags.Uint64("reserved-bytes", &reserved, "bytes reserved for weights and runtime Y (default 0)");
+  flags.Switch("json", &json, "print one JSON object");
+  if (int code = ParseOrExit(flags, args, "kv-bytes"); code >= 0) return code;
+  const uint64_t s = sequences.value_or(1);
+
+  Uint128 kv_bytes, bytes_per_token, fixed_bytes = 0;
+  if (!model.empty()) {
+    if (layers || kv_heads || head_dim || bytes_per_element) {
+      std::cerr << "kvledger kv-bytes: --model: give either --model or an explicit shape, not both\n";
+      return 2;
+    }
+    auto catalog = profiles.empty() ? absl::StatusOr<ProfileCatalog>(ProfileCatalog::Builtin())
+                                    : ProfileCatalog::LoadFile(profiles);
+    if (!catalog.ok()) {
+      std::cerr << "kvledger kv-bytes: " << catalog.status().message() << "\n";
+      return 2;
+    }
+    const Profile* p = catalog->Find(model);
+    if (p == nullptr) {
+      std::cerr << "kvledger kv-bytes: --model = \"" << model << "\": no profile of that name\n";
+      return 2;
+    }
+    kv_bytes = CacheBytes(p->shape(), *tokens) * s;
+    bytes_per_token = BytesPerCachedToken(p->shape());
+    fixed_bytes = Uint128{StateBytesPerSequence(p->shape())} * s;
+  } else {
+    if (!layers || !kv_heads || !head_dim || !bytes_per_element) {
+      std::cerr << "kvledger kv-bytes: --layers, --kv-heads, --head-dim and --bytes-per-element: required without --model\n";
+      return 2;
+    }
+    const KvShape shape{*layers, *kv_heads, *head_dim, *bytes_per_element};
+    bytes_per_token = KvBytesPerToken(shape);
+    kv_bytes = bytes_per_token * s * *tokens;
+  }
+  std::optional<Uint128> max_tokens;
+  if (budget) max_tokens = MaxCachedTokens(*budget, reserved.value_or(0), fixed_bytes, bytes_per_token);
+  if (json) {
+    JsonObject o;
+    o.Integer("kv_bytes", kv_bytes).Integer("bytes_per_token", bytes_per_token);
+    if (!model.empty()) o.Integer("state_bytes", fixed_bytes);
+    if (max_tokens) o.Integer("max_tokens", *max_tokens);
+    std::cout << o.str() << "\n";
+    return 0;
+  }
+  std::cout << absl::StrFormat("%-20s %s (%.3f GiB)\n", "kv bytes", Uint128ToString(kv_bytes),
+                               Uint128ToDouble(kv_bytes) / (1024.0 * 1024 * 1024));
+  std::cout << absl::StrFormat("%-20s %s\n", "bytes per token", Uint128ToString(bytes_per_token));
+  if (!model.empty()) std::cout << absl::StrFormat("%-20s %s\n", "recurrent state", Uint128ToString(fixed_bytes));
+  if (max_tokens) {
+    std::cout << absl::StrFormat("%-20s %s (sum over all sequences)\n", "max cached tokens",
+                                 Uint128ToString(*max_tokens));
+  }
+  return 0;
+}
+
+}  // namespace kvledger::cli

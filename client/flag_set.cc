@@ -1,0 +1,148 @@
+#include "client/flag_set.h"
+
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace kvledger::cli {
+namespace {
+
+absl::Status BadValue(const std::string& name, const std::string& value, const char* want) {
+  return absl::InvalidArgumentError(absl::StrCat("--", name, " = \"", value, "\": ", want));
+}
+
+}  // namespace
+
+FlagSet::FlagSet(std::string command, std::string summary)
+    : command_(std::move(command)), summary_(std::move(summary)) {}
+
+void FlagSet::String(const char* name, std::string* out, const char* help, bool required) {
+  flags_.push_back({name, help, required, true, false, [out](const std::string& v) {
+                      *out = v;
+                      return absl::OkStatus();
+                    }});
+}
+
+void FlagSet::Double(const char* name, std::optional<double>* out, const char* help, bool required) {
+  std::string n = name;
+  flags_.push_back({name, help, required, true, false, [out, n](const std::string& v) {
+                      double d;
+                      if (!absl::SimpleAtod(v, &d)) return BadValue(n, v, "must be a number");
+                      *out = d;
+                      return absl::OkStatus();
+                    }});
+}
+
+void FlagSet::Uint64(const char* name, std::optional<uint64_t>* out, const char* help, bool required) {
+  std::string n = name;
+  flags_.push_back({name, help, required, true, false, [out, n](const std::string& v) {
+                      uint64_t u;
+                      if (!absl::SimpleAtoi(v, &u)) return BadValue(n, v, "must be a whole number >= 0");
+                      *out = u;
+                      return absl::OkStatus();
+                    }});
+}
+
+void FlagSet::Int64(const char* name, std::optional<int64_t>* out, const char* help, bool required) {
+  std::string n = name;
+  flags_.push_back({name, help, required, true, false, [out, n](const std::string& v) {
+                      int64_t i;
+                      if (!absl::SimpleAtoi(v, &i)) return BadValue(n, v, "must be a whole number");
+                      *out = i;
+                      return absl::OkStatus();
+                    }});
+}
+
+void FlagSet::Switch(const char* name, bool* out, const char* help) {
+  flags_.push_back({name, help, false, false, false, [out](const std::string&) {
+                      *out = true;
+                      return absl::OkStatus();
+                    }});
+}
+
+void FlagSet::Repeated(const char* name, std::vector<std::string>* out, const char* help) {
+  flags_.push_back({name, help, false, true, false, [out](const std::string& v) {
+                      out->push_back(v);
+                      return absl::OkStatus();
+                    }});
+}
+
+FlagSet::Flag* FlagSet::Find(const std::string& name) {
+  for (auto& f : flags_) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+absl::Status FlagSet::Parse(const std::vector<std::string>& args, std::vector<std::string>* positional,
+                            bool* help_requested) {
+  *help_requested = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      *help_requested = true;
+      return absl::OkStatus();
+    }
+    if (arg.rfind("--", 0) != 0 || arg.size() == 2) {
+      positional->push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2);
+    std::optional<std::string> value;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    Flag* flag = Find(name);
+    if (flag == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see kvledger ", command_, " --help)"));
+    }
+    if (flag->takes_value && !value) {
+      if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat("--", name, ": needs a value"));
+      value = args[++i];
+    }
+    if (!flag->takes_value && value) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": takes no value"));
+    }
+    if (auto s = flag->set(value.value_or("")); !s.ok()) return s;
+    flag->seen = true;
+  }
+  for (const auto& f : flags_) {
+    if (f.required && !f.seen) return absl::InvalidArgumentError(absl::StrCat("--", f.name, ": required"));
+  }
+  return absl::OkStatus();
+}
+
+std::string FlagSet::Usage() const {
+  std::string out = absl::StrCat("usage: kvledger ", command_, " [flags]\n", summary_, "\n\nflags:\n");
+  for (const auto& f : flags_) {
+    absl::StrAppendFormat(&out, "  --%-26s %s%s\n", f.name + (f.takes_value ? " V" : ""), f.help,
+                          f.required ? " (required)" : "");
+  }
+  return out;
+}
+
+int ParseOrExit(FlagSet& flags, const std::vector<std::string>& args, const char* command,
+                std::vector<std::string>* positional) {
+  std::vector<std::string> rest;
+  bool help = false;
+  if (auto s = flags.Parse(args, &rest, &help); !s.ok()) {
+    std::cerr << "kvledger " << command << ": " << s.message() << "\n";
+    return 2;
+  }
+  if (help) {
+    std::cout << flags.Usage();
+    return 0;
+  }
+  if (positional != nullptr) {
+    *positional = std::move(rest);
+  } else if (!rest.empty()) {
+    std::cerr << "kvledger " << command << ": unexpected argument '" << rest[0] << "'\n";
+    return 2;
+  }
+  return -1;
+}
+
+}  // namespace kvledger::cli

@@ -1,0 +1,363 @@
+// `kvledger send`, `replay` and `explain`: records built from flags or read from a JSON-lines
+// trace, sent over gRPC, or explained offline with the same lib/accounting code the server runs.
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "client/commands.h"
+#include "client/flag_set.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpcpp/grpcpp.h"
+#include "kvledger/v1/ledger.grpc.pb.h"
+#include "lib/accounting/ledger.h"
+#include "lib/accounting/record_proto.h"
+#include "lib/profiles/model_registry.h"
+
+namespace kvledger::cli {
+namespace {
+
+constexpr char kDefaultTarget[] = "127.0.0.1:50051";
+
+// Connection flags every RPC subcommand takes.
+struct Connection {
+  std::string target = kDefaultTarget;
+  std::string tls_ca_file;
+  std::optional<double> timeout_seconds;
+
+  void Register(FlagSet& flags) {
+    flags.String("target", &target, "server HOST:PORT (default 127.0.0.1:50051)");
+    flags.String("tls-ca-file", &tls_ca_file, "PEM CA bundle: connect with TLS and verify the server");
+    flags.Double("timeout", &timeout_seconds, "per-RPC deadline in seconds (default 10)");
+  }
+  std::unique_ptr<v1::Ledger::Stub> Stub() const {
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+    if (!tls_ca_file.empty()) {
+      std::ifstream in(tls_ca_file);
+      std::string pem((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = pem;
+      credentials = grpc::SslCredentials(ssl);
+    }
+    return v1::Ledger::NewStub(grpc::CreateChannel(target, credentials));
+  }
+  void SetDeadline(grpc::ClientContext& context) const {
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds.value_or(10) * 1000)));
+  }
+};
+
+std::string DescribeRpcError(const grpc::Status& status, const std::string& target) {
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE || status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::StrCat("cannot reach ", target, ": ", status.error_message(), " (is kvledger-server running?)");
+  }
+  return status.error_message();
+}
+
+// Record fields as flags, named after the proto fields.
+struct RecordFlags {
+  std::string request_id, model, tier = "device";
+  std::optional<int64_t> prompt_tokens, logical_match_tokens, recoverable_tokens, recompute_tokens;
+  std::optional<double> reload_seconds, suffix_prefill_seconds, ttft_seconds;
+  std::vector<std::string> state_boundaries;
+
+  void Register(FlagSet& flags) {
+    flags.String("model", &model, "model profile name, e.g. llama-3.1-8b", true);
+    flags.String("tier", &tier, "device | host | disk | remote | none (default device; none for a miss)");
+    flags.Int64("prompt-tokens", &prompt_tokens, "N: prompt length", true);
+    flags.Int64("logical-match-tokens", &logical_match_tokens, "P_match: prefix the cache index matched", true);
+    flags.Int64("recoverable-tokens", &recoverable_tokens, "P_rec reported by the engine (default: modelled)");
+    flags.Int64("recompute-tokens", &recompute_tokens, "R: matched tokens computed again (default P_match - P_rec)");
+    flags.Double("reload-seconds", &reload_seconds, "reload latency (default 0)");
+    flags.Double("suffix-prefill-seconds", &suffix_prefill_seconds, "suffix prefill latency (default 0)");
+    flags.Double("ttft-seconds", &ttft_seconds, "time to first token (default 0)");
+    flags.Repeated("state-boundary", &state_boundaries, "GROUP=TOKENS per state group, repeatable");
+    flags.String("request-id", &request_id, "opaque request id");
+  }
+
+  // INVALID_ARGUMENT naming the flag for a bad tier or state boundary.
+  absl::StatusOr<v1::Record> ToProto() const {
+    v1::Record r;
+    r.set_request_id(request_id);
+    r.set_model(model);
+    static const std::map<std::string, v1::Tier> kTiers = {{"none", v1::TIER_UNSPECIFIED},
+                                                           {"device", v1::TIER_DEVICE},
+                                                           {"host", v1::TIER_HOST},
+                                                           {"disk", v1::TIER_DISK},
+                                                           {"remote", v1::TIER_REMOTE}};
+    auto tier_it = kTiers.find(tier);
+    if (tier_it == kTiers.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tier = \"", tier, "\": must be device, host, disk, remote or none"));
+    }
+    r.set_tier(tier_it->second);
+    r.set_prompt_tokens(*prompt_tokens);
+    r.set_logical_match_tokens(*logical_match_tokens);
+    if (recoverable_tokens) r.set_recoverable_tokens(*recoverable_tokens);
+    if (recompute_tokens) r.set_recompute_tokens(*recompute_tokens);
+    r.set_reload_seconds(reload_seconds.value_or(0));
+    r.set_suffix_prefill_seconds(suffix_prefill_seconds.value_or(0));
+    r.set_ttft_seconds(ttft_seconds.value_or(0));
+    for (const auto& text : state_boundaries) {
+      std::pair<std::string, std::string> kv = absl::StrSplit(text, absl::MaxSplits('=', 1));
+      int64_t tokens;
+      if (kv.first.empty() || !absl::SimpleAtoi(kv.second, &tokens)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--state-boundary = \"", text, "\": must be GROUP=TOKENS, e.g. kda=768"));
+      }
+      auto* b = r.add_state_boundaries();
+      b->set_state_group(kv.first);
+      b->set_boundary_tokens(tokens);
+    }
+    return r;
+  }
+};
+
+const char* SourceName(v1::BoundarySource source) {
+  switch (source) {
+    case v1::BOUNDARY_SOURCE_ENGINE: return "engine";
+    case v1::BOUNDARY_SOURCE_STATE_BOUNDARIES: return "state boundaries";
+    case v1::BOUNDARY_SOURCE_MODEL: return "modelled from profile";
+    default: return "unknown";
+  }
+}
+
+std::string Flops(double f) { return absl::StrFormat("%.4g", f); }
+std::string Share(double part, double whole) {
+  return whole > 0 ? absl::StrFormat("%.2f%%", 100 * part / whole) : std::string("-");
+}
+std::string Times(double speedup) { return speedup > 0 ? absl::StrFormat("%.4fx", speedup) : std::string("unbounded"); }
+
+void PrintFigures(const v1::DerivedFigures& d) {
+  auto row = [](const std::string& label, const std::string& value) {
+    std::cout << absl::StrFormat("%-30s %s\n", label, value);
+  };
+  row("model", absl::StrCat(d.model(), " (profile ", d.profile(), ")"));
+  row("prompt tokens N", absl::StrCat(d.prompt_tokens()));
+  row("logical match P_match", absl::StrFormat("%d  alpha %.4f", d.logical_match_tokens(), d.alpha_logical()));
+  row("recoverable P_rec", absl::StrFormat("%d  alpha %.4f  (%s; model says %d%s)", d.recoverable_tokens(),
+                                           d.alpha_recoverable(), SourceName(d.recoverable_source()),
+                                           d.modelled_recoverable_tokens(), d.model_disagrees() ? ", DISAGREES" : ""));
+  row("reused P_eff", absl::StrFormat("%d  alpha %.4f", d.reused_tokens(), d.alpha_reused()));
+  row("recompute: alignment loss", absl::StrCat(d.recompute_alignment_tokens(), " tokens"));
+  row("recompute: restore failures", absl::StrCat(d.recompute_restore_tokens(), " tokens"));
+  std::cout << "\nper layer group (resume boundary = minimum over groups):\n";
+  std::cout << absl::StrFormat("  %-12s %-15s %6s %9s %10s %9s %10s\n", "group", "kind", "layers", "align",
+                               "modelled", "reported", "attn avoided");
+  for (const auto& g : d.groups()) {
+    std::cout << absl::StrFormat("  %-12s %-15s %6d %9d %10d %9s %10s\n", g.name(), g.kind(), g.num_layers(),
+                                 g.alignment_tokens(), g.modelled_boundary_tokens(),
+                                 g.has_reported_boundary_tokens() ? absl::StrCat(g.reported_boundary_tokens()) : "-",
+                                 Share(g.attention_avoided_flops(), g.attention_baseline_flops()));
+  }
+  std::cout << "\n";
+  row("attention FLOPs baseline", Flops(d.attention_baseline_flops()));
+  row("  avoided at logical", absl::StrCat(Flops(d.attention_avoided_logical_flops()), "  (",
+                                           Share(d.attention_avoided_logical_flops(), d.attention_baseline_flops()), ")"));
+  row("  avoided at recoverable", absl::StrCat(Flops(d.attention_avoided_recoverable_flops()), "  (",
+                                               Share(d.attention_avoided_recoverable_flops(), d.attention_baseline_flops()), ")"));
+  row("  avoided at reused", absl::StrCat(Flops(d.attention_avoided_reused_flops()), "  (",
+                                          Share(d.attention_avoided_reused_flops(), d.attention_baseline_flops()), ")"));
+  row("  remaining / ideal speedup", absl::StrFormat("%.6f / %s", d.attention_remaining_fraction(), Times(d.attention_speedup())));
+  row("prefill FLOPs baseline", absl::StrFormat("%s  (attention share beta %.4f)", Flops(d.prefill_baseline_flops()), d.attention_share()));
+  row("  avoided at logical", absl::StrCat(Flops(d.prefill_avoided_logical_flops()), "  (",
+                                           Share(d.prefill_avoided_logical_flops(), d.prefill_baseline_flops()), ")"));
+  row("  avoided at recoverable", absl::StrCat(Flops(d.prefill_avoided_recoverable_flops()), "  (",
+                                               Share(d.prefill_avoided_recoverable_flops(), d.prefill_baseline_flops()), ")"));
+  row("  avoided at reused", absl::StrCat(Flops(d.prefill_avoided_reused_flops()), "  (",
+                                          Share(d.prefill_avoided_reused_flops(), d.prefill_baseline_flops()), ")"));
+  row("  remaining / ideal speedup", absl::StrFormat("%.6f / %s", d.prefill_remaining_fraction(), Times(d.prefill_speedup())));
+  row("reused KV/state bytes", absl::StrFormat("%.0f", d.reused_bytes()));
+  if (d.recompute_estimate_available()) {
+    row("estimated recompute seconds", absl::StrFormat("%.6g", d.estimated_recompute_seconds()));
+    row("reload slower than recompute", d.reload_slower_than_recompute() ? "YES" : "no");
+  } else {
+    row("estimated recompute seconds", "unavailable (no suffix prefill time or profile throughput)");
+  }
+  if (d.e2e_speedup() > 0) {
+    row("overhead h / e2e speedup", absl::StrFormat("%.6f / %.4fx", d.overhead_fraction(), d.e2e_speedup()));
+  }
+}
+
+std::string ToJson(const google::protobuf::Message& message) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  return out;
+}
+
+}  // namespace
+
+int Explain(const Args& args) {
+  RecordFlags record;
+  Connection connection;
+  connection.target.clear();  // offline unless --target is given
+  std::string profiles, unknown_model = "reject";
+  bool json = false;
+  FlagSet flags("explain",
+                "Every derived figure for one record. Offline with the built-in catalog (and --profiles),\n"
+                "or through the server's Explain RPC with --target.");
+  record.Register(flags);
+  connection.Register(flags);
+  flags.String("profiles", &profiles, "offline: profile file adding or overriding built-in profiles");
+  flags.String("unknown-model", &unknown_model, "offline: reject | generic");
+  flags.Switch("json", &json, "print the DerivedFigures message as JSON");
+  if (int code = ParseOrExit(flags, args, "explain"); code >= 0) return code;
+  auto request = record.ToProto();
+  if (!request.ok()) {
+    std::cerr << "kvledger explain: " << request.status().message() << "\n";
+    return 2;
+  }
+  v1::DerivedFigures figures;
+  if (!connection.target.empty()) {
+    grpc::ClientContext context;
+    connection.SetDeadline(context);
+    const grpc::Status status = connection.Stub()->Explain(&context, *request, &figures);
+    if (!status.ok()) {
+      std::cerr << "kvledger explain: " << DescribeRpcError(status, connection.target) << "\n";
+      return 1;
+    }
+  } else {
+    auto catalog = profiles.empty() ? absl::StatusOr<ProfileCatalog>(ProfileCatalog::Builtin())
+                                    : ProfileCatalog::LoadFile(profiles);
+    if (!catalog.ok()) {
+      std::cerr << "kvledger explain: " << catalog.status().message() << "\n";
+      return 2;
+    }
+    if (unknown_model != "reject" && unknown_model != "generic") {
+      std::cerr << "kvledger explain: --unknown-model = \"" << unknown_model << "\": must be reject or generic\n";
+      return 2;
+    }
+    ModelRegistry registry(*catalog, 1,
+                           unknown_model == "generic" ? UnknownModelPolicy::kGeneric : UnknownModelPolicy::kReject);
+    auto derived = Evaluate(FactsFromProto(*request), registry);
+    if (!derived.ok()) {
+      std::cerr << "kvledger explain: " << derived.status().message() << "\n";
+      return 1;
+    }
+    figures = FiguresToProto(*derived, request->model());
+  }
+  if (json) {
+    std::cout << ToJson(figures) << "\n";
+  } else {
+    PrintFigures(figures);
+  }
+  return 0;
+}
+
+int Send(const Args& args) {
+  RecordFlags record;
+  Connection connection;
+  FlagSet flags("send", "Send one record through the Record RPC.");
+  record.Register(flags);
+  connection.Register(flags);
+  if (int code = ParseOrExit(flags, args, "send"); code >= 0) return code;
+  auto request = record.ToProto();
+  if (!request.ok()) {
+    std::cerr << "kvledger send: " << request.status().message() << "\n";
+    return 2;
+  }
+  grpc::ClientContext context;
+  connection.SetDeadline(context);
+  v1::RecordResponse response;
+  const grpc::Status status = connection.Stub()->Record(&context, *request, &response);
+  if (!status.ok()) {
+    std::cerr << "kvledger send: rejected: " << DescribeRpcError(status, connection.target) << "\n";
+    return 1;
+  }
+  std::cout << "accepted\n";
+  return 0;
+}
+
+int Replay(const Args& args) {
+  Connection connection;
+  std::optional<uint64_t> batch_size;
+  FlagSet flags("replay",
+                "Send a trace file: one Record per line as JSON (proto field names), in batches.\n"
+                "usage: kvledger replay [flags] FILE");
+  connection.Register(flags);
+  flags.Uint64("batch-size", &batch_size, "records per RecordBatch RPC (default 256)");
+  std::vector<std::string> files;
+  if (int code = ParseOrExit(flags, args, "replay", &files); code >= 0) return code;
+  if (files.size() != 1) {
+    std::cerr << "kvledger replay: needs exactly one FILE (see kvledger replay --help)\n";
+    return 2;
+  }
+  const size_t per_batch = batch_size.value_or(256);
+  if (per_batch < 1 || per_batch > 100000) {
+    std::cerr << "kvledger replay: --batch-size = " << per_batch << ": must be in [1, 100000]\n";
+    return 2;
+  }
+  std::ifstream in(files[0]);
+  if (!in) {
+    std::cerr << "kvledger replay: " << files[0] << ": cannot be read\n";
+    return 2;
+  }
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+
+  auto stub = connection.Stub();
+  const bool progress = isatty(STDERR_FILENO);
+  uint64_t accepted = 0, rejected = 0, blank = 0;
+  std::map<std::string, uint64_t> reasons;
+  std::vector<std::string> examples;
+  auto note = [&](size_t line_number, const std::string& reason, const std::string& message) {
+    ++rejected;
+    ++reasons[reason];
+    if (examples.size() < 10) examples.push_back(absl::StrCat("line ", line_number, ": ", message));
+  };
+  for (size_t start = 0; start < lines.size(); start += per_batch) {
+    v1::RecordBatchRequest batch;
+    std::vector<size_t> line_of;  // batch index -> 1-based line number
+    for (size_t i = start; i < std::min(lines.size(), start + per_batch); ++i) {
+      if (lines[i].find_first_not_of(" \t\r") == std::string::npos) {
+        ++blank;
+        continue;
+      }
+      v1::Record record;
+      auto status = google::protobuf::util::JsonStringToMessage(lines[i], &record);
+      if (!status.ok()) {
+        note(i + 1, "unparseable", absl::StrCat("not a Record in JSON: ", std::string(status.message())));
+        continue;
+      }
+      *batch.add_records() = std::move(record);
+      line_of.push_back(i + 1);
+    }
+    if (batch.records_size() > 0) {
+      grpc::ClientContext context;
+      connection.SetDeadline(context);
+      v1::RecordBatchResponse response;
+      const grpc::Status status = stub->RecordBatch(&context, batch, &response);
+      if (!status.ok()) {
+        if (progress) std::cerr << "\n";
+        std::cerr << "kvledger replay: " << DescribeRpcError(status, connection.target) << " (after "
+                  << accepted << " accepted; lines from " << start + 1 << " not sent)\n";
+        return 1;
+      }
+      accepted += response.accepted();
+      for (const auto& r : response.rejections()) note(line_of.at(r.index()), r.reason(), r.message());
+    }
+    if (progress) {
+      const size_t done = std::min(lines.size(), start + per_batch);
+      const int width = 40, filled = static_cast<int>(width * done / lines.size());
+      std::cerr << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << done << "/"
+                << lines.size() << " lines" << std::flush;
+    }
+  }
+  if (progress) std::cerr << "\n";
+  std::cout << "replayed " << files[0] << ": " << accepted << " accepted, " << rejected << " rejected";
+  if (blank) std::cout << ", " << blank << " blank lines skipped";
+  std::cout << "\n";
+  for (const auto& [reason, count] : reasons) std::cout << "  " << reason << ": " << count << "\n";
+  for (const auto& example : examples) std::cout << "  " << example << "\n";
+  return rejected == 0 ? 0 : 1;
+}
+
+}  // namespace kvledger::cli

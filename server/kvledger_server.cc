@@ -1,0 +1,137 @@
+#include "server/kvledger_server.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "lib/accounting/aggregator.h"
+#include "lib/accounting/ledger.h"
+#include "lib/profiles/model_registry.h"
+#include "lib/profiles/profile_catalog.h"
+#include "prometheus/exposer.h"
+#include "server/ledger_service.h"
+#include "server/metrics_exposition.h"
+
+namespace kvledger {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const char* flag, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("--", flag, " = \"", path, "\": cannot be read"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string HostOf(const std::string& address) { return address.substr(0, address.rfind(':')); }
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const ServerOptions& o) {
+  if (o.tls_cert_file.empty()) return grpc::InsecureServerCredentials();
+  auto cert = ReadFile("tls_cert_file", o.tls_cert_file);
+  if (!cert.ok()) return cert.status();
+  auto key = ReadFile("tls_key_file", o.tls_key_file);
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!o.tls_client_ca_file.empty()) {
+    auto ca = ReadFile("tls_client_ca_file", o.tls_client_ca_file);
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+}  // namespace
+
+struct KvledgerServer::State {
+  ProfileCatalog catalog;
+  std::unique_ptr<ModelRegistry> registry;
+  std::unique_ptr<Aggregator> aggregator;
+  std::unique_ptr<Ledger> ledger;
+  std::unique_ptr<LedgerService> service;
+  std::unique_ptr<grpc::Server> grpc_server;
+  std::shared_ptr<MetricsExposition> exposition;
+  std::unique_ptr<prometheus::Exposer> exposer;
+  bool stopped = false;
+};
+
+KvledgerServer::KvledgerServer(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+KvledgerServer::~KvledgerServer() { Shutdown(); }
+
+size_t KvledgerServer::profile_count() const { return state_->catalog.Names().size(); }
+
+absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const ServerOptions& options) {
+  if (auto s = options.Validate(); !s.ok()) return s;
+  auto state = std::make_unique<State>();
+  if (options.profiles_file.empty()) {
+    state->catalog = ProfileCatalog::Builtin();
+  } else {
+    auto catalog = ProfileCatalog::LoadFile(options.profiles_file);
+    if (!catalog.ok()) return absl::InvalidArgumentError(catalog.status().message());
+    state->catalog = *std::move(catalog);
+  }
+  state->registry = std::make_unique<ModelRegistry>(state->catalog, options.max_models, options.unknown_model);
+  state->aggregator = std::make_unique<Aggregator>(options.max_models + 1);
+  state->ledger = std::make_unique<Ledger>(*state->registry, *state->aggregator);
+  state->service = std::make_unique<LedgerService>(*state->ledger, options.discard_records);
+
+  auto credentials = Credentials(options);
+  if (!credentials.ok()) return credentials.status();
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // never share a port silently
+  int grpc_port = 0;
+  builder.AddListeningPort(options.grpc_address, *credentials, &grpc_port);
+  builder.RegisterService(state->service.get());
+  state->grpc_server = builder.BuildAndStart();
+  if (!state->grpc_server || grpc_port == 0) {
+    return absl::UnavailableError(absl::StrCat("--grpc_address = \"", options.grpc_address, "\": cannot listen"));
+  }
+  state->grpc_server->GetHealthCheckService()->SetServingStatus("kvledger.v1.Ledger", true);
+
+  std::string metrics_password;
+  if (!options.metrics_auth_user.empty()) {
+    auto password = ReadFile("metrics_auth_password_file", options.metrics_auth_password_file);
+    if (!password.ok()) return password.status();
+    metrics_password = password->substr(0, password->find_first_of("\r\n"));
+  }
+  try {
+    state->exposer = std::make_unique<prometheus::Exposer>(options.metrics_address);
+  } catch (const std::exception& e) {
+    state->grpc_server->Shutdown();
+    return absl::UnavailableError(
+        absl::StrCat("--metrics_address = \"", options.metrics_address, "\": cannot listen: ", e.what()));
+  }
+  state->exposition = std::make_shared<MetricsExposition>(*state->aggregator, *state->registry, kVersion);
+  state->exposer->RegisterCollectable(state->exposition);
+  if (!options.metrics_auth_user.empty()) {
+    state->exposer->RegisterAuth(
+        [user = options.metrics_auth_user, password = metrics_password](const std::string& u,
+                                                                        const std::string& p) {
+          return u == user && p == password;
+        },
+        "kvledger");
+  }
+  const auto ports = state->exposer->GetListeningPorts();
+  auto server = std::unique_ptr<KvledgerServer>(new KvledgerServer(std::move(state)));
+  server->grpc_address_ = absl::StrCat(HostOf(options.grpc_address), ":", grpc_port);
+  server->metrics_address_ =
+      absl::StrCat(HostOf(options.metrics_address), ":", ports.empty() ? 0 : ports.front());
+  return server;
+}
+
+void KvledgerServer::Shutdown() {
+  if (!state_ || state_->stopped) return;
+  state_->stopped = true;
+  state_->grpc_server->Shutdown();
+  state_->grpc_server->Wait();
+  state_->exposer.reset();
+}
+
+}  // namespace kvledger

@@ -1,0 +1,44 @@
+// One running kvledger service: profile catalog, model registry, aggregator, the gRPC server
+// (Ledger, health, reflection) and the Prometheus exposer, wired together. Used by main() and by
+// the in-process tests.
+#ifndef KVLEDGER_SERVER_KVLEDGER_SERVER_H_
+#define KVLEDGER_SERVER_KVLEDGER_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/server_options.h"
+
+namespace kvledger {
+
+inline constexpr char kVersion[] = "0.1.0";
+
+class KvledgerServer {
+ public:
+  // Loads profiles, binds both listeners and starts serving. INVALID_ARGUMENT for bad options or
+  // a bad profile file; UNAVAILABLE when a listener cannot bind.
+  static absl::StatusOr<std::unique_ptr<KvledgerServer>> Start(const ServerOptions& options);
+
+  ~KvledgerServer();  // shuts down if still running
+
+  // Bound addresses, with the real port when 0 was asked for.
+  const std::string& grpc_address() const { return grpc_address_; }
+  const std::string& metrics_address() const { return metrics_address_; }
+  // Number of profiles loaded.
+  size_t profile_count() const;
+
+  // Stops accepting calls, finishes in-flight ones and stops the exposer. Idempotent.
+  void Shutdown();
+
+ private:
+  struct State;
+  explicit KvledgerServer(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+  std::string grpc_address_;
+  std::string metrics_address_;
+};
+
+}  // namespace kvledger
+
+#endif  // KVLEDGER_SERVER_KVLEDGER_SERVER_H_

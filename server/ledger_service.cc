@@ -1,0 +1,96 @@
+#include "server/ledger_service.h"
+
+#include <string>
+
+#include "lib/accounting/record_proto.h"
+#include "lib/accounting/rejection.h"
+
+namespace kvledger {
+namespace {
+
+// Accounts every record of `batch`; rejections are reported with index_offset + position.
+void AccountBatch(Ledger& ledger, bool discard, const v1::RecordBatchRequest& batch,
+                  uint64_t index_offset, size_t max_rejections, v1::RecordBatchResponse* response) {
+  for (int i = 0; i < batch.records_size(); ++i) {
+    const absl::Status status =
+        discard ? absl::OkStatus() : ledger.Record(FactsFromProto(batch.records(i)));
+    if (status.ok()) {
+      response->set_accepted(response->accepted() + 1);
+      continue;
+    }
+    response->set_rejected(response->rejected() + 1);
+    if (static_cast<size_t>(response->rejections_size()) < max_rejections) {
+      auto* rejection = response->add_rejections();
+      rejection->set_index(index_offset + static_cast<uint64_t>(i));
+      rejection->set_reason(RejectReasonLabel(ReasonOf(status)));
+      rejection->set_message(std::string(status.message()));
+    }
+  }
+}
+
+class StreamReactor final : public grpc::ServerReadReactor<v1::RecordBatchRequest> {
+ public:
+  StreamReactor(Ledger& ledger, bool discard, v1::RecordBatchResponse* response)
+      : ledger_(ledger), discard_(discard), response_(response) {
+    StartRead(&batch_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client half-closed (or the call broke): answer with the summary
+      Finish(grpc::Status::OK);
+      return;
+    }
+    AccountBatch(ledger_, discard_, batch_, records_seen_, kMaxStreamRejections, response_);
+    records_seen_ += static_cast<uint64_t>(batch_.records_size());
+    batch_.Clear();
+    StartRead(&batch_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  Ledger& ledger_;
+  const bool discard_;
+  v1::RecordBatchResponse* response_;
+  v1::RecordBatchRequest batch_;
+  uint64_t records_seen_ = 0;
+};
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  // absl and gRPC share the canonical code numbering.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+grpc::ServerUnaryReactor* LedgerService::Record(grpc::CallbackServerContext* context,
+                                                const v1::Record* request, v1::RecordResponse*) {
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(discard_ ? grpc::Status::OK : ToGrpcStatus(ledger_.Record(FactsFromProto(*request))));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LedgerService::RecordBatch(grpc::CallbackServerContext* context,
+                                                     const v1::RecordBatchRequest* request,
+                                                     v1::RecordBatchResponse* response) {
+  AccountBatch(ledger_, discard_, *request, 0, static_cast<size_t>(request->records_size()), response);
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerReadReactor<v1::RecordBatchRequest>* LedgerService::StreamRecords(
+    grpc::CallbackServerContext*, v1::RecordBatchResponse* response) {
+  return new StreamReactor(ledger_, discard_, response);
+}
+
+grpc::ServerUnaryReactor* LedgerService::Explain(grpc::CallbackServerContext* context,
+                                                 const v1::Record* request, v1::DerivedFigures* response) {
+  auto* reactor = context->DefaultReactor();
+  auto figures = Evaluate(FactsFromProto(*request), ledger_.registry());
+  if (figures.ok()) *response = FiguresToProto(*figures, request->model());
+  reactor->Finish(ToGrpcStatus(figures.status()));
+  return reactor;
+}
+
+}  // namespace kvledger

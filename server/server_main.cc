@@ -1,0 +1,84 @@
+#include "server/server_main.h"
+
+#include <csignal>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "server/kvledger_server.h"
+
+ABSL_FLAG(std::string, grpc_address, "127.0.0.1:50051", "gRPC listen address HOST:PORT (port 0 = any free port)");
+ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
+          "Prometheus /metrics listen address HOST:PORT (port 0 = any free port)");
+ABSL_FLAG(std::string, profiles, "", "Profile file (text proto or .json ProfileCatalog) adding or overriding built-in profiles");
+ABSL_FLAG(uint32_t, max_models, 64, "Distinct model label values before further models fold into model=\"other\"");
+ABSL_FLAG(std::string, unknown_model, "reject", "reject | generic: what to do with a model that has no profile");
+ABSL_FLAG(std::string, tls_cert_file, "", "PEM certificate chain for gRPC TLS");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for gRPC TLS");
+ABSL_FLAG(std::string, tls_client_ca_file, "", "PEM CA bundle: require and verify client certificates (mTLS)");
+ABSL_FLAG(std::string, metrics_auth_user, "", "HTTP basic auth user for /metrics");
+ABSL_FLAG(std::string, metrics_auth_password_file, "", "File whose first line is the /metrics basic auth password");
+
+namespace kvledger {
+
+int ServerMain(int argc, char** argv, const char* program, bool discard_records) {
+  absl::SetProgramUsageMessage(
+      absl::StrCat(program, discard_records ? ": parses and discards kvledger records (benchmark baseline)"
+                                            : ": prefix-cache reuse accounting over gRPC, exported to Prometheus"));
+  const auto positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    std::cerr << program << ": unexpected argument '" << positional[1] << "' (see --help)\n";
+    return 2;
+  }
+  ServerOptions options;
+  options.grpc_address = absl::GetFlag(FLAGS_grpc_address);
+  options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  options.profiles_file = absl::GetFlag(FLAGS_profiles);
+  options.max_models = absl::GetFlag(FLAGS_max_models);
+  const std::string unknown = absl::GetFlag(FLAGS_unknown_model);
+  if (unknown == "reject") {
+    options.unknown_model = UnknownModelPolicy::kReject;
+  } else if (unknown == "generic") {
+    options.unknown_model = UnknownModelPolicy::kGeneric;
+  } else {
+    std::cerr << program << ": --unknown_model = \"" << unknown << "\": must be reject or generic\n";
+    return 2;
+  }
+  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  options.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
+  options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  options.metrics_auth_user = absl::GetFlag(FLAGS_metrics_auth_user);
+  options.metrics_auth_password_file = absl::GetFlag(FLAGS_metrics_auth_password_file);
+  options.discard_records = discard_records;
+  if (auto s = options.Validate(); !s.ok()) {
+    std::cerr << program << ": " << s.message() << "\n";
+    return 2;
+  }
+
+  // Block the stop signals in every thread (gRPC's included); this thread waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto server = KvledgerServer::Start(options);
+  if (!server.ok()) {
+    std::cerr << program << ": " << server.status().message() << "\n";
+    return 1;
+  }
+  std::cerr << program << " " << kVersion << " listening: grpc=" << (*server)->grpc_address()
+            << " metrics=http://" << (*server)->metrics_address() << "/metrics profiles="
+            << (*server)->profile_count() << std::endl;
+
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  std::cerr << program << ": signal " << signal << ", shutting down" << std::endl;
+  (*server)->Shutdown();
+  std::cerr << program << ": stopped" << std::endl;
+  return 0;
+}
+
+}  // namespace kvledger

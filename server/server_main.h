@@ -1,0 +1,13 @@
+// main() of kvledger-server and kvledger-noop-server: flags -> ServerOptions -> KvledgerServer,
+// then serve until SIGINT or SIGTERM.
+#ifndef KVLEDGER_SERVER_SERVER_MAIN_H_
+#define KVLEDGER_SERVER_SERVER_MAIN_H_
+
+namespace kvledger {
+
+// Exit codes: 0 after a clean shutdown, 1 when the server cannot start, 2 for bad flags.
+int ServerMain(int argc, char** argv, const char* program, bool discard_records);
+
+}  // namespace kvledger
+
+#endif  // KVLEDGER_SERVER_SERVER_MAIN_H_

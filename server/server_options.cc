@@ -1,0 +1,49 @@
+#include "server/server_options.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace kvledger {
+namespace {
+
+absl::Status CheckHostPort(const char* flag, const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " = \"", address, "\": must be HOST:PORT, e.g. 127.0.0.1:0"));
+  }
+  for (size_t i = colon + 1; i < address.size(); ++i) {
+    if (address[i] < '0' || address[i] > '9') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " = \"", address, "\": port must be a number in [0, 65535]"));
+    }
+  }
+  if (address.size() - colon - 1 > 5 || std::stoi(address.substr(colon + 1)) > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " = \"", address, "\": port must be a number in [0, 65535]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ServerOptions::Validate() const {
+  if (auto s = CheckHostPort("grpc_address", grpc_address); !s.ok()) return s;
+  if (auto s = CheckHostPort("metrics_address", metrics_address); !s.ok()) return s;
+  if (max_models < 1 || max_models > 10000) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_models = ", max_models, ": must be in [1, 10000]"));
+  }
+  if (tls_cert_file.empty() != tls_key_file.empty()) {
+    return absl::InvalidArgumentError("--tls_cert_file and --tls_key_file: give both or neither");
+  }
+  if (!tls_client_ca_file.empty() && tls_cert_file.empty()) {
+    return absl::InvalidArgumentError("--tls_client_ca_file: needs --tls_cert_file and --tls_key_file");
+  }
+  if (metrics_auth_user.empty() != metrics_auth_password_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--metrics_auth_user and --metrics_auth_password_file: give both or neither");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kvledger

@@ -1,0 +1,41 @@
+// Everything kvledger-server is configured with: one typed struct, a default per field, built
+// from flags in main() and checked once by Validate().
+#ifndef KVLEDGER_SERVER_SERVER_OPTIONS_H_
+#define KVLEDGER_SERVER_SERVER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "lib/profiles/model_registry.h"
+
+namespace kvledger {
+
+struct ServerOptions {
+  // gRPC listen address HOST:PORT; port 0 picks a free port.
+  std::string grpc_address = "127.0.0.1:50051";
+  // Prometheus /metrics listen address HOST:PORT; port 0 picks a free port.
+  std::string metrics_address = "127.0.0.1:9464";
+  // Text-proto or JSON ProfileCatalog adding/overriding built-in profiles; empty = built-ins only.
+  std::string profiles_file;
+  // Distinct model label values before further models fold into model="other".
+  uint32_t max_models = 64;
+  UnknownModelPolicy unknown_model = UnknownModelPolicy::kReject;
+  // gRPC TLS: PEM certificate chain and private key; both or neither. With a client CA file the
+  // server also requires and verifies client certificates (mutual TLS).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
+  // HTTP basic auth on /metrics: user name and a file holding the password (first line).
+  std::string metrics_auth_user;
+  std::string metrics_auth_password_file;
+  // Parse and discard every record (kvledger-noop-server, the benchmark baseline).
+  bool discard_records = false;
+
+  // INVALID_ARGUMENT naming the flag when a value is unusable.
+  absl::Status Validate() const;
+};
+
+}  // namespace kvledger
+
+#endif  // KVLEDGER_SERVER_SERVER_OPTIONS_H_
