@@ -1,0 +1,245 @@
+"""End to end: the real kvledger-server binary, the kvledger CLI, an independent Python grpcio
+client, promtool and a real Prometheus server, all on loopback.
+
+Usage: e2e_test.py SERVER_BINARY CLI_BINARY PYTHON_STUBS_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+import urllib.parse
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import harness  # noqa: E402
+
+SERVER, CLI, STUBS = sys.argv[1:4]
+sys.path.insert(0, STUBS)
+import grpc  # noqa: E402
+import health_pb2  # noqa: E402
+import health_pb2_grpc  # noqa: E402
+import reflection_pb2  # noqa: E402
+import reflection_pb2_grpc  # noqa: E402
+from kvledger.v1 import ledger_pb2, ledger_pb2_grpc, record_pb2  # noqa: E402
+
+
+# Independent arithmetic for llama-3.1-8b (docs/cost-model.md §5): 32 layers, 32 heads x 128,
+# 8 KV heads, FFN 14336, hidden 4096.
+def llama8b_attention_flops(tokens):
+    return 32 * (2 * 32 * 256) * tokens * (tokens + 1) // 2
+
+
+def llama8b_token_flops(tokens):
+    per_layer = 2 * (4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336)
+    return 32 * per_layer * tokens
+
+
+def record(model="llama-3.1-8b", n=4096, match=2048, tier=record_pb2.TIER_DEVICE, **kw):
+    return record_pb2.Record(model=model, tier=tier, prompt_tokens=n, logical_match_tokens=match,
+                             reload_seconds=kw.pop("reload", 0.01), suffix_prefill_seconds=kw.pop("suffix", 0.2),
+                             ttft_seconds=kw.pop("ttft", 0.25), **kw)
+
+
+class EndToEndTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.server = harness.Server(SERVER, "--max_models=3", log_dir=cls.tmp.name)
+        cls.channel = grpc.insecure_channel(cls.server.grpc_address)
+        cls.stub = ledger_pb2_grpc.LedgerStub(cls.channel)
+        cls.run_traffic()
+        cls.text = cls.server.scrape()
+        cls.samples = harness.parse_exposition(cls.text)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        code = cls.server.stop()
+        cls.tmp.cleanup()
+        assert code == 0, f"server exited with {code}"
+
+    @classmethod
+    def cli(cls, *args):
+        return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=60)
+
+    @classmethod
+    def run_traffic(cls):
+        """Every record the assertions below count, sent once."""
+        # 1. The CLI: a 50 % logical hit on a full-attention model, and a malformed record.
+        cls.send_ok = cls.cli("send", "--target", cls.server.grpc_address, "--model", "llama-3.1-8b",
+                              "--tier", "device", "--prompt-tokens", "4096", "--logical-match-tokens", "2048",
+                              "--reload-seconds", "0.01", "--suffix-prefill-seconds", "0.2", "--ttft-seconds", "0.25")
+        cls.send_bad = cls.cli("send", "--target", cls.server.grpc_address, "--model", "llama-3.1-8b",
+                               "--prompt-tokens", "4096", "--logical-match-tokens", "5000")
+        # 2. Python: one hybrid record, a mixed batch, a stream.
+        cls.stub.Record(record(model="kimi-linear-48b-a3b", n=2000, match=1000, tier=record_pb2.TIER_HOST,
+                               recompute_tokens=300), timeout=10)
+        cls.batch = cls.stub.RecordBatch(ledger_pb2.RecordBatchRequest(records=[
+            record(model="qwen3-8b", n=1000, match=0, tier=record_pb2.TIER_UNSPECIFIED),
+            record(n=100, match=200),                     # rejected: match > N
+            record(model="gemma-2-9b", n=10000, match=5000, tier=record_pb2.TIER_DISK),
+            record(model="nope-7b"),                      # rejected: unknown model
+        ]), timeout=10)
+        batches = [ledger_pb2.RecordBatchRequest(records=[record(model="deepseek-v3", n=8192, match=4096,
+                                                                 tier=record_pb2.TIER_REMOTE)] * 5)
+                   for _ in range(3)]
+        cls.stream = cls.stub.StreamRecords(iter(batches), timeout=10)
+        # 3. The CLI replays a trace with one unparseable and one invalid line.
+        trace = os.path.join(cls.tmp.name, "trace.jsonl")
+        with open(trace, "w") as f:
+            f.write(json.dumps({"model": "llama-3.1-8b", "tier": "TIER_DEVICE", "prompt_tokens": 4096,
+                                "logical_match_tokens": 2048, "reload_seconds": 0.01,
+                                "suffix_prefill_seconds": 0.2, "ttft_seconds": 0.25}) + "\n")
+            f.write("{not json\n")
+            f.write(json.dumps({"model": "llama-3.1-8b", "tier": "TIER_DEVICE", "prompt_tokens": 4096,
+                                "logical_match_tokens": 2048, "reload_seconds": -1}) + "\n")
+        cls.replay = cls.cli("replay", "--target", cls.server.grpc_address, trace)
+
+    def value(self, name, **labels):
+        return harness.sample(self.samples, name, **labels)
+
+    # Proves: the CLI's record is accepted, the malformed one gets a message that says what to fix.
+    def test_cli_send(self):
+        self.assertEqual(self.send_ok.returncode, 0, self.send_ok.stderr)
+        self.assertEqual(self.send_bad.returncode, 1)
+        self.assertIn("logical_match_tokens = 5000: must be in [0, prompt_tokens = 4096]", self.send_bad.stderr)
+
+    # Proves: a batch rejects bad records by index and reason and counts the good ones.
+    def test_batch_rejections(self):
+        self.assertEqual((self.batch.accepted, self.batch.rejected), (2, 2))
+        self.assertEqual([(r.index, r.reason) for r in self.batch.rejections],
+                         [(1, "invalid_logical_match_tokens"), (3, "unknown_model")])
+        self.assertIn("known profiles:", self.batch.rejections[1].message)
+        self.assertEqual((self.stream.accepted, self.stream.rejected), (15, 0))
+
+    # Proves: replay reports accepted/rejected with reasons and line numbers.
+    def test_replay_summary(self):
+        self.assertEqual(self.replay.returncode, 1)
+        self.assertIn("1 accepted, 2 rejected", self.replay.stdout)
+        self.assertIn("unparseable: 1", self.replay.stdout)
+        self.assertIn("line 3: reload_seconds = -1: must be finite", self.replay.stdout)
+
+    # Proves: invalid record over Python grpcio gets INVALID_ARGUMENT naming field, value and rule.
+    def test_python_invalid_argument(self):
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.stub.Explain(record(n=0, match=0), timeout=10)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(caught.exception.details(), "prompt_tokens = 0: must be in [1, 2147483648]")
+
+    # Proves: Explain over the wire matches independent arithmetic, and the CLI's remote explain
+    # prints the same JSON as its offline explain.
+    def test_explain(self):
+        figures = self.stub.Explain(record(), timeout=10)
+        self.assertEqual(figures.attention_baseline_flops, llama8b_attention_flops(4096))
+        self.assertEqual(figures.attention_avoided_reused_flops, llama8b_attention_flops(2048))
+        args = ["explain", "--model", "kimi-linear-48b-a3b", "--prompt-tokens", "2000",
+                "--logical-match-tokens", "1000", "--suffix-prefill-seconds", "0.1", "--json"]
+        offline = self.cli(*args)
+        remote = self.cli(*args, "--target", self.server.grpc_address)
+        self.assertEqual(offline.returncode, 0, offline.stderr)
+        self.assertEqual(json.loads(offline.stdout), json.loads(remote.stdout))
+        self.assertEqual(json.loads(remote.stdout)["recompute_alignment_tokens"], "232")
+
+    # Proves: exact counters on /metrics for the records sent above (2 llama hits: CLI + replay).
+    def test_exact_counters(self):
+        llama = dict(model="llama-3.1-8b", tier="device")
+        self.assertEqual(self.value("kvledger_requests_total", **llama), 2)
+        self.assertEqual(self.value("kvledger_prompt_tokens_total", **llama), 8192)
+        self.assertEqual(self.value("kvledger_attention_baseline_flops_total", **llama), 2 * llama8b_attention_flops(4096))
+        self.assertEqual(self.value("kvledger_attention_avoided_flops_total", boundary="reused", **llama),
+                         2 * llama8b_attention_flops(2048))
+        self.assertEqual(self.value("kvledger_prefill_avoided_flops_total", boundary="logical", **llama),
+                         2 * (llama8b_attention_flops(2048) + llama8b_token_flops(2048)))
+        kimi = dict(model="kimi-linear-48b-a3b", tier="host")
+        self.assertEqual(self.value("kvledger_recompute_tokens_total", cause="alignment", **kimi), 232)
+        self.assertEqual(self.value("kvledger_recompute_tokens_total", cause="restore", **kimi), 68)
+        # The miss counts toward prompt tokens with tier="none".
+        self.assertEqual(self.value("kvledger_prompt_tokens_total", model="qwen3-8b", tier="none"), 1000)
+        # --max_models=3 went to llama, kimi and qwen3-8b (first come, first served); gemma and
+        # deepseek fold into model="other".
+        self.assertEqual(self.value("kvledger_requests_total", model="other", tier="disk"), 1)
+        self.assertEqual(self.value("kvledger_requests_total", model="other", tier="remote"), 15)
+        self.assertEqual(self.value("kvledger_model_label_folded_records_total"), 16)
+        self.assertEqual(self.value("kvledger_records_rejected_total", reason="invalid_logical_match_tokens"), 2)
+        self.assertEqual(self.value("kvledger_records_rejected_total", reason="unknown_model"), 1)
+        self.assertEqual(self.value("kvledger_records_rejected_total", reason="invalid_reload_seconds"), 1)
+        self.assertEqual(self.value("kvledger_reload_seconds_count", **llama), 2)
+        self.assertNotIn("request_id", self.text)
+
+    # Proves: promtool finds nothing to complain about in a real scrape.
+    def test_promtool_check_metrics(self):
+        result = subprocess.run(["promtool", "check", "metrics"], input=self.text, capture_output=True,
+                                text=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertEqual(result.stdout.strip() + result.stderr.strip(), "")
+
+    # Proves: standard health checking and server reflection are served.
+    def test_health_and_reflection(self):
+        health = health_pb2_grpc.HealthStub(self.channel)
+        for service in ("", "kvledger.v1.Ledger"):
+            reply = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+            self.assertEqual(reply.status, health_pb2.HealthCheckResponse.SERVING)
+        reflection = reflection_pb2_grpc.ServerReflectionStub(self.channel)
+        replies = reflection.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]),
+                                                  timeout=10)
+        names = [s.name for reply in replies for s in reply.list_services_response.service]
+        self.assertIn("kvledger.v1.Ledger", names)
+        self.assertIn("grpc.health.v1.Health", names)
+
+    # Proves: a real Prometheus scrapes the service, and the PromQL ratio of the exported counters
+    # says a 50 % logical hit avoided ~25 % of the attention FLOPs, not 50 %.
+    def test_real_prometheus_ratio(self):
+        port = harness.free_port()
+        config = os.path.join(self.tmp.name, "prometheus.yml")
+        with open(config, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: kvledger\n"
+                    f"    static_configs:\n      - targets: ['{self.server.metrics_address}']\n")
+        log = open(os.path.join(self.tmp.name, "prometheus.log"), "w")
+        proc = subprocess.Popen(["prometheus", f"--config.file={config}",
+                                 f"--storage.tsdb.path={os.path.join(self.tmp.name, 'tsdb')}",
+                                 f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            query = ('sum(kvledger_attention_avoided_flops_total{model="llama-3.1-8b",boundary="logical"})'
+                     ' / sum(kvledger_attention_baseline_flops_total{model="llama-3.1-8b"})')
+            url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+
+            def ask():
+                with urllib.request.urlopen(url, timeout=5) as r:
+                    result = json.load(r)["data"]["result"]
+                return result and float(result[0]["value"][1])
+
+            ratio = harness.poll("Prometheus to scrape kvledger", ask, deadline=60, interval=0.5)
+            self.assertAlmostEqual(ratio, 2049 / 8194, places=12)  # A(2048)/A(4096), ~0.25006
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+            log.close()
+
+
+class UnknownModelPolicyTest(unittest.TestCase):
+    # Proves: --unknown_model=generic accepts an unknown model and a bad --profiles file stops
+    # start-up with a message naming the file, the profile and the field.
+    def test_generic_and_bad_profiles(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            server = harness.Server(SERVER, "--unknown_model=generic", log_dir=tmp)
+            try:
+                with grpc.insecure_channel(server.grpc_address) as channel:
+                    ledger_pb2_grpc.LedgerStub(channel).Record(record(model="acme-13b"), timeout=10)
+                samples = harness.parse_exposition(server.scrape())
+                self.assertEqual(harness.sample(samples, "kvledger_requests_total", model="acme-13b", tier="device"), 1)
+            finally:
+                self.assertEqual(server.stop(), 0)
+            bad = os.path.join(tmp, "bad.textproto")
+            with open(bad, "w") as f:
+                f.write('profiles { name: "llama-3.1-8b" serving { kv_page_tokens: 0 } }\n')
+            result = subprocess.run([SERVER, "--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
+                                     f"--profiles={bad}"], capture_output=True, text=True, timeout=60)
+            self.assertEqual(result.returncode, 1)
+            self.assertIn("profile 'llama-3.1-8b': serving.kv_page_tokens = 0", result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])

@@ -1,0 +1,163 @@
+// The Ledger service over a real gRPC channel to an in-process server bound to 127.0.0.1:0.
+#include "server/ledger_service.h"
+
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "kvledger/v1/ledger.grpc.pb.h"
+#include "server/kvledger_server.h"
+
+namespace kvledger {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::Record HalfHit(const char* model = "llama-3.1-8b") {
+  v1::Record r;
+  r.set_model(model);
+  r.set_tier(v1::TIER_DEVICE);
+  r.set_prompt_tokens(4096);
+  r.set_logical_match_tokens(2048);
+  r.set_reload_seconds(0.01);
+  r.set_suffix_prefill_seconds(0.2);
+  r.set_ttft_seconds(0.25);
+  return r;
+}
+
+class LedgerServiceTest : public ::testing::Test {
+ protected:
+  // One server for the suite: stopping the metrics listener takes ~2 s.
+  static void SetUpTestSuite() {
+    ServerOptions options;
+    options.grpc_address = "127.0.0.1:0";
+    options.metrics_address = "127.0.0.1:0";
+    auto server = KvledgerServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server).release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    stub_ = v1::Ledger::NewStub(grpc::CreateChannel(server_->grpc_address(), grpc::InsecureChannelCredentials()));
+  }
+  static KvledgerServer* server_;
+  std::unique_ptr<v1::Ledger::Stub> stub_;
+};
+KvledgerServer* LedgerServiceTest::server_ = nullptr;
+
+// Port 0 was replaced by the real bound ports.
+TEST_F(LedgerServiceTest, BoundPortsAreReported) {
+  EXPECT_THAT(server_->grpc_address(), ::testing::StartsWith("127.0.0.1:"));
+  EXPECT_NE(server_->grpc_address(), "127.0.0.1:0");
+  EXPECT_NE(server_->metrics_address(), "127.0.0.1:0");
+}
+
+// A valid record is OK; a bad one is INVALID_ARGUMENT naming field, value and rule.
+TEST_F(LedgerServiceTest, RecordValidatesOnTheWire) {
+  grpc::ClientContext ok_context;
+  v1::RecordResponse response;
+  EXPECT_TRUE(stub_->Record(&ok_context, HalfHit(), &response).ok());
+
+  v1::Record bad = HalfHit();
+  bad.set_logical_match_tokens(5000);
+  grpc::ClientContext bad_context;
+  const grpc::Status status = stub_->Record(&bad_context, bad, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(), "logical_match_tokens = 5000: must be in [0, prompt_tokens = 4096]");
+
+  v1::Record unknown = HalfHit("llama-4-1t");
+  grpc::ClientContext unknown_context;
+  const grpc::Status unknown_status = stub_->Record(&unknown_context, unknown, &response);
+  EXPECT_EQ(unknown_status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(unknown_status.error_message(), HasSubstr("known profiles: deepseek-v3, gemma-2-9b"));
+}
+
+// In a batch, bad records are rejected by index and reason while the good ones count.
+TEST_F(LedgerServiceTest, BatchRejectsByIndex) {
+  v1::RecordBatchRequest batch;
+  *batch.add_records() = HalfHit();
+  auto* nan = batch.add_records();
+  *nan = HalfHit();
+  nan->set_ttft_seconds(std::nan(""));
+  *batch.add_records() = HalfHit("qwen3-8b");
+  auto* unspecified = batch.add_records();
+  *unspecified = HalfHit();
+  unspecified->set_tier(v1::TIER_UNSPECIFIED);
+  grpc::ClientContext context;
+  v1::RecordBatchResponse response;
+  ASSERT_TRUE(stub_->RecordBatch(&context, batch, &response).ok());
+  EXPECT_EQ(response.accepted(), 2u);
+  EXPECT_EQ(response.rejected(), 2u);
+  ASSERT_EQ(response.rejections_size(), 2);
+  EXPECT_EQ(response.rejections(0).index(), 1u);
+  EXPECT_EQ(response.rejections(0).reason(), "invalid_ttft_seconds");
+  EXPECT_EQ(response.rejections(0).message(), "ttft_seconds = nan: must be finite, >= 0 and <= 86400 seconds");
+  EXPECT_EQ(response.rejections(1).index(), 3u);
+  EXPECT_EQ(response.rejections(1).reason(), "invalid_tier");
+}
+
+// A stream of batches is summarized once, with rejection indices counted across the stream.
+TEST_F(LedgerServiceTest, StreamSummarizesAcrossBatches) {
+  grpc::ClientContext context;
+  v1::RecordBatchResponse response;
+  auto writer = stub_->StreamRecords(&context, &response);
+  for (int b = 0; b < 3; ++b) {
+    v1::RecordBatchRequest batch;
+    for (int i = 0; i < 4; ++i) {
+      v1::Record r = HalfHit();
+      if (b == 2 && i == 1) r.set_prompt_tokens(0);
+      *batch.add_records() = r;
+    }
+    ASSERT_TRUE(writer->Write(batch));
+  }
+  writer->WritesDone();
+  ASSERT_TRUE(writer->Finish().ok());
+  EXPECT_EQ(response.accepted(), 11u);
+  EXPECT_EQ(response.rejected(), 1u);
+  ASSERT_EQ(response.rejections_size(), 1);
+  EXPECT_EQ(response.rejections(0).index(), 9u);
+  EXPECT_EQ(response.rejections(0).reason(), "invalid_prompt_tokens");
+}
+
+// Explain returns the figures and errors like Record.
+TEST_F(LedgerServiceTest, ExplainReturnsFigures) {
+  grpc::ClientContext context;
+  v1::DerivedFigures figures;
+  ASSERT_TRUE(stub_->Explain(&context, HalfHit(), &figures).ok());
+  EXPECT_EQ(figures.reused_tokens(), 2048);
+  EXPECT_EQ(figures.attention_baseline_flops(), 4399120252928.0);
+  EXPECT_EQ(figures.attention_avoided_reused_flops(), 1100048498688.0);
+  EXPECT_EQ(figures.recoverable_source(), v1::BOUNDARY_SOURCE_MODEL);
+  v1::Record bad = HalfHit();
+  bad.set_model("has space");
+  grpc::ClientContext bad_context;
+  const grpc::Status status = stub_->Explain(&bad_context, bad, &figures);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("model = \"has space\""));
+}
+
+// A second server cannot silently share the first one's port.
+TEST_F(LedgerServiceTest, PortIsNotShared) {
+  ServerOptions options;
+  options.grpc_address = server_->grpc_address();
+  options.metrics_address = "127.0.0.1:0";
+  auto second = KvledgerServer::Start(options);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(ServerOptionsTest, BadOptionsNameTheFlag) {
+  ServerOptions options;
+  options.grpc_address = "nohost";
+  EXPECT_THAT(std::string(options.Validate().message()), HasSubstr("--grpc_address = \"nohost\""));
+  options = ServerOptions();
+  options.max_models = 0;
+  EXPECT_THAT(std::string(options.Validate().message()), HasSubstr("--max_models = 0"));
+  options = ServerOptions();
+  options.tls_cert_file = "cert.pem";
+  EXPECT_THAT(std::string(options.Validate().message()), HasSubstr("give both or neither"));
+}
+
+}  // namespace
+}  // namespace kvledger

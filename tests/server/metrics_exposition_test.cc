@@ -1,0 +1,81 @@
+// The exposition text for known records: names, labels and exact values.
+#include "server/metrics_exposition.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lib/accounting/ledger.h"
+#include "lib/profiles/profile_catalog.h"
+#include "prometheus/text_serializer.h"
+
+namespace kvledger {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class MetricsExpositionTest : public ::testing::Test {
+ protected:
+  MetricsExpositionTest()
+      : catalog_(ProfileCatalog::Builtin()),
+        registry_(catalog_, 1, UnknownModelPolicy::kGeneric),
+        aggregator_(2),
+        ledger_(registry_, aggregator_),
+        exposition_(aggregator_, registry_, "9.9.9") {}
+
+  std::string Text() {
+    prometheus::TextSerializer serializer;
+    return serializer.Serialize(exposition_.Collect());
+  }
+  static RecordFacts HalfHit(const char* model) {
+    RecordFacts f;
+    f.model = model;
+    f.tier_value = 4;
+    f.prompt_tokens = 4096;
+    f.logical_match_tokens = 2048;
+    f.reload_seconds = 0.5;
+    f.suffix_prefill_seconds = 0.2;
+    return f;
+  }
+
+  ProfileCatalog catalog_;
+  ModelRegistry registry_;
+  Aggregator aggregator_;
+  Ledger ledger_;
+  MetricsExposition exposition_;
+};
+
+// One 50 % hit on llama-3.1-8b: exact counters under model/tier labels.
+TEST_F(MetricsExpositionTest, ExactCountersForOneRecord) {
+  ASSERT_TRUE(ledger_.Record(HalfHit("llama-3.1-8b")).ok());
+  const std::string text = Text();
+  EXPECT_THAT(text, HasSubstr("kvledger_requests_total{model=\"llama-3.1-8b\",tier=\"remote\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_prompt_tokens_total{model=\"llama-3.1-8b\",tier=\"remote\"} 4096\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_attention_baseline_flops_total{model=\"llama-3.1-8b\",tier=\"remote\"} 4399120252928\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_attention_avoided_flops_total{model=\"llama-3.1-8b\",tier=\"remote\",boundary=\"reused\"} 1100048498688\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_recompute_tokens_total{model=\"llama-3.1-8b\",tier=\"remote\",cause=\"alignment\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_reload_slower_than_recompute_total{model=\"llama-3.1-8b\",tier=\"remote\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_reused_hit_ratio_bucket{model=\"llama-3.1-8b\",tier=\"remote\",le=\"0.5\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_reused_hit_ratio_bucket{model=\"llama-3.1-8b\",tier=\"remote\",le=\"0.45\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_reload_seconds_sum{model=\"llama-3.1-8b\",tier=\"remote\"} 0.5\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_build_info{version=\"9.9.9\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_records_rejected_total{reason=\"invalid_prompt_tokens\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_model_info{model=\"gemma-2-9b\",profile=\"gemma-2-9b\",attention=\"sliding_window+full\""));
+}
+
+// Past --max_models (1 here) a second model folds into "other"; an opted-in unknown model gets
+// an info series saying it is costed as generic; no request id ever becomes a label.
+TEST_F(MetricsExpositionTest, FoldingAndGenericInfo) {
+  RecordFacts first = HalfHit("my-finetune");
+  first.request_id = "req-123";
+  ASSERT_TRUE(ledger_.Record(first).ok());
+  ASSERT_TRUE(ledger_.Record(HalfHit("qwen3-8b")).ok());
+  const std::string text = Text();
+  EXPECT_THAT(text, HasSubstr("kvledger_requests_total{model=\"my-finetune\",tier=\"remote\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_requests_total{model=\"other\",tier=\"remote\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_model_label_folded_records_total 1\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_model_info{model=\"my-finetune\",profile=\"generic\""));
+  EXPECT_THAT(text, Not(HasSubstr("req-123")));
+}
+
+}  // namespace
+}  // namespace kvledger
