@@ -147,10 +147,10 @@ void PrintFigures(const v1::DerivedFigures& d) {
   row("recompute: alignment loss", absl::StrCat(d.recompute_alignment_tokens(), " tokens"));
   row("recompute: restore failures", absl::StrCat(d.recompute_restore_tokens(), " tokens"));
   std::cout << "\nper layer group (resume boundary = minimum over groups):\n";
-  std::cout << absl::StrFormat("  %-12s %-15s %6s %9s %10s %9s %10s\n", "group", "kind", "layers", "align",
+  std::cout << absl::StrFormat("  %-12s %-15s %6s %9s %10s %9s %13s\n", "group", "kind", "layers", "align",
                                "modelled", "reported", "attn avoided");
   for (const auto& g : d.groups()) {
-    std::cout << absl::StrFormat("  %-12s %-15s %6d %9d %10d %9s %10s\n", g.name(), g.kind(), g.num_layers(),
+    std::cout << absl::StrFormat("  %-12s %-15s %6d %9d %10d %9s %13s\n", g.name(), g.kind(), g.num_layers(),
                                  g.alignment_tokens(), g.modelled_boundary_tokens(),
                                  g.has_reported_boundary_tokens() ? absl::StrCat(g.reported_boundary_tokens()) : "-",
                                  Share(g.attention_avoided_flops(), g.attention_baseline_flops()));
