@@ -112,8 +112,7 @@ int KvBytes(const Args& args) {
       std::cerr << "kvledger kv-bytes: --model: give either --model or an explicit shape, not both\n";
       return 2;
     }
-    auto catalog = profiles.empty() ? absl::StatusOr<ProfileCatalog>(ProfileCatalog::Builtin())
-                                    : ProfileCatalog::LoadFile(profiles);
+    auto catalog = ProfileCatalog::LoadFile(profiles);
     if (!catalog.ok()) {
       std::cerr << "kvledger kv-bytes: " << catalog.status().message() << "\n";
       return 2;

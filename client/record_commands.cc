@@ -225,8 +225,7 @@ int Explain(const Args& args) {
       return 1;
     }
   } else {
-    auto catalog = profiles.empty() ? absl::StatusOr<ProfileCatalog>(ProfileCatalog::Builtin())
-                                    : ProfileCatalog::LoadFile(profiles);
+    auto catalog = ProfileCatalog::LoadFile(profiles);
     if (!catalog.ok()) {
       std::cerr << "kvledger explain: " << catalog.status().message() << "\n";
       return 2;

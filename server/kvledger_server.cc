@@ -68,13 +68,9 @@ size_t KvledgerServer::profile_count() const { return state_->catalog.Names().si
 absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const ServerOptions& options) {
   if (auto s = options.Validate(); !s.ok()) return s;
   auto state = std::make_unique<State>();
-  if (options.profiles_file.empty()) {
-    state->catalog = ProfileCatalog::Builtin();
-  } else {
-    auto catalog = ProfileCatalog::LoadFile(options.profiles_file);
-    if (!catalog.ok()) return absl::InvalidArgumentError(catalog.status().message());
-    state->catalog = *std::move(catalog);
-  }
+  auto catalog = ProfileCatalog::LoadFile(options.profiles_file);
+  if (!catalog.ok()) return absl::InvalidArgumentError(catalog.status().message());
+  state->catalog = *std::move(catalog);
   state->registry = std::make_unique<ModelRegistry>(state->catalog, options.max_models, options.unknown_model);
   state->aggregator = std::make_unique<Aggregator>(options.max_models + 1);
   state->ledger = std::make_unique<Ledger>(*state->registry, *state->aggregator);

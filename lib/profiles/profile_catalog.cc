@@ -55,6 +55,7 @@ absl::StatusOr<ProfileCatalog> ProfileCatalog::Make(const v1::ProfileCatalog& ov
 }
 
 absl::StatusOr<ProfileCatalog> ProfileCatalog::LoadFile(const std::string& path) {
+  if (path.empty()) return Builtin();
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("profiles file '", path, "': cannot be read"));
   std::stringstream text;

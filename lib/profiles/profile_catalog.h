@@ -21,8 +21,9 @@ class ProfileCatalog {
   // rules). INVALID_ARGUMENT names the profile and field that failed validation.
   static absl::StatusOr<ProfileCatalog> Make(const v1::ProfileCatalog& overrides);
 
-  // Make() with the profiles of a file: JSON when the name ends in ".json", text proto otherwise.
-  // NOT_FOUND when the file cannot be read; INVALID_ARGUMENT with the parser's message.
+  // Make() with the profiles of a file: JSON when the name ends in ".json", text proto otherwise;
+  // the built-in catalog alone when `path` is empty. NOT_FOUND when the file cannot be read;
+  // INVALID_ARGUMENT with the parser's or the validator's message.
   static absl::StatusOr<ProfileCatalog> LoadFile(const std::string& path);
 
   // The built-in catalog alone.
