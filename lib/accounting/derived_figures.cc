@@ -60,7 +60,7 @@ DerivedFigures Derive(const RecordFacts& facts, const Profile& profile) {
     int64_t minimum = facts.logical_match_tokens;
     for (const auto& b : facts.state_boundaries) {
       minimum = std::min(minimum, b.boundary_tokens);
-      const int index = profile.GroupIndex(std::string(b.state_group));
+      const int index = profile.GroupIndex(b.state_group);
       if (index >= 0) d.groups[index].reported_boundary_tokens = b.boundary_tokens;
     }
     recoverable = static_cast<uint64_t>(minimum);

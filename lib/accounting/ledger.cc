@@ -17,7 +17,7 @@ absl::StatusOr<DerivedFigures> EvaluateWith(const RecordFacts& facts, const Prof
 
 absl::StatusOr<DerivedFigures> Evaluate(const RecordFacts& facts, const ModelRegistry& registry) {
   if (auto s = ValidateFields(facts); !s.ok()) return s;
-  auto profile = registry.ProfileFor(std::string(facts.model));
+  auto profile = registry.ProfileFor(facts.model);
   if (!profile.ok()) return Reject(RejectReason::kUnknownModel, std::string(profile.status().message()));
   return EvaluateWith(facts, *profile);
 }
@@ -27,7 +27,7 @@ absl::Status Ledger::Record(const RecordFacts& facts) {
   ResolvedModel resolved;
   if (auto s = ValidateFields(facts); !s.ok()) {
     figures = s;
-  } else if (auto r = registry_.Resolve(std::string(facts.model)); !r.ok()) {
+  } else if (auto r = registry_.Resolve(facts.model); !r.ok()) {
     figures = Reject(RejectReason::kUnknownModel, std::string(r.status().message()));
   } else {
     resolved = *r;

@@ -99,7 +99,7 @@ absl::Status ValidateAgainstProfile(const RecordFacts& f, const Profile& profile
   int64_t minimum = f.logical_match_tokens;
   for (size_t i = 0; i < f.state_boundaries.size(); ++i) {
     const auto& b = f.state_boundaries[i];
-    const int group = profile.GroupIndex(std::string(b.state_group));
+    const int group = profile.GroupIndex(b.state_group);
     if (group < 0) {
       std::vector<std::string> names;
       for (const auto& g : profile.shape().groups) names.push_back(g.name);

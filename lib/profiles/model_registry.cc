@@ -13,7 +13,7 @@ ModelRegistry::ModelRegistry(const ProfileCatalog& catalog, uint32_t max_models,
       policy_(policy),
       generic_(catalog.Find(kGenericProfileName)) {}
 
-absl::StatusOr<const Profile*> ModelRegistry::ProfileFor(const std::string& model) const {
+absl::StatusOr<const Profile*> ModelRegistry::ProfileFor(absl::string_view model) const {
   if (const Profile* profile = catalog_.Find(model)) return profile;
   if (policy_ == UnknownModelPolicy::kGeneric && generic_ != nullptr) return generic_;
   return absl::InvalidArgumentError(absl::StrCat(
@@ -21,7 +21,7 @@ absl::StatusOr<const Profile*> ModelRegistry::ProfileFor(const std::string& mode
       absl::StrJoin(catalog_.Names(), ", "), " (or start the server with --unknown_model=generic)"));
 }
 
-absl::StatusOr<ResolvedModel> ModelRegistry::Resolve(const std::string& model) {
+absl::StatusOr<ResolvedModel> ModelRegistry::Resolve(absl::string_view model) {
   auto found = ProfileFor(model);
   if (!found.ok()) return found.status();
   const Profile* profile = *found;
@@ -37,7 +37,7 @@ absl::StatusOr<ResolvedModel> ModelRegistry::Resolve(const std::string& model) {
   if (labels_.size() >= max_models_) return ResolvedModel{profile, other_slot(), true};
   const auto slot = static_cast<uint32_t>(labels_.size());
   slots_.emplace(model, slot);
-  labels_.push_back(ModelLabel{model, profile});
+  labels_.push_back(ModelLabel{std::string(model), profile});
   return ResolvedModel{profile, slot, false};
 }
 

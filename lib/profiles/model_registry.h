@@ -41,11 +41,11 @@ class ModelRegistry {
 
   // The profile that costs `model`, without claiming a label slot. INVALID_ARGUMENT for a model
   // with no profile (policy kReject); the message lists the known profiles.
-  absl::StatusOr<const Profile*> ProfileFor(const std::string& model) const;
+  absl::StatusOr<const Profile*> ProfileFor(absl::string_view model) const;
 
   // ProfileFor() plus the label slot, claiming a free one for a new name. The caller validated the
   // name's syntax.
-  absl::StatusOr<ResolvedModel> Resolve(const std::string& model);
+  absl::StatusOr<ResolvedModel> Resolve(absl::string_view model);
 
   // Labels of slots 0..n-1 in slot order (the "other" slot is not included).
   std::vector<ModelLabel> Labels() const;

@@ -78,7 +78,7 @@ uint64_t FfnParams(const v1::LayerGroup& g, uint64_t hidden, Checker& check, con
 
 }  // namespace
 
-int Profile::GroupIndex(const std::string& name) const {
+int Profile::GroupIndex(absl::string_view name) const {
   for (size_t i = 0; i < shape_.groups.size(); ++i) {
     if (shape_.groups[i].name == name) return static_cast<int>(i);
   }

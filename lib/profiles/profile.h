@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "kvledger/v1/profile.pb.h"
 #include "lib/cost_model/model_shape.h"
 
@@ -30,7 +31,7 @@ class Profile {
   // Attention kinds of the groups joined by '+', e.g. "sliding_window+full", "linear+mla".
   const std::string& attention_summary() const { return attention_summary_; }
   // Index of the layer group named `name`, or -1.
-  int GroupIndex(const std::string& name) const;
+  int GroupIndex(absl::string_view name) const;
 
  private:
   Profile() = default;

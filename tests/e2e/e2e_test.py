@@ -1,7 +1,7 @@
 """End to end: the real kvledger-server binary, the kvledger CLI, an independent Python grpcio
 client, promtool and a real Prometheus server, all on loopback.
 
-Usage: e2e_test.py SERVER_BINARY CLI_BINARY PYTHON_STUBS_DIR
+Usage: e2e_test.py SERVER_BINARY NOOP_SERVER_BINARY CLI_BINARY PYTHON_STUBS_DIR
 """
 import json
 import os
@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import harness  # noqa: E402
 
-SERVER, CLI, STUBS = sys.argv[1:4]
+SERVER, NOOP_SERVER, CLI, STUBS = sys.argv[1:5]
 sys.path.insert(0, STUBS)
 import grpc  # noqa: E402
 import health_pb2  # noqa: E402
@@ -259,6 +259,23 @@ class SecurityTest(unittest.TestCase):
                 text = opener.open(url, timeout=10).read().decode()
                 samples = harness.parse_exposition(text)
                 self.assertEqual(harness.sample(samples, "kvledger_requests_total", model="qwen3-32b", tier="device"), 2)
+            finally:
+                self.assertEqual(server.stop(), 0)
+
+
+class NoopServerTest(unittest.TestCase):
+    # Proves: the benchmark baseline speaks the same API, answers OK and counts nothing.
+    def test_noop_counts_nothing(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            server = harness.Server(NOOP_SERVER, log_dir=tmp)
+            try:
+                with grpc.insecure_channel(server.grpc_address) as channel:
+                    stub = ledger_pb2_grpc.LedgerStub(channel)
+                    stub.Record(record(n=10, match=20), timeout=10)  # invalid, still OK: not even validated
+                    reply = stub.RecordBatch(ledger_pb2.RecordBatchRequest(records=[record()] * 7), timeout=10)
+                    self.assertEqual((reply.accepted, reply.rejected), (7, 0))
+                samples = harness.parse_exposition(server.scrape())
+                self.assertFalse([k for k in samples if k[0] == "kvledger_requests_total"])
             finally:
                 self.assertEqual(server.stop(), 0)
 

@@ -121,6 +121,26 @@ TEST_F(LedgerServiceTest, StreamSummarizesAcrossBatches) {
   EXPECT_EQ(response.rejections(0).reason(), "invalid_prompt_tokens");
 }
 
+// A stream lists at most kMaxStreamRejections rejections; the counts stay exact.
+TEST_F(LedgerServiceTest, StreamCapsRejectionDetails) {
+  grpc::ClientContext context;
+  v1::RecordBatchResponse response;
+  auto writer = stub_->StreamRecords(&context, &response);
+  v1::RecordBatchRequest batch;
+  v1::Record bad = HalfHit();
+  bad.set_reload_seconds(-1);
+  for (int i = 0; i < 700; ++i) *batch.add_records() = bad;
+  *batch.add_records() = HalfHit();
+  ASSERT_TRUE(writer->Write(batch));
+  ASSERT_TRUE(writer->Write(batch));
+  writer->WritesDone();
+  ASSERT_TRUE(writer->Finish().ok());
+  EXPECT_EQ(response.accepted(), 2u);
+  EXPECT_EQ(response.rejected(), 1400u);
+  ASSERT_EQ(response.rejections_size(), static_cast<int>(kMaxStreamRejections));
+  EXPECT_EQ(response.rejections(999).index(), 1000u);  // second batch starts at 701
+}
+
 // Explain returns the figures and errors like Record.
 TEST_F(LedgerServiceTest, ExplainReturnsFigures) {
   grpc::ClientContext context;
