@@ -121,6 +121,17 @@ TEST_F(LedgerServiceTest, StreamSummarizesAcrossBatches) {
   EXPECT_EQ(response.rejections(0).reason(), "invalid_prompt_tokens");
 }
 
+// An enum value this server does not know is rejected by name, not coerced.
+TEST_F(LedgerServiceTest, UnknownTierValueIsRejected) {
+  v1::Record r = HalfHit();
+  r.set_tier(static_cast<v1::Tier>(7));
+  grpc::ClientContext context;
+  v1::RecordResponse response;
+  const grpc::Status status = stub_->Record(&context, r, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), ::testing::StartsWith("tier = 7: must be one of TIER_DEVICE (1)"));
+}
+
 // A stream lists at most kMaxStreamRejections rejections; the counts stay exact.
 TEST_F(LedgerServiceTest, StreamCapsRejectionDetails) {
   grpc::ClientContext context;
