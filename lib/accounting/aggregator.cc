@@ -7,12 +7,16 @@
 namespace kvledger {
 namespace {
 
-uint64_t ToNanoUnits(double value) {
-  return static_cast<uint64_t>(std::llround(value * kNanoUnitsPerUnit));
+// `value` is finite and >= 0 (validated latencies, ratios, recompute estimates); estimates can
+// pass 2^64 nanoseconds for absurd records, so the result is 128-bit.
+Uint128 ToNanoUnits(double value) {
+  const double scaled = value * kNanoUnitsPerUnit;
+  if (scaled < 9.0e18) return static_cast<Uint128>(std::llround(scaled));
+  return static_cast<Uint128>(scaled);  // already an integer at this magnitude
 }
 
 void ObserveLatency(LatencyHistogram& h, double seconds) {
-  const uint64_t nanos = ToNanoUnits(seconds);
+  const Uint128 nanos = ToNanoUnits(seconds);
   // First bucket whose bound (also rounded to nanoseconds) is >= the value: "le" semantics.
   size_t i = 0;
   while (i < kLatencyBucketsSeconds.size() && ToNanoUnits(kLatencyBucketsSeconds[i]) < nanos) ++i;

@@ -108,7 +108,10 @@ absl::StatusOr<Profile> Profile::Make(const v1::ModelProfile& definition) {
   check.Range("serving.cache_bytes_per_element", serving->cache_bytes_per_element(), 1, 8);
   check.Range("serving.state_bytes_per_element", serving->state_bytes_per_element(), 1, 8);
   const double fps = serving->prefill_flops_per_second();
-  if (!(fps >= 0 && fps < 1e30)) check.Fail("serving.prefill_flops_per_second", "must be finite and >= 0");
+  if (!(fps == 0 || (fps >= 1e9 && fps <= 1e22))) {
+    check.Fail("serving.prefill_flops_per_second",
+               absl::StrCat(fps, ": must be 0 (unknown) or in [1e9, 1e22] FLOP/s"));
+  }
 
   const uint64_t cache_bytes = serving->cache_bytes_per_element();
   const uint64_t state_bytes = serving->state_bytes_per_element();

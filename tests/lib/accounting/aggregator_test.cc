@@ -146,5 +146,28 @@ TEST_F(AggregatorTest, BucketEdgesAreExact) {
   EXPECT_EQ(t.reload_seconds.sum_nanounits, Uint128{5001002100000});
 }
 
+// A record at the edge of every range: the recompute estimate passes 2^64 nanoseconds and is
+// still summed exactly (no overflow in the fixed-point conversion).
+TEST_F(AggregatorTest, ExtremeRecordSumsWithoutOverflow) {
+  RecordFacts f;
+  f.model = "llama-3.1-70b";
+  f.tier_value = 4;
+  f.prompt_tokens = int64_t{1} << 31;
+  f.logical_match_tokens = f.prompt_tokens;
+  f.recompute_tokens = 1;  // reused N - 1: the remaining work is one query
+  f.suffix_prefill_seconds = 86400;
+  f.reload_seconds = 86400;
+  f.ttft_seconds = 86400;
+  const DerivedFigures d = Derive(f, *catalog_.Find("llama-3.1-70b"));
+  ASSERT_TRUE(d.estimated_recompute_seconds.has_value());
+  EXPECT_GT(*d.estimated_recompute_seconds * 1e9, 1.9e19);  // past 2^64 ns
+  Totals t;
+  t.Add(d);
+  t.Add(d);
+  EXPECT_NEAR(Uint128ToDouble(t.estimated_recompute_nanoseconds) / 1e9, 2 * *d.estimated_recompute_seconds,
+              1e-9 * *d.estimated_recompute_seconds);
+  EXPECT_EQ(t.ttft_seconds.sum_nanounits, Uint128{2} * 86400 * 1000000000);
+}
+
 }  // namespace
 }  // namespace kvledger

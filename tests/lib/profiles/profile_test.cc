@@ -54,7 +54,8 @@ TEST(ProfileTest, CatalogRecurrentStateMatchesTheTable) {
 // 4096*(4096 + 2*1024) + 4096*4096 and SwiGLU 3*4096*14336 parameters, 2 FLOPs each;
 // attention 2*32*(128+128) FLOPs per pair.
 TEST(ProfileTest, Llama8bFlopConstants) {
-  const Profile* p = ProfileCatalog::Builtin().Find("llama-3.1-8b");
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const Profile* p = catalog.Find("llama-3.1-8b");
   ASSERT_NE(p, nullptr);
   const auto& g = p->shape().groups.at(0);
   EXPECT_EQ(g.token_flops, 2u * (4096u * (4096 + 2048) + 4096u * 4096 + 3u * 4096 * 14336));
@@ -65,7 +66,8 @@ TEST(ProfileTest, Llama8bFlopConstants) {
 
 // DeepSeek-V3 MLA: pair FLOPs use d_qk = 128 + 64 and d_v = 128; MoE touches 8 routed + 1 shared.
 TEST(ProfileTest, DeepSeekMlaAndMoeConstants) {
-  const Profile* p = ProfileCatalog::Builtin().Find("deepseek-v3");
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const Profile* p = catalog.Find("deepseek-v3");
   ASSERT_NE(p, nullptr);
   const auto& moe = p->shape().groups.at(1);
   EXPECT_EQ(moe.pair_flops, 2u * 128 * (192 + 128));
