@@ -18,6 +18,8 @@
 namespace kvledger {
 namespace {
 
+constexpr std::chrono::seconds kShutdownGrace{5};
+
 absl::StatusOr<std::string> ReadFile(const char* flag, const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::InvalidArgumentError(absl::StrCat("--", flag, " = \"", path, "\": cannot be read"));
@@ -125,7 +127,10 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
 void KvledgerServer::Shutdown() {
   if (!state_ || state_->stopped) return;
   state_->stopped = true;
-  state_->grpc_server->Shutdown();
+  // Health turns NOT_SERVING first so balancers stop sending; calls still open after the grace
+  // period (a stream whose client never half-closes) are cancelled.
+  state_->grpc_server->GetHealthCheckService()->Shutdown();
+  state_->grpc_server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   state_->grpc_server->Wait();
   state_->exposer.reset();
 }

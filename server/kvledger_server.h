@@ -28,7 +28,8 @@ class KvledgerServer {
   // Number of profiles loaded.
   size_t profile_count() const;
 
-  // Stops accepting calls, finishes in-flight ones and stops the exposer. Idempotent.
+  // Marks health NOT_SERVING, stops accepting calls, lets in-flight ones finish for up to 5 s
+  // (then cancels them) and stops the exposer. Idempotent.
   void Shutdown();
 
  private:

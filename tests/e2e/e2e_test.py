@@ -280,6 +280,30 @@ class NoopServerTest(unittest.TestCase):
                 self.assertEqual(server.stop(), 0)
 
 
+class ShutdownTest(unittest.TestCase):
+    # Proves: SIGTERM stops the server cleanly (exit 0) even while a client holds a stream open.
+    def test_sigterm_with_open_stream(self):
+        import threading
+        release = threading.Event()
+
+        def batches():
+            yield ledger_pb2.RecordBatchRequest(records=[record()])
+            release.wait(60)
+
+        with tempfile.TemporaryDirectory() as tmp:
+            server = harness.Server(SERVER, log_dir=tmp)
+            channel = grpc.insecure_channel(server.grpc_address)
+            future = ledger_pb2_grpc.LedgerStub(channel).StreamRecords.future(batches(), timeout=60)
+            harness.poll("the stream's first batch to be counted", lambda: "kvledger_requests_total{" in server.scrape())
+            try:
+                self.assertEqual(server.stop(), 0)
+                self.assertIn("stopped", server.read_log())
+            finally:
+                release.set()
+                future.cancel()
+                channel.close()
+
+
 class DeployConfigTest(unittest.TestCase):
     # Proves: the Prometheus configuration shipped in deploy/ is valid.
     def test_promtool_check_config(self):
