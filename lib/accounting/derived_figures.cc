@@ -86,7 +86,8 @@ DerivedFigures Derive(const RecordFacts& facts, const Profile& profile) {
   d.recompute_alignment_tokens = match - recoverable;
   d.recompute_restore_tokens = recoverable - reused;
 
-  // Work: baseline over all N queries; avoided = the work of the first P queries (docs §4).
+  // Work: baseline over all N queries; avoided = the work of the first P queries
+  // (docs/cost-model.md §5).
   const std::array<uint64_t, kBoundaryCount> boundaries = {match, recoverable, reused};
   for (size_t i = 0; i < shape.groups.size(); ++i) {
     const auto& g = shape.groups[i];
