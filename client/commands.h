@@ -15,6 +15,7 @@ int KvBytes(const Args& args);  // KV cache size and capacity (offline)
 int Explain(const Args& args);  // derived figures for one record: offline, or via --target
 int Send(const Args& args);     // one record via the Record RPC
 int Replay(const Args& args);   // a JSON-lines trace via RecordBatch
+int Bench(const Args& args);    // load generator
 
 }  // namespace kvledger::cli
 

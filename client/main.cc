@@ -15,7 +15,8 @@ constexpr char kUsage[] =
     "  explain    every derived figure for one record (offline, or --target for the server)\n\n"
     "talking to kvledger-server (--target HOST:PORT, default 127.0.0.1:50051):\n"
     "  send       one record\n"
-    "  replay     a JSON-lines trace of records, in batches\n";
+    "  replay     a JSON-lines trace of records, in batches\n"
+    "  bench      load generator (unary, batch or stream)\n";
 
 }  // namespace
 
@@ -24,7 +25,7 @@ int main(int argc, char** argv) {
   const std::map<std::string, Command> commands = {
       {"calc", kvledger::cli::Calc},       {"kv-bytes", kvledger::cli::KvBytes},
       {"explain", kvledger::cli::Explain}, {"send", kvledger::cli::Send},
-      {"replay", kvledger::cli::Replay}};
+      {"replay", kvledger::cli::Replay},   {"bench", kvledger::cli::Bench}};
   if (argc < 2) {
     std::cerr << kUsage;
     return 2;

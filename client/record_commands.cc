@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/commands.h"
+#include "client/connection.h"
 #include "client/flag_set.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
@@ -21,43 +22,6 @@
 
 namespace kvledger::cli {
 namespace {
-
-constexpr char kDefaultTarget[] = "127.0.0.1:50051";
-
-// Connection flags every RPC subcommand takes.
-struct Connection {
-  std::string target = kDefaultTarget;
-  std::string tls_ca_file;
-  std::optional<double> timeout_seconds;
-
-  void Register(FlagSet& flags) {
-    flags.String("target", &target, "server HOST:PORT (default 127.0.0.1:50051)");
-    flags.String("tls-ca-file", &tls_ca_file, "PEM CA bundle: connect with TLS and verify the server");
-    flags.Double("timeout", &timeout_seconds, "per-RPC deadline in seconds (default 10)");
-  }
-  std::unique_ptr<v1::Ledger::Stub> Stub() const {
-    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-    if (!tls_ca_file.empty()) {
-      std::ifstream in(tls_ca_file);
-      std::string pem((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      grpc::SslCredentialsOptions ssl;
-      ssl.pem_root_certs = pem;
-      credentials = grpc::SslCredentials(ssl);
-    }
-    return v1::Ledger::NewStub(grpc::CreateChannel(target, credentials));
-  }
-  void SetDeadline(grpc::ClientContext& context) const {
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds.value_or(10) * 1000)));
-  }
-};
-
-std::string DescribeRpcError(const grpc::Status& status, const std::string& target) {
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE || status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return absl::StrCat("cannot reach ", target, ": ", status.error_message(), " (is kvledger-server running?)");
-  }
-  return status.error_message();
-}
 
 // Record fields as flags, named after the proto fields.
 struct RecordFlags {

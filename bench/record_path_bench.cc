@@ -1,0 +1,107 @@
+// Micro-benchmarks of the record path, each beside its baseline in the same run:
+// - BM_ParseRecord: deserializing one Record (what every server, the no-op one included, pays);
+// - BM_ParseAndAccount: the same plus validate, resolve, derive and aggregate (kvledger-server);
+// - BM_Derive/<model>: the cost model alone, per model shape;
+// - BM_Snapshot: merging shards and building the exposition, per scrape.
+#include <random>
+
+#include "benchmark/benchmark.h"
+#include "kvledger/v1/record.pb.h"
+#include "lib/accounting/ledger.h"
+#include "lib/accounting/record_proto.h"
+#include "lib/profiles/profile_catalog.h"
+#include "prometheus/text_serializer.h"
+#include "server/metrics_exposition.h"
+
+namespace kvledger {
+namespace {
+
+const char* const kModels[] = {"llama-3.1-8b", "deepseek-v3", "gemma-3-12b", "kimi-linear-48b-a3b"};
+
+std::vector<std::string> SerializedRecords(size_t count) {
+  std::mt19937_64 rng(7);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < count; ++i) {
+    v1::Record r;
+    r.set_model(kModels[rng() % std::size(kModels)]);
+    r.set_prompt_tokens(256 + static_cast<int64_t>(rng() % 32513));
+    r.set_logical_match_tokens(static_cast<int64_t>(rng() % (r.prompt_tokens() + 1)));
+    r.set_tier(r.logical_match_tokens() == 0 ? v1::TIER_UNSPECIFIED : v1::TIER_HOST);
+    r.set_reload_seconds(0.004);
+    r.set_suffix_prefill_seconds(0.3);
+    r.set_ttft_seconds(0.31);
+    out.push_back(r.SerializeAsString());
+  }
+  return out;
+}
+
+struct World {
+  ProfileCatalog catalog = ProfileCatalog::Builtin();
+  ModelRegistry registry{catalog, 64, UnknownModelPolicy::kReject};
+  Aggregator aggregator{65};
+  Ledger ledger{registry, aggregator};
+};
+
+World& SharedWorld() {
+  static World* world = new World();
+  return *world;
+}
+
+void BM_ParseRecord(benchmark::State& state) {
+  const auto records = SerializedRecords(1024);
+  size_t i = 0;
+  v1::Record r;
+  for (auto _ : state) {
+    r.ParseFromString(records[i++ % records.size()]);
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ParseRecord)->Threads(1)->Threads(2);
+
+void BM_ParseAndAccount(benchmark::State& state) {
+  const auto records = SerializedRecords(1024);
+  World& world = SharedWorld();
+  size_t i = 0;
+  v1::Record r;
+  for (auto _ : state) {
+    r.ParseFromString(records[i++ % records.size()]);
+    benchmark::DoNotOptimize(world.ledger.Record(FactsFromProto(r)));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ParseAndAccount)->Threads(1)->Threads(2);
+
+void BM_Derive(benchmark::State& state) {
+  World& world = SharedWorld();
+  const Profile& profile = *world.catalog.Find(kModels[state.range(0)]);
+  RecordFacts f;
+  f.model = profile.name();
+  f.tier_value = 1;
+  f.prompt_tokens = 16384;
+  f.logical_match_tokens = 9000;
+  f.suffix_prefill_seconds = 0.3;
+  for (auto _ : state) benchmark::DoNotOptimize(Derive(f, profile));
+  state.SetLabel(profile.name());
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Derive)->DenseRange(0, 3);
+
+void BM_Snapshot(benchmark::State& state) {
+  World world;
+  const auto records = SerializedRecords(4096);
+  v1::Record r;
+  for (const auto& bytes : records) {
+    r.ParseFromString(bytes);
+    (void)world.ledger.Record(FactsFromProto(r));
+  }
+  MetricsExposition exposition(world.aggregator, world.registry, "bench");
+  prometheus::TextSerializer serializer;
+  for (auto _ : state) benchmark::DoNotOptimize(serializer.Serialize(exposition.Collect()));
+}
+BENCHMARK(BM_Snapshot);
+
+}  // namespace
+}  // namespace kvledger
+
+BENCHMARK_MAIN();

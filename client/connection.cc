@@ -1,0 +1,43 @@
+#include "client/connection.h"
+
+#include <chrono>
+#include <fstream>
+#include <iterator>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvledger::cli {
+
+void Connection::Register(FlagSet& flags) {
+  flags.String("target", &target, "server HOST:PORT (default 127.0.0.1:50051)");
+  flags.String("tls-ca-file", &tls_ca_file, "PEM CA bundle: connect with TLS and verify the server");
+  flags.Double("timeout", &timeout_seconds, "per-RPC deadline in seconds (default 10)");
+}
+
+std::unique_ptr<v1::Ledger::Stub> Connection::Stub(bool own_connection) const {
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!tls_ca_file.empty()) {
+    std::ifstream in(tls_ca_file);
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    credentials = grpc::SslCredentials(ssl);
+  }
+  grpc::ChannelArguments arguments;
+  if (own_connection) arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return v1::Ledger::NewStub(grpc::CreateCustomChannel(target, credentials, arguments));
+}
+
+void Connection::SetDeadline(grpc::ClientContext& context) const {
+  const auto millis = static_cast<int64_t>(timeout_seconds.value_or(10) * 1000);
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(millis));
+}
+
+std::string DescribeRpcError(const grpc::Status& status, const std::string& target) {
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::StrCat("cannot reach ", target, ": ", status.error_message(), " (is kvledger-server running?)");
+  }
+  return status.error_message();
+}
+
+}  // namespace kvledger::cli
