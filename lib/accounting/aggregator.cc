@@ -15,11 +15,21 @@ Uint128 ToNanoUnits(double value) {
   return static_cast<Uint128>(scaled);  // already an integer at this magnitude
 }
 
+// Bucket bounds in nanoseconds, rounded once.
+const std::array<Uint128, kLatencyBucketsSeconds.size()>& LatencyBoundsNanos() {
+  static const auto bounds = [] {
+    std::array<Uint128, kLatencyBucketsSeconds.size()> out{};
+    for (size_t i = 0; i < out.size(); ++i) out[i] = ToNanoUnits(kLatencyBucketsSeconds[i]);
+    return out;
+  }();
+  return bounds;
+}
+
 void ObserveLatency(LatencyHistogram& h, double seconds) {
   const Uint128 nanos = ToNanoUnits(seconds);
-  // First bucket whose bound (also rounded to nanoseconds) is >= the value: "le" semantics.
-  size_t i = 0;
-  while (i < kLatencyBucketsSeconds.size() && ToNanoUnits(kLatencyBucketsSeconds[i]) < nanos) ++i;
+  // First bucket whose bound is >= the value ("le" semantics); past the last bound: +Inf.
+  const auto& bounds = LatencyBoundsNanos();
+  const size_t i = static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), nanos) - bounds.begin());
   ++h.counts[i];
   h.sum_nanounits += nanos;
   ++h.count;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "lib/accounting/record_facts.h"
 #include "lib/cost_model/exact_int.h"
 #include "lib/profiles/profile.h"
@@ -61,7 +62,7 @@ struct DerivedFigures {
   double suffix_prefill_seconds = 0;
   double ttft_seconds = 0;
 
-  std::vector<GroupFigure> groups;
+  absl::InlinedVector<GroupFigure, 4> groups;  // no allocation for up to 4 groups
 
   double Alpha(uint64_t tokens) const {
     return static_cast<double>(tokens) / static_cast<double>(prompt_tokens);

@@ -1,17 +1,39 @@
 #include "lib/profiles/model_registry.h"
 
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/profiles/builtin_catalog.h"
 
 namespace kvledger {
 
+namespace {
+
+size_t TableSize(uint32_t max_models) {
+  size_t size = 8;
+  while (size < 2 * static_cast<size_t>(max_models)) size *= 2;
+  return size;
+}
+
+}  // namespace
+
 ModelRegistry::ModelRegistry(const ProfileCatalog& catalog, uint32_t max_models,
                              UnknownModelPolicy policy)
     : catalog_(catalog),
       max_models_(max_models),
       policy_(policy),
-      generic_(catalog.Find(kGenericProfileName)) {}
+      generic_(catalog.Find(kGenericProfileName)),
+      table_mask_(TableSize(max_models) - 1),
+      table_(new std::atomic<const Entry*>[table_mask_ + 1]) {
+  for (size_t i = 0; i <= table_mask_; ++i) table_[i].store(nullptr, std::memory_order_relaxed);
+}
+
+const ModelRegistry::Entry* ModelRegistry::Find(absl::string_view model) const {
+  for (size_t i = absl::Hash<absl::string_view>{}(model) & table_mask_;; i = (i + 1) & table_mask_) {
+    const Entry* entry = table_[i].load(std::memory_order_acquire);
+    if (entry == nullptr || entry->model == model) return entry;
+  }
+}
 
 absl::StatusOr<const Profile*> ModelRegistry::ProfileFor(absl::string_view model) const {
   if (const Profile* profile = catalog_.Find(model)) return profile;
@@ -25,19 +47,20 @@ absl::StatusOr<ResolvedModel> ModelRegistry::Resolve(absl::string_view model) {
   auto found = ProfileFor(model);
   if (!found.ok()) return found.status();
   const Profile* profile = *found;
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    auto it = slots_.find(model);
-    if (it != slots_.end()) return ResolvedModel{profile, it->second, false};
-    if (labels_.size() >= max_models_) return ResolvedModel{profile, other_slot(), true};
+  if (const Entry* entry = Find(model)) return ResolvedModel{profile, entry->slot, false};
+  if (used_slots_.load(std::memory_order_acquire) >= max_models_) {
+    return ResolvedModel{profile, other_slot(), true};
   }
   absl::MutexLock lock(&mu_);
-  auto it = slots_.find(model);
-  if (it != slots_.end()) return ResolvedModel{profile, it->second, false};
-  if (labels_.size() >= max_models_) return ResolvedModel{profile, other_slot(), true};
-  const auto slot = static_cast<uint32_t>(labels_.size());
-  slots_.emplace(model, slot);
+  if (const Entry* entry = Find(model)) return ResolvedModel{profile, entry->slot, false};
+  if (entries_.size() >= max_models_) return ResolvedModel{profile, other_slot(), true};
+  const auto slot = static_cast<uint32_t>(entries_.size());
+  entries_.push_back(std::make_unique<Entry>(Entry{std::string(model), slot}));
   labels_.push_back(ModelLabel{std::string(model), profile});
+  size_t i = absl::Hash<absl::string_view>{}(model) & table_mask_;
+  while (table_[i].load(std::memory_order_relaxed) != nullptr) i = (i + 1) & table_mask_;
+  table_[i].store(entries_.back().get(), std::memory_order_release);
+  used_slots_.store(slot + 1, std::memory_order_release);
   return ResolvedModel{profile, slot, false};
 }
 

@@ -3,16 +3,18 @@
 // Label slots are handed out first come, first served, up to max_models; later distinct names are
 // folded into the slot labelled "other" (their records are still costed with their own profile).
 // Names past the cap are never stored, so memory stays bounded whatever clients send.
-// Thread-safe: lookups of known names take a shared lock only.
+// Thread-safe. Looking up a name that already has a slot (the steady state) takes no lock: slots
+// live in an insert-only open-addressing table whose entries are published with release stores.
 #ifndef KVLEDGER_LIB_PROFILES_MODEL_REGISTRY_H_
 #define KVLEDGER_LIB_PROFILES_MODEL_REGISTRY_H_
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/profiles/profile_catalog.h"
@@ -54,12 +56,23 @@ class ModelRegistry {
   const ProfileCatalog& catalog() const { return catalog_; }
 
  private:
+  struct Entry {
+    std::string model;
+    uint32_t slot;
+  };
+  // The entry for `model`, or nullptr. Lock-free.
+  const Entry* Find(absl::string_view model) const;
+
   const ProfileCatalog& catalog_;
   const uint32_t max_models_;
   const UnknownModelPolicy policy_;
   const Profile* generic_;
-  mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, uint32_t> slots_ ABSL_GUARDED_BY(mu_);
+  // Capacity is a power of two >= 2 * max_models, so probes are short and always end at a null.
+  const size_t table_mask_;
+  std::unique_ptr<std::atomic<const Entry*>[]> table_;
+  std::atomic<uint32_t> used_slots_{0};
+  mutable absl::Mutex mu_;  // serializes inserts; guards labels_ and owns the entries
+  std::vector<std::unique_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);
   std::vector<ModelLabel> labels_ ABSL_GUARDED_BY(mu_);
 };
 

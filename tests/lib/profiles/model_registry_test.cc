@@ -1,5 +1,10 @@
 #include "lib/profiles/model_registry.h"
 
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
@@ -41,6 +46,45 @@ TEST(ModelRegistryTest, FoldsPastTheCap) {
   EXPECT_EQ(folded->profile->name(), "gemma-2-9b");  // still costed with its own profile
   EXPECT_EQ(registry.Resolve("qwen3-8b")->label_slot, 0u);
   EXPECT_EQ(registry.Labels().size(), 2u);
+}
+
+// Concurrent first sightings: every name gets exactly one slot, slots are distinct and dense, and
+// names past the cap fold, whichever thread sees them first.
+TEST(ModelRegistryTest, ConcurrentResolveAssignsEachNameOnce) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  ModelRegistry registry(catalog, 20, UnknownModelPolicy::kGeneric);
+  std::mutex mu;
+  std::map<std::string, std::set<uint32_t>> seen;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        const std::string name = "model-" + std::to_string((i * 7 + t) % 30);
+        auto r = registry.Resolve(name);
+        ASSERT_TRUE(r.ok());
+        std::lock_guard<std::mutex> lock(mu);
+        seen[name].insert(r->label_slot);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::set<uint32_t> slots;
+  int folded_names = 0;
+  for (const auto& [name, name_slots] : seen) {
+    ASSERT_EQ(name_slots.size(), 1u) << name;
+    const uint32_t slot = *name_slots.begin();
+    if (slot == registry.other_slot()) {
+      ++folded_names;
+    } else {
+      EXPECT_TRUE(slots.insert(slot).second) << "slot " << slot << " given twice";
+    }
+  }
+  EXPECT_EQ(slots.size(), 20u);
+  EXPECT_EQ(folded_names, 10);
+  EXPECT_EQ(*slots.rbegin(), 19u);
+  const auto labels = registry.Labels();
+  ASSERT_EQ(labels.size(), 20u);
+  for (uint32_t i = 0; i < labels.size(); ++i) EXPECT_EQ(*seen[labels[i].model].begin(), i);
 }
 
 }  // namespace
