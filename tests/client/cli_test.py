@@ -120,7 +120,7 @@ class UsageTest(unittest.TestCase):
             self.assertEqual(result.stderr.count("\n"), 1)
 
     def test_help(self):
-        for command in ("calc", "kv-bytes", "explain", "send", "replay"):
+        for command in ("calc", "kv-bytes", "explain", "send", "replay", "bench"):
             result = run(command, "--help")
             self.assertEqual(result.returncode, 0)
             self.assertIn(f"usage: kvledger {command}", result.stdout)
