@@ -305,7 +305,9 @@ int Replay(const Args& args) {
         return 1;
       }
       accepted += response.accepted();
-      for (const auto& r : response.rejections()) note(line_of.at(r.index()), r.reason(), r.message());
+      for (const auto& r : response.rejections()) {
+        note(r.index() < line_of.size() ? line_of[r.index()] : 0, r.reason(), r.message());
+      }
     }
     if (progress) {
       const size_t done = std::min(lines.size(), start + per_batch);

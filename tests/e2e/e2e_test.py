@@ -122,6 +122,19 @@ class EndToEndTest(unittest.TestCase):
         self.assertIn("1 accepted, 2 rejected", self.replay.stdout)
         self.assertIn("unparseable: 1", self.replay.stdout)
         self.assertIn("line 3: reload_seconds = -1: must be finite", self.replay.stdout)
+        self.assertNotIn("[#", self.replay.stderr)  # no progress bar when stderr is not a terminal
+
+    # Proves: on a terminal, replay draws a progress bar.
+    def test_replay_progress_bar_on_a_terminal(self):
+        trace = os.path.join(self.tmp.name, "small.jsonl")
+        with open(trace, "w") as f:
+            for _ in range(4):
+                f.write(json.dumps({"model": "qwen3-32b", "prompt_tokens": 10, "logical_match_tokens": 0}) + "\n")  # not llama: the Prometheus ratio test reads llama live
+        command = f"{CLI} replay --target {self.server.grpc_address} --batch-size 2 {trace}"
+        result = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stdout)
+        self.assertIn("[####################....................] 2/4 lines", result.stdout)
+        self.assertIn("[########################################] 4/4 lines", result.stdout)
 
     # Proves: invalid record over Python grpcio gets INVALID_ARGUMENT naming field, value and rule.
     def test_python_invalid_argument(self):
