@@ -43,17 +43,12 @@ absl::StatusOr<const Profile*> ModelRegistry::ProfileFor(absl::string_view model
       absl::StrJoin(catalog_.Names(), ", "), " (or start the server with --unknown_model=generic)"));
 }
 
-absl::StatusOr<ResolvedModel> ModelRegistry::Resolve(absl::string_view model) {
-  auto found = ProfileFor(model);
-  if (!found.ok()) return found.status();
-  const Profile* profile = *found;
-  if (const Entry* entry = Find(model)) return ResolvedModel{profile, entry->slot, false};
-  if (used_slots_.load(std::memory_order_acquire) >= max_models_) {
-    return ResolvedModel{profile, other_slot(), true};
-  }
+LabelSlot ModelRegistry::ClaimLabel(absl::string_view model, const Profile* profile) {
+  if (const Entry* entry = Find(model)) return LabelSlot{entry->slot, false};
+  if (used_slots_.load(std::memory_order_acquire) >= max_models_) return LabelSlot{other_slot(), true};
   absl::MutexLock lock(&mu_);
-  if (const Entry* entry = Find(model)) return ResolvedModel{profile, entry->slot, false};
-  if (entries_.size() >= max_models_) return ResolvedModel{profile, other_slot(), true};
+  if (const Entry* entry = Find(model)) return LabelSlot{entry->slot, false};
+  if (entries_.size() >= max_models_) return LabelSlot{other_slot(), true};
   const auto slot = static_cast<uint32_t>(entries_.size());
   entries_.push_back(std::make_unique<Entry>(Entry{std::string(model), slot}));
   labels_.push_back(ModelLabel{std::string(model), profile});
@@ -61,7 +56,7 @@ absl::StatusOr<ResolvedModel> ModelRegistry::Resolve(absl::string_view model) {
   while (table_[i].load(std::memory_order_relaxed) != nullptr) i = (i + 1) & table_mask_;
   table_[i].store(entries_.back().get(), std::memory_order_release);
   used_slots_.store(slot + 1, std::memory_order_release);
-  return ResolvedModel{profile, slot, false};
+  return LabelSlot{slot, false};
 }
 
 std::vector<ModelLabel> ModelRegistry::Labels() const {

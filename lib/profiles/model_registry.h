@@ -1,4 +1,4 @@
-// Resolves a record's model name to its profile and to a bounded label slot.
+// Maps a record's model name to the profile that costs it, and to a bounded label slot.
 //
 // Label slots are handed out first come, first served, up to max_models; later distinct names are
 // folded into the slot labelled "other" (their records are still costed with their own profile).
@@ -25,10 +25,9 @@ enum class UnknownModelPolicy { kReject, kGeneric };
 
 inline constexpr char kOtherModelLabel[] = "other";
 
-struct ResolvedModel {
-  const Profile* profile = nullptr;
-  uint32_t label_slot = 0;  // < max_models, or == max_models for "other"
-  bool folded = false;      // true when this record went to "other"
+struct LabelSlot {
+  uint32_t slot = 0;    // < max_models, or == max_models for "other"
+  bool folded = false;  // true when this record went to "other"
 };
 
 struct ModelLabel {
@@ -45,9 +44,10 @@ class ModelRegistry {
   // with no profile (policy kReject); the message lists the known profiles.
   absl::StatusOr<const Profile*> ProfileFor(absl::string_view model) const;
 
-  // ProfileFor() plus the label slot, claiming a free one for a new name. The caller validated the
-  // name's syntax.
-  absl::StatusOr<ResolvedModel> Resolve(absl::string_view model);
+  // The label slot of `model`, claiming a free one for a new name. Call only for a record that is
+  // being counted (so rejected records never use up slots); `profile` is what ProfileFor returned,
+  // kept for kvledger_model_info.
+  LabelSlot ClaimLabel(absl::string_view model, const Profile* profile);
 
   // Labels of slots 0..n-1 in slot order (the "other" slot is not included).
   std::vector<ModelLabel> Labels() const;

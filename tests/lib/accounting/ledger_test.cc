@@ -47,7 +47,12 @@ TEST_F(LedgerTest, RejectionsAreCountedByReasonOnly) {
   EXPECT_EQ(s.cells[0].totals.requests, 1u);
   EXPECT_EQ(s.rejected[static_cast<int>(RejectReason::kInvalidLogicalMatchTokens)], 1u);
   EXPECT_EQ(s.rejected[static_cast<int>(RejectReason::kUnknownModel)], 1u);
-  EXPECT_TRUE(registry.Labels().size() == 1);  // the unknown model claimed no label
+  RecordFacts bad_boundary = Hit("kimi-linear-48b-a3b");
+  bad_boundary.state_boundaries = {{"nope", 1}};
+  EXPECT_THAT(ledger.Record(bad_boundary), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("state_group")));
+  // Only the counted model holds a label: rejected records never use up slots.
+  ASSERT_EQ(registry.Labels().size(), 1u);
+  EXPECT_EQ(registry.Labels()[0].model, "llama-3.1-8b");
 }
 
 // Past max_models, records land in the "other" slot and the folding is counted.

@@ -19,7 +19,7 @@ using ::testing::HasSubstr;
 TEST(ModelRegistryTest, UnknownModelListsKnownProfiles) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   ModelRegistry registry(catalog, 8, UnknownModelPolicy::kReject);
-  EXPECT_THAT(registry.Resolve("llama-9"),
+  EXPECT_THAT(registry.ProfileFor("llama-9"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("model = \"llama-9\": no profile of that name; known profiles: deepseek-v3, ")));
 }
@@ -28,29 +28,32 @@ TEST(ModelRegistryTest, UnknownModelListsKnownProfiles) {
 TEST(ModelRegistryTest, GenericPolicyKeepsTheName) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   ModelRegistry registry(catalog, 8, UnknownModelPolicy::kGeneric);
-  auto r = registry.Resolve("my-finetune");
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->profile->name(), "generic");
+  auto profile = registry.ProfileFor("my-finetune");
+  ASSERT_TRUE(profile.ok());
+  EXPECT_EQ((*profile)->name(), "generic");
+  registry.ClaimLabel("my-finetune", *profile);
   EXPECT_EQ(registry.Labels().at(0).model, "my-finetune");
+  EXPECT_EQ(registry.Labels().at(0).profile, *profile);
 }
 
 // Slots go first come first served; past max_models names fold into "other" and are not stored.
 TEST(ModelRegistryTest, FoldsPastTheCap) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   ModelRegistry registry(catalog, 2, UnknownModelPolicy::kReject);
-  EXPECT_EQ(registry.Resolve("qwen3-8b")->label_slot, 0u);
-  EXPECT_EQ(registry.Resolve("deepseek-v3")->label_slot, 1u);
-  auto folded = registry.Resolve("gemma-2-9b");
-  EXPECT_EQ(folded->label_slot, registry.other_slot());
-  EXPECT_TRUE(folded->folded);
-  EXPECT_EQ(folded->profile->name(), "gemma-2-9b");  // still costed with its own profile
-  EXPECT_EQ(registry.Resolve("qwen3-8b")->label_slot, 0u);
+  auto claim = [&](const char* model) { return registry.ClaimLabel(model, catalog.Find(model)); };
+  EXPECT_EQ(claim("qwen3-8b").slot, 0u);
+  EXPECT_EQ(claim("deepseek-v3").slot, 1u);
+  const LabelSlot folded = claim("gemma-2-9b");
+  EXPECT_EQ(folded.slot, registry.other_slot());
+  EXPECT_TRUE(folded.folded);
+  EXPECT_EQ(*registry.ProfileFor("gemma-2-9b"), catalog.Find("gemma-2-9b"));  // still its own profile
+  EXPECT_EQ(claim("qwen3-8b").slot, 0u);
   EXPECT_EQ(registry.Labels().size(), 2u);
 }
 
 // Concurrent first sightings: every name gets exactly one slot, slots are distinct and dense, and
 // names past the cap fold, whichever thread sees them first.
-TEST(ModelRegistryTest, ConcurrentResolveAssignsEachNameOnce) {
+TEST(ModelRegistryTest, ConcurrentClaimsAssignEachNameOnce) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   ModelRegistry registry(catalog, 20, UnknownModelPolicy::kGeneric);
   std::mutex mu;
@@ -60,10 +63,9 @@ TEST(ModelRegistryTest, ConcurrentResolveAssignsEachNameOnce) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 2000; ++i) {
         const std::string name = "model-" + std::to_string((i * 7 + t) % 30);
-        auto r = registry.Resolve(name);
-        ASSERT_TRUE(r.ok());
+        const LabelSlot label = registry.ClaimLabel(name, catalog.Find("generic"));
         std::lock_guard<std::mutex> lock(mu);
-        seen[name].insert(r->label_slot);
+        seen[name].insert(label.slot);
       }
     });
   }
