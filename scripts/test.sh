@@ -2,12 +2,23 @@
 # Sets up the machine, then builds and runs every test through ctest twice: an optimized build with
 # warnings as errors, and a build under AddressSanitizer + UndefinedBehaviorSanitizer. The tests
 # are the C++ unit and in-process gRPC tests, the CLI tests, and the end-to-end test with the
-# Python grpcio client, promtool and a real Prometheus. Exits non-zero on any failure.
+# Python grpcio client, promtool and a real Prometheus. Last, the libFuzzer targets (clang) run for
+# a fixed time each. Exits non-zero on any failure.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_root="${KVLEDGER_BUILD_DIR:-$root/build}"
 
 "$root/scripts/setup"
+total=0
+
+# ctest_in DIR [ARGS...]: runs ctest in DIR and adds its test count to $total.
+ctest_in() {
+  local dir="$1"
+  shift
+  local log="$dir/ctest.log"
+  (cd "$dir" && ctest --output-on-failure -j"$(nproc)" --timeout 600 "$@") | tee "$log"
+  total=$((total + $(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -n 1)))
+}
 
 run_suite() {  # run_suite NAME CMAKE_ARGS...
   local dir="$build_root/$1"
@@ -15,8 +26,17 @@ run_suite() {  # run_suite NAME CMAKE_ARGS...
   echo "test.sh: === $(basename "$dir") build ==="
   cmake -S "$root" -B "$dir" -DKVLEDGER_WERROR=ON "$@" >/dev/null
   cmake --build "$dir" -j"$(nproc)"
-  (cd "$dir" && ctest --output-on-failure -j"$(nproc)" --timeout 600)
+  ctest_in "$dir"
 }
 
 run_suite test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVLEDGER_SANITIZE=OFF
 run_suite sanitize -DCMAKE_BUILD_TYPE=Debug -DKVLEDGER_SANITIZE=ON
+
+echo "test.sh: === fuzz (libFuzzer, ${KVLEDGER_FUZZ_SECONDS:-20} s per target) ==="
+fuzz="$build_root/fuzz"
+CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVLEDGER_WERROR=ON \
+  -DKVLEDGER_FUZZ=ON -DKVLEDGER_FUZZ_SECONDS="${KVLEDGER_FUZZ_SECONDS:-20}" >/dev/null
+cmake --build "$fuzz" -j"$(nproc)" --target record_fuzzer profile_fuzzer
+ctest_in "$fuzz" -R '^fuzz\.'
+
+echo "test.sh: $total passed, 0 failed"
