@@ -6,6 +6,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/kvledger_server.h"
 
@@ -24,9 +26,14 @@ ABSL_FLAG(std::string, metrics_auth_password_file, "", "File whose first line is
 namespace kvledger {
 
 int ServerMain(int argc, char** argv, const char* program, bool discard_records) {
-  absl::SetProgramUsageMessage(
-      absl::StrCat(program, discard_records ? ": parses and discards kvledger records (benchmark baseline)"
-                                            : ": prefix-cache reuse accounting over gRPC, exported to Prometheus"));
+  absl::SetProgramUsageMessage(discard_records
+                                   ? "parses and discards kvledger records (the benchmark baseline)"
+                                   : "prefix-cache reuse accounting over gRPC, exported to Prometheus");
+  // --help lists the flags defined here (absl's default only lists those of a file named main.cc).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view path) { return absl::StrContains(path, "server_main"); };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   const auto positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
     std::cerr << program << ": unexpected argument '" << positional[1] << "' (see --help)\n";

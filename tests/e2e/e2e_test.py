@@ -343,6 +343,21 @@ class ShutdownTest(unittest.TestCase):
                 channel.close()
 
 
+class ServerFlagsTest(unittest.TestCase):
+    # Proves: --help lists the service's flags; a bad flag value exits 2 naming the flag.
+    def test_help_and_bad_flags(self):
+        for binary in (SERVER, NOOP_SERVER):
+            result = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60)
+            self.assertIn("--grpc_address", result.stdout + result.stderr)
+            self.assertIn("--unknown_model", result.stdout + result.stderr)
+        result = subprocess.run([SERVER, "--unknown_model=maybe"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, 2)
+        self.assertEqual(result.stderr.strip(), 'kvledger-server: --unknown_model = "maybe": must be reject or generic')
+        result = subprocess.run([SERVER, "--grpc_address=localhost"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn('--grpc_address = "localhost": must be HOST:PORT', result.stderr)
+
+
 class DeployConfigTest(unittest.TestCase):
     # Proves: the Prometheus configuration shipped in deploy/ is valid.
     def test_promtool_check_config(self):
