@@ -25,34 +25,32 @@ void FlagSet::String(const char* name, std::string* out, const char* help, bool 
                     }});
 }
 
+// A numeric flag: `parse` converts the text, `want` says what a bad value should have been.
+template <typename T, typename Parse>
+std::function<absl::Status(const std::string&)> NumberSetter(const char* name, std::optional<T>* out,
+                                                             Parse parse, const char* want) {
+  return [out, n = std::string(name), parse, want](const std::string& v) {
+    T value;
+    if (!parse(v, &value)) return BadValue(n, v, want);
+    *out = value;
+    return absl::OkStatus();
+  };
+}
+
 void FlagSet::Double(const char* name, std::optional<double>* out, const char* help, bool required) {
-  std::string n = name;
-  flags_.push_back({name, help, required, true, false, [out, n](const std::string& v) {
-                      double d;
-                      if (!absl::SimpleAtod(v, &d)) return BadValue(n, v, "must be a number");
-                      *out = d;
-                      return absl::OkStatus();
-                    }});
+  auto parse = [](absl::string_view v, double* d) { return absl::SimpleAtod(v, d); };
+  flags_.push_back({name, help, required, true, false, NumberSetter(name, out, parse, "must be a number")});
 }
 
 void FlagSet::Uint64(const char* name, std::optional<uint64_t>* out, const char* help, bool required) {
-  std::string n = name;
-  flags_.push_back({name, help, required, true, false, [out, n](const std::string& v) {
-                      uint64_t u;
-                      if (!absl::SimpleAtoi(v, &u)) return BadValue(n, v, "must be a whole number >= 0");
-                      *out = u;
-                      return absl::OkStatus();
-                    }});
+  auto parse = [](absl::string_view v, uint64_t* u) { return absl::SimpleAtoi(v, u); };
+  flags_.push_back(
+      {name, help, required, true, false, NumberSetter(name, out, parse, "must be a whole number >= 0")});
 }
 
 void FlagSet::Int64(const char* name, std::optional<int64_t>* out, const char* help, bool required) {
-  std::string n = name;
-  flags_.push_back({name, help, required, true, false, [out, n](const std::string& v) {
-                      int64_t i;
-                      if (!absl::SimpleAtoi(v, &i)) return BadValue(n, v, "must be a whole number");
-                      *out = i;
-                      return absl::OkStatus();
-                    }});
+  auto parse = [](absl::string_view v, int64_t* i) { return absl::SimpleAtoi(v, i); };
+  flags_.push_back({name, help, required, true, false, NumberSetter(name, out, parse, "must be a whole number")});
 }
 
 void FlagSet::Switch(const char* name, bool* out, const char* help) {
