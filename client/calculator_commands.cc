@@ -2,12 +2,18 @@
 #include <cstdio>
 #include <iostream>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "client/commands.h"
 #include "client/flag_set.h"
 #include "client/json_writer.h"
 #include "lib/cost_model/alpha_calculator.h"
 #include "lib/cost_model/kv_capacity.h"
+#include "lib/cost_model/number_format.h"
 #include "lib/profiles/profile_catalog.h"
 
 namespace kvledger::cli {
@@ -17,15 +23,35 @@ std::string Speedup(const std::optional<double>& s) {
   return s ? absl::StrFormat("%.4fx", *s) : std::string("unbounded");
 }
 
+// True when the decimal text states a value above 1 that its nearest double (1) would hide.
+bool DecimalAboveOne(absl::string_view text) {
+  const size_t point = text.find('.');
+  absl::string_view whole = text.substr(0, point);
+  while (!whole.empty() && whole.front() == '0') whole.remove_prefix(1);
+  if (whole.size() > 1 || (!whole.empty() && whole != "1")) return true;
+  if (whole.empty() || point == absl::string_view::npos) return false;
+  return text.substr(point + 1).find_first_not_of('0') != absl::string_view::npos;
+}
+
+// The calculator names its inputs after their fields ("prompt_tokens = 0: ..."); the user typed
+// flags, so the message names the flag ("--prompt-tokens = 0: ...").
+std::string FlagMessage(absl::string_view message) {
+  size_t end = 0;
+  while (end < message.size() && (absl::ascii_islower(message[end]) || message[end] == '_')) ++end;
+  if (end == 0 || !absl::StartsWith(message.substr(end), " = ")) return std::string(message);
+  return absl::StrCat("--", absl::StrReplaceAll(message.substr(0, end), {{"_", "-"}}), message.substr(end));
+}
+
 }  // namespace
 
 int Calc(const Args& args) {
-  std::optional<double> alpha, window_fraction, beta, overhead;
+  std::string alpha_text;
+  std::optional<double> window_fraction, beta, overhead;
   std::optional<uint64_t> window, prompt_tokens, checkpoint;
   std::string attention = "full";
   bool json = false;
   FlagSet flags("calc", "What a token hit ratio alpha buys: attention, block and end-to-end remaining work and speedups.");
-  flags.Double("alpha", &alpha, "logical hit ratio in [0, 1]", true);
+  flags.String("alpha", &alpha_text, "logical hit ratio in [0, 1]; a decimal is taken exactly as typed", true);
   flags.String("attention", &attention, "full | swa | recurrent (default full)");
   flags.Double("window-fraction", &window_fraction, "swa: window W / prompt N");
   flags.Uint64("window", &window, "swa: window W in tokens (with --prompt-tokens)");
@@ -37,7 +63,18 @@ int Calc(const Args& args) {
   if (int code = ParseOrExit(flags, args, "calc"); code >= 0) return code;
 
   AlphaInputs in;
-  in.alpha = *alpha;
+  if (!absl::SimpleAtod(alpha_text, &in.alpha)) {
+    std::cerr << "kvledger calc: --alpha = \"" << alpha_text << "\": must be a number\n";
+    return 2;
+  }
+  if (FloorDecimalTimes(alpha_text, 1) && DecimalAboveOne(alpha_text)) {
+    std::cerr << "kvledger calc: --alpha = " << alpha_text << ": must be in [0, 1]\n";
+    return 2;
+  }
+  if (prompt_tokens && *prompt_tokens >= 1 && *prompt_tokens <= kMaxTokens) {
+    // floor(alpha N) from the digits as typed: exact, no tolerance (docs/cost-model.md §4.1).
+    if (auto match = FloorDecimalTimes(alpha_text, *prompt_tokens)) in.match_tokens = static_cast<uint64_t>(*match);
+  }
   if (attention == "full") {
     in.kind = MixerKind::kFullCausal;
   } else if (attention == "swa") {
@@ -56,7 +93,7 @@ int Calc(const Args& args) {
   in.overhead = overhead;
   auto result = CalculateAlpha(in);
   if (!result.ok()) {
-    std::cerr << "kvledger calc: " << result.status().message() << "\n";
+    std::cerr << "kvledger calc: " << FlagMessage(result.status().message()) << "\n";
     return 2;
   }
   const AlphaResult& r = *result;
@@ -69,7 +106,7 @@ int Calc(const Args& args) {
     std::cout << o.str() << "\n";
     return 0;
   }
-  std::cout << absl::StrFormat("%-22s %.6g\n", "alpha", in.alpha);
+  std::cout << absl::StrFormat("%-22s %s\n", "alpha", alpha_text);
   if (r.aligned_tokens) {
     std::cout << absl::StrFormat("%-22s %d tokens (replayed %d)\n", "resume boundary", *r.aligned_tokens,
                                  *r.replay_tokens);
@@ -122,7 +159,15 @@ int KvBytes(const Args& args) {
       std::cerr << "kvledger kv-bytes: --model = \"" << model << "\": no profile of that name\n";
       return 2;
     }
-    kv_bytes = CacheBytes(p->shape(), *tokens) * s;
+    // A profile's per-sequence bytes fit 2^115 for any 64-bit token count (docs/cost-model.md §7);
+    // only the product with --sequences can overflow.
+    const auto total = CheckedProduct({CacheBytes(p->shape(), *tokens), s});
+    if (!total) {
+      std::cerr << "kvledger kv-bytes: --tokens " << *tokens << " x --sequences " << s
+                << ": the cache would exceed 2^128 bytes; check the inputs\n";
+      return 2;
+    }
+    kv_bytes = *total;
     bytes_per_token = BytesPerCachedToken(p->shape());
     fixed_bytes = Uint128{StateBytesPerSequence(p->shape())} * s;
   } else {
@@ -131,8 +176,17 @@ int KvBytes(const Args& args) {
       return 2;
     }
     const KvShape shape{*layers, *kv_heads, *head_dim, *bytes_per_element};
-    bytes_per_token = KvBytesPerToken(shape);
-    kv_bytes = bytes_per_token * s * *tokens;
+    const auto per_token = KvBytesPerToken(shape);
+    const auto total = per_token ? CheckedProduct({*per_token, s, *tokens}) : std::nullopt;
+    if (!total) {
+      std::cerr << "kvledger kv-bytes: 2 x --layers " << *layers << " x --kv-heads " << *kv_heads
+                << " x --head-dim " << *head_dim << " x --bytes-per-element " << *bytes_per_element
+                << " x --sequences " << s << " x --tokens " << *tokens
+                << ": exceeds 2^128 bytes; check the inputs\n";
+      return 2;
+    }
+    bytes_per_token = *per_token;
+    kv_bytes = *total;
   }
   std::optional<Uint128> max_tokens;
   if (budget) max_tokens = MaxCachedTokens(*budget, reserved.value_or(0), fixed_bytes, bytes_per_token);

@@ -37,9 +37,9 @@ struct RecordFlags {
     flags.Int64("logical-match-tokens", &logical_match_tokens, "P_match: prefix the cache index matched", true);
     flags.Int64("recoverable-tokens", &recoverable_tokens, "P_rec reported by the engine (default: modelled)");
     flags.Int64("recompute-tokens", &recompute_tokens, "R: matched tokens computed again (default P_match - P_rec)");
-    flags.Double("reload-seconds", &reload_seconds, "reload latency (default 0)");
-    flags.Double("suffix-prefill-seconds", &suffix_prefill_seconds, "suffix prefill latency (default 0)");
-    flags.Double("ttft-seconds", &ttft_seconds, "time to first token (default 0)");
+    flags.Double("reload-seconds", &reload_seconds, "reload latency (default: not measured)");
+    flags.Double("suffix-prefill-seconds", &suffix_prefill_seconds, "suffix prefill latency (default: not measured)");
+    flags.Double("ttft-seconds", &ttft_seconds, "time to first token (default: not measured)");
     flags.Repeated("state-boundary", &state_boundaries, "GROUP=TOKENS per state group, repeatable");
     flags.String("request-id", &request_id, "opaque request id");
   }
@@ -64,9 +64,9 @@ struct RecordFlags {
     r.set_logical_match_tokens(*logical_match_tokens);
     if (recoverable_tokens) r.set_recoverable_tokens(*recoverable_tokens);
     if (recompute_tokens) r.set_recompute_tokens(*recompute_tokens);
-    r.set_reload_seconds(reload_seconds.value_or(0));
-    r.set_suffix_prefill_seconds(suffix_prefill_seconds.value_or(0));
-    r.set_ttft_seconds(ttft_seconds.value_or(0));
+    if (reload_seconds) r.set_reload_seconds(*reload_seconds);
+    if (suffix_prefill_seconds) r.set_suffix_prefill_seconds(*suffix_prefill_seconds);
+    if (ttft_seconds) r.set_ttft_seconds(*ttft_seconds);
     for (const auto& text : state_boundaries) {
       std::pair<std::string, std::string> kv = absl::StrSplit(text, absl::MaxSplits('=', 1));
       int64_t tokens;
@@ -139,12 +139,19 @@ void PrintFigures(const v1::DerivedFigures& d) {
   row("reused KV/state bytes", absl::StrFormat("%.0f", d.reused_bytes()));
   if (d.recompute_estimate_available()) {
     row("estimated recompute seconds", absl::StrFormat("%.6g", d.estimated_recompute_seconds()));
-    row("reload slower than recompute", d.reload_slower_than_recompute() ? "YES" : "no");
   } else {
     row("estimated recompute seconds", "unavailable (no suffix prefill time or profile throughput)");
   }
+  if (d.reload_compared()) {
+    row("reload slower than recompute", d.reload_slower_than_recompute() ? "YES" : "no");
+  } else {
+    row("reload slower than recompute",
+        d.recompute_estimate_available() ? "unknown (no reload time)" : "unknown (no recompute estimate)");
+  }
   if (d.e2e_speedup() > 0) {
     row("overhead h / e2e speedup", absl::StrFormat("%.6f / %.4fx", d.overhead_fraction(), d.e2e_speedup()));
+  } else {
+    row("overhead h / e2e speedup", "unavailable");
   }
 }
 

@@ -82,20 +82,42 @@ std::vector<MetricFamily> MetricsExposition::Collect() const {
                                 MetricType::Counter);
   auto bytes = Family("kvledger_reused_bytes_total", "KV/state bytes of the reused prefix.",
                       MetricType::Counter);
+  auto compared = Family("kvledger_reload_compared_requests_total",
+                         "Records with a measured reload_seconds and a recompute estimate (a suffix "
+                         "prefill time or a profile throughput): the records the kvledger_compared_* "
+                         "and estimated/slower counters cover.",
+                         MetricType::Counter);
   auto estimated = Family("kvledger_estimated_recompute_seconds_total",
-                          "Estimated seconds computing the reused prefix would have cost.",
+                          "Estimated seconds computing the reused prefix would have cost, over the "
+                          "records of kvledger_reload_compared_requests_total.",
                           MetricType::Counter);
+  auto compared_reload = Family("kvledger_compared_reload_seconds_total",
+                                "Reload seconds paid, over the records of "
+                                "kvledger_reload_compared_requests_total.",
+                                MetricType::Counter);
+  auto compared_suffix = Family("kvledger_compared_suffix_prefill_seconds_total",
+                                "Suffix prefill seconds (measured, else from the profile throughput), "
+                                "over the records of kvledger_reload_compared_requests_total.",
+                                MetricType::Counter);
+  auto compared_bytes = Family("kvledger_compared_reused_bytes_total",
+                               "KV/state bytes reused, over the records of "
+                               "kvledger_reload_compared_requests_total (bytes per reload second = "
+                               "effective reload bandwidth).",
+                               MetricType::Counter);
   auto slower = Family("kvledger_reload_slower_than_recompute_total",
-                       "Records whose reload cost more than the estimated recompute.",
+                       "Records of kvledger_reload_compared_requests_total whose reload took longer "
+                       "than the estimated recompute.",
                        MetricType::Counter);
   auto disagreements = Family("kvledger_recoverable_model_disagreements_total",
                               "Records whose reported recoverable boundary differs from the "
                               "profile's model (a sign of a stale profile).",
                               MetricType::Counter);
-  auto reload_h = Family("kvledger_reload_seconds", "Reload latency per record.", MetricType::Histogram);
-  auto suffix_h = Family("kvledger_suffix_prefill_seconds", "Suffix prefill latency per record.",
+  auto reload_h = Family("kvledger_reload_seconds", "Reload latency per record that reported one.",
                          MetricType::Histogram);
-  auto ttft_h = Family("kvledger_ttft_seconds", "Time to first token per record.", MetricType::Histogram);
+  auto suffix_h = Family("kvledger_suffix_prefill_seconds",
+                         "Suffix prefill latency per record that reported one.", MetricType::Histogram);
+  auto ttft_h = Family("kvledger_ttft_seconds", "Time to first token per record that reported one.",
+                       MetricType::Histogram);
   auto logical_h = Family("kvledger_logical_hit_ratio",
                           "Per-record logical hit ratio P_match/N (spread only; use token counters "
                           "for fleet ratios).",
@@ -130,7 +152,11 @@ std::vector<MetricFamily> MetricsExposition::Collect() const {
       prefill_avoided.metric.push_back(Counter(with("boundary", boundary), d(t.prefill_avoided_flops[b])));
     }
     bytes.metric.push_back(Counter(base, d(t.reused_bytes)));
+    compared.metric.push_back(Counter(base, static_cast<double>(t.reload_compared_requests)));
     estimated.metric.push_back(Counter(base, d(t.estimated_recompute_nanoseconds) / kNanoUnitsPerUnit));
+    compared_reload.metric.push_back(Counter(base, d(t.compared_reload_nanoseconds) / kNanoUnitsPerUnit));
+    compared_suffix.metric.push_back(Counter(base, d(t.compared_suffix_prefill_nanoseconds) / kNanoUnitsPerUnit));
+    compared_bytes.metric.push_back(Counter(base, d(t.compared_reused_bytes)));
     slower.metric.push_back(Counter(base, static_cast<double>(t.reload_slower_than_recompute)));
     disagreements.metric.push_back(Counter(base, static_cast<double>(t.recoverable_model_disagreements)));
     reload_h.metric.push_back(Histogram(base, t.reload_seconds, LatencyBound));
@@ -184,7 +210,8 @@ std::vector<MetricFamily> MetricsExposition::Collect() const {
 
   std::vector<MetricFamily> families;
   for (auto* f : {&requests, &prompt, &logical, &recoverable, &reused, &recompute, &attention_baseline,
-                  &attention_avoided, &prefill_baseline, &prefill_avoided, &bytes, &estimated, &slower,
+                  &attention_avoided, &prefill_baseline, &prefill_avoided, &bytes, &compared, &estimated,
+                  &compared_reload, &compared_suffix, &compared_bytes, &slower,
                   &disagreements, &reload_h, &suffix_h, &ttft_h, &logical_h, &reused_h, &rejected,
                   &folded, &info, &build}) {
     families.push_back(std::move(*f));

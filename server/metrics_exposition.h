@@ -1,4 +1,4 @@
-// Prometheus exposition of the aggregate (SPEC §4.2): a prometheus::Collectable that turns an
+// Prometheus exposition of the aggregate (docs/operations.md, "Metrics"): a prometheus::Collectable that turns an
 // Aggregator snapshot into metric families at scrape time. Nothing on the record path touches
 // prometheus-cpp. Thread-safe.
 #ifndef KVLEDGER_SERVER_METRICS_EXPOSITION_H_

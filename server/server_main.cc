@@ -2,11 +2,12 @@
 
 #include <csignal>
 #include <iostream>
+#include <map>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/kvledger_server.h"
@@ -24,16 +25,39 @@ ABSL_FLAG(std::string, metrics_auth_user, "", "HTTP basic auth user for /metrics
 ABSL_FLAG(std::string, metrics_auth_password_file, "", "File whose first line is the /metrics basic auth password");
 
 namespace kvledger {
+namespace {
+
+bool IsHelpFlag(absl::string_view arg) {
+  return arg == "--help" || arg == "-help" || arg == "-h" || arg == "--helpfull" || arg == "--helpshort";
+}
+
+// --help: the flags this file defines, sorted, with their defaults. (absl's own help groups flags
+// under the path of the source file that defined them, which means nothing to a user.)
+void PrintHelp(const char* program, const char* summary) {
+  std::cout << "usage: " << program << " [flags]\n" << summary << "\n\nflags:\n";
+  std::map<std::string, const absl::CommandLineFlag*> own;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (absl::StrContains(flag->Filename(), "server_main")) own.emplace(std::string(name), flag);
+  }
+  for (const auto& [name, flag] : own) {
+    std::cout << "  --" << name << " (" << flag->Help() << ")\n      default: "
+              << (flag->DefaultValue().empty() ? "\"\"" : flag->DefaultValue()) << "\n";
+  }
+}
+
+}  // namespace
 
 int ServerMain(int argc, char** argv, const char* program, bool discard_records) {
-  absl::SetProgramUsageMessage(discard_records
-                                   ? "parses and discards kvledger records (the benchmark baseline)"
-                                   : "prefix-cache reuse accounting over gRPC, exported to Prometheus");
-  // --help lists the flags defined here (absl's default only lists those of a file named main.cc).
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view path) { return absl::StrContains(path, "server_main"); };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
+  const char* summary = discard_records ? "parses and discards kvledger records (the benchmark baseline)"
+                                        : "prefix-cache reuse accounting over gRPC, exported to Prometheus";
+  for (int i = 1; i < argc; ++i) {
+    if (IsHelpFlag(argv[i])) {
+      PrintHelp(program, summary);
+      return 0;
+    }
+    if (absl::string_view(argv[i]) == "--") break;
+  }
+  absl::SetProgramUsageMessage(summary);
   const auto positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
     std::cerr << program << ": unexpected argument '" << positional[1] << "' (see --help)\n";

@@ -63,14 +63,18 @@ void Totals::Add(const DerivedFigures& d) {
     prefill_avoided_flops[b] += d.prefill_avoided_flops[b];
   }
   reused_bytes += d.reused_bytes;
-  if (d.estimated_recompute_seconds) {
+  if (d.reload_compared) {
+    ++reload_compared_requests;
     estimated_recompute_nanoseconds += ToNanoUnits(*d.estimated_recompute_seconds);
+    compared_reload_nanoseconds += ToNanoUnits(*d.reload_seconds);
+    compared_suffix_prefill_nanoseconds += ToNanoUnits(d.suffix_prefill_seconds_used);
+    compared_reused_bytes += d.reused_bytes;
+    reload_slower_than_recompute += d.reload_slower_than_recompute ? 1 : 0;
   }
-  reload_slower_than_recompute += d.reload_slower_than_recompute ? 1 : 0;
   recoverable_model_disagreements += d.model_disagrees ? 1 : 0;
-  ObserveLatency(reload_seconds, d.reload_seconds);
-  ObserveLatency(suffix_prefill_seconds, d.suffix_prefill_seconds);
-  ObserveLatency(ttft_seconds, d.ttft_seconds);
+  if (d.reload_seconds) ObserveLatency(reload_seconds, *d.reload_seconds);
+  if (d.suffix_prefill_seconds) ObserveLatency(suffix_prefill_seconds, *d.suffix_prefill_seconds);
+  if (d.ttft_seconds) ObserveLatency(ttft_seconds, *d.ttft_seconds);
   ObserveRatio(logical_hit_ratio, d.logical_match_tokens, d.prompt_tokens);
   ObserveRatio(reused_hit_ratio, d.reused_tokens, d.prompt_tokens);
 }
@@ -90,7 +94,11 @@ void Totals::Merge(const Totals& o) {
     prefill_avoided_flops[b] += o.prefill_avoided_flops[b];
   }
   reused_bytes += o.reused_bytes;
+  reload_compared_requests += o.reload_compared_requests;
   estimated_recompute_nanoseconds += o.estimated_recompute_nanoseconds;
+  compared_reload_nanoseconds += o.compared_reload_nanoseconds;
+  compared_suffix_prefill_nanoseconds += o.compared_suffix_prefill_nanoseconds;
+  compared_reused_bytes += o.compared_reused_bytes;
   reload_slower_than_recompute += o.reload_slower_than_recompute;
   recoverable_model_disagreements += o.recoverable_model_disagreements;
   reload_seconds.Merge(o.reload_seconds);

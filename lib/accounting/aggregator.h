@@ -61,9 +61,16 @@ struct Totals {
   Uint128 prefill_baseline_flops = 0;
   std::array<Uint128, kBoundaryCount> prefill_avoided_flops{};
   Uint128 reused_bytes = 0;
+  // Over the records whose reload was compared with a recompute estimate (DerivedFigures::
+  // reload_compared) only, so that they form honest ratios with one denominator.
+  uint64_t reload_compared_requests = 0;
   Uint128 estimated_recompute_nanoseconds = 0;
+  Uint128 compared_reload_nanoseconds = 0;
+  Uint128 compared_suffix_prefill_nanoseconds = 0;
+  Uint128 compared_reused_bytes = 0;
   uint64_t reload_slower_than_recompute = 0;
   uint64_t recoverable_model_disagreements = 0;
+  // Only records that reported the latency are observed.
   LatencyHistogram reload_seconds;
   LatencyHistogram suffix_prefill_seconds;
   LatencyHistogram ttft_seconds;

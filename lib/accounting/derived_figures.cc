@@ -105,24 +105,29 @@ DerivedFigures Derive(const RecordFacts& facts, const Profile& profile) {
   }
   d.reused_bytes = CacheBytes(shape, reused);
 
-  // Seconds (SPEC §2.3): a profile throughput, else the rate this request's suffix prefill saw.
+  // Seconds (docs/cost-model.md §8): a rate from the profile's throughput, else from the time this
+  // request's suffix prefill took for the remaining FLOPs. No rate, no estimate: an unset (or zero)
+  // suffix time is not a free recompute.
   const Uint128 avoided = d.prefill_avoided_flops[2];
   const Uint128 remaining = d.prefill_baseline_flops - avoided;
-  std::optional<double> full_prefill_seconds;
+  std::optional<double> seconds_per_flop;
   if (profile.prefill_flops_per_second() > 0) {
-    const double fps = profile.prefill_flops_per_second();
-    d.estimated_recompute_seconds = Uint128ToDouble(avoided) / fps;
-    full_prefill_seconds = Uint128ToDouble(d.prefill_baseline_flops) / fps;
-  } else if (remaining > 0) {
-    const double seconds_per_flop = facts.suffix_prefill_seconds / Uint128ToDouble(remaining);
-    d.estimated_recompute_seconds = seconds_per_flop * Uint128ToDouble(avoided);
-    full_prefill_seconds = seconds_per_flop * Uint128ToDouble(d.prefill_baseline_flops);
+    seconds_per_flop = 1.0 / profile.prefill_flops_per_second();
+  } else if (remaining > 0 && facts.suffix_prefill_seconds && *facts.suffix_prefill_seconds > 0) {
+    seconds_per_flop = *facts.suffix_prefill_seconds / Uint128ToDouble(remaining);
   }
-  if (d.estimated_recompute_seconds) {
-    d.reload_slower_than_recompute = facts.reload_seconds > *d.estimated_recompute_seconds;
-  }
-  if (full_prefill_seconds && *full_prefill_seconds > 0) {
-    d.overhead_fraction = facts.reload_seconds / *full_prefill_seconds;
+  if (!seconds_per_flop) return d;
+  d.estimated_recompute_seconds = *seconds_per_flop * Uint128ToDouble(avoided);
+  d.suffix_prefill_seconds_used = facts.suffix_prefill_seconds
+                                      ? *facts.suffix_prefill_seconds
+                                      : *seconds_per_flop * Uint128ToDouble(remaining);
+  // Compared with the reload only when the reload time was measured.
+  if (!facts.reload_seconds) return d;
+  d.reload_compared = true;
+  d.reload_slower_than_recompute = *facts.reload_seconds > *d.estimated_recompute_seconds;
+  const double full_prefill_seconds = *seconds_per_flop * Uint128ToDouble(d.prefill_baseline_flops);
+  if (full_prefill_seconds > 0) {
+    d.overhead_fraction = *facts.reload_seconds / full_prefill_seconds;
     const double e2e_remaining = d.PrefillRemaining() + *d.overhead_fraction;
     if (e2e_remaining > 0) d.e2e_speedup = 1.0 / e2e_remaining;
   }

@@ -1,5 +1,5 @@
 // Derive(): every figure kvledger computes from one validated record and its model's profile
-// (SPEC §2, docs/cost-model.md). Pure, deterministic, thread-safe.
+// (docs/cost-model.md). Pure, deterministic, thread-safe.
 #ifndef KVLEDGER_LIB_ACCOUNTING_DERIVED_FIGURES_H_
 #define KVLEDGER_LIB_ACCOUNTING_DERIVED_FIGURES_H_
 
@@ -50,17 +50,23 @@ struct DerivedFigures {
   std::array<Uint128, kBoundaryCount> prefill_avoided_flops{};
   Uint128 reused_bytes = 0;
 
-  // SPEC §2.3. Absent when neither a profile throughput nor remaining work with a measured suffix
-  // prefill time gives a rate.
+  // docs/cost-model.md §8. Absent when there is no rate: neither a profile throughput nor a measured
+  // suffix prefill time (> 0) for remaining work.
   std::optional<double> estimated_recompute_seconds;
-  bool reload_slower_than_recompute = false;
-  // h and 1/(R_block + h); absent when the full-prefill time cannot be estimated.
+  // With an estimate: the measured suffix prefill seconds, else the profile's estimate of them.
+  double suffix_prefill_seconds_used = 0;
+  // An estimate exists and reload_seconds was measured: the record takes part in the
+  // reload-versus-recompute comparison (and its counters).
+  bool reload_compared = false;
+  bool reload_slower_than_recompute = false;  // only when reload_compared
+  // h and 1/(R_block + h); absent unless reload_compared.
   std::optional<double> overhead_fraction;
   std::optional<double> e2e_speedup;
 
-  double reload_seconds = 0;
-  double suffix_prefill_seconds = 0;
-  double ttft_seconds = 0;
+  // As reported; unset = not measured.
+  std::optional<double> reload_seconds;
+  std::optional<double> suffix_prefill_seconds;
+  std::optional<double> ttft_seconds;
 
   absl::InlinedVector<GroupFigure, 4> groups;  // no allocation for up to 4 groups
 

@@ -1,4 +1,4 @@
-// One served request's facts as the domain sees them (SPEC §1): a plain struct decoupled from the
+// One served request's facts as the domain sees them (docs/cost-model.md §1): a plain struct decoupled from the
 // wire. String fields view into the caller's message, which must outlive the facts.
 #ifndef KVLEDGER_LIB_ACCOUNTING_RECORD_FACTS_H_
 #define KVLEDGER_LIB_ACCOUNTING_RECORD_FACTS_H_
@@ -29,9 +29,10 @@ struct RecordFacts {
   int64_t logical_match_tokens = 0;
   std::optional<int64_t> recoverable_tokens;
   std::optional<int64_t> recompute_tokens;
-  double reload_seconds = 0;
-  double suffix_prefill_seconds = 0;
-  double ttft_seconds = 0;
+  // Unset: not measured (never read as 0).
+  std::optional<double> reload_seconds;
+  std::optional<double> suffix_prefill_seconds;
+  std::optional<double> ttft_seconds;
   std::vector<StateBoundaryFact> state_boundaries;
 };
 

@@ -13,9 +13,9 @@ RecordFacts FactsFromProto(const v1::Record& r) {
   f.logical_match_tokens = r.logical_match_tokens();
   if (r.has_recoverable_tokens()) f.recoverable_tokens = r.recoverable_tokens();
   if (r.has_recompute_tokens()) f.recompute_tokens = r.recompute_tokens();
-  f.reload_seconds = r.reload_seconds();
-  f.suffix_prefill_seconds = r.suffix_prefill_seconds();
-  f.ttft_seconds = r.ttft_seconds();
+  if (r.has_reload_seconds()) f.reload_seconds = r.reload_seconds();
+  if (r.has_suffix_prefill_seconds()) f.suffix_prefill_seconds = r.suffix_prefill_seconds();
+  if (r.has_ttft_seconds()) f.ttft_seconds = r.ttft_seconds();
   f.state_boundaries.reserve(r.state_boundaries_size());
   for (const auto& b : r.state_boundaries()) {
     f.state_boundaries.push_back(StateBoundaryFact{b.state_group(), b.boundary_tokens()});
@@ -58,6 +58,7 @@ v1::DerivedFigures FiguresToProto(const DerivedFigures& d, absl::string_view mod
   p.set_recompute_estimate_available(d.estimated_recompute_seconds.has_value());
   p.set_estimated_recompute_seconds(d.estimated_recompute_seconds.value_or(0));
   p.set_reload_slower_than_recompute(d.reload_slower_than_recompute);
+  p.set_reload_compared(d.reload_compared);
   p.set_overhead_fraction(d.overhead_fraction.value_or(0));
   p.set_e2e_speedup(d.e2e_speedup.value_or(0));
   for (const auto& g : d.groups) {

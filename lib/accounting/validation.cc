@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/accounting/rejection.h"
+#include "lib/cost_model/number_format.h"
 
 namespace kvledger {
 namespace {
@@ -22,9 +23,11 @@ bool PrintableWithoutSpaces(absl::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c > ' ' && c < 0x7f; });
 }
 
-absl::Status CheckLatency(const char* field, double value, RejectReason reason) {
+absl::Status CheckLatency(const char* field, const std::optional<double>& seconds, RejectReason reason) {
+  if (!seconds) return absl::OkStatus();
+  const double value = *seconds;
   if (std::isfinite(value) && value >= 0 && value <= kMaxLatencySeconds) return absl::OkStatus();
-  return Reject(reason, absl::StrCat(field, " = ", value,
+  return Reject(reason, absl::StrCat(field, " = ", FormatDouble(value),
                                      ": must be finite, >= 0 and <= ", kMaxLatencySeconds, " seconds"));
 }
 

@@ -1,4 +1,4 @@
-// Record validation (SPEC §1 invariants and field ranges). Every failure is an INVALID_ARGUMENT
+// Record validation (docs/cost-model.md §1 invariants and field ranges). Every failure is an INVALID_ARGUMENT
 // made by Reject(): the message names the field, the value and the rule, the payload the reason.
 #ifndef KVLEDGER_LIB_ACCOUNTING_VALIDATION_H_
 #define KVLEDGER_LIB_ACCOUNTING_VALIDATION_H_
@@ -7,11 +7,12 @@
 
 #include "absl/status/status.h"
 #include "lib/accounting/record_facts.h"
+#include "lib/cost_model/exact_int.h"
 #include "lib/profiles/profile.h"
 
 namespace kvledger {
 
-inline constexpr int64_t kMaxPromptTokens = int64_t{1} << 31;
+inline constexpr int64_t kMaxPromptTokens = static_cast<int64_t>(kMaxTokens);
 inline constexpr double kMaxLatencySeconds = 86400;
 inline constexpr size_t kMaxModelNameBytes = 128;
 inline constexpr size_t kMaxRequestIdBytes = 256;

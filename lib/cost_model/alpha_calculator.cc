@@ -4,12 +4,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/cost_model/attention_geometry.h"
+#include "lib/cost_model/number_format.h"
 
 namespace kvledger {
 namespace {
 
 absl::Status OutOfRange(const char* name, double value, const char* rule) {
-  return absl::InvalidArgumentError(absl::StrCat(name, " = ", value, ": ", rule));
+  return absl::InvalidArgumentError(absl::StrCat(name, " = ", FormatDouble(value), ": ", rule));
+}
+
+absl::Status CheckTokens(const char* name, const std::optional<uint64_t>& tokens) {
+  if (!tokens || (*tokens >= 1 && *tokens <= kMaxTokens)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(name, " = ", *tokens, ": must be in [1, ", kMaxTokens, "]"));
 }
 
 bool InUnitInterval(double x) { return std::isfinite(x) && x >= 0 && x <= 1; }
@@ -30,8 +36,9 @@ absl::StatusOr<AlphaResult> CalculateAlpha(const AlphaInputs& in) {
   if (in.overhead && !in.beta) {
     return absl::InvalidArgumentError("overhead: needs beta (the end-to-end estimate adds h to the block remaining)");
   }
-  if (in.prompt_tokens && *in.prompt_tokens == 0) {
-    return absl::InvalidArgumentError("prompt_tokens = 0: must be >= 1");
+  for (auto [name, tokens] : {std::pair{"prompt_tokens", in.prompt_tokens}, std::pair{"window", in.window_tokens},
+                               std::pair{"checkpoint", in.checkpoint_tokens}}) {
+    if (auto s = CheckTokens(name, tokens); !s.ok()) return s;
   }
 
   AlphaResult out;
@@ -44,9 +51,10 @@ absl::StatusOr<AlphaResult> CalculateAlpha(const AlphaInputs& in) {
       double w;
       if (in.window_fraction) {
         w = *in.window_fraction;
-        if (!(std::isfinite(w) && w > 0)) return OutOfRange("window_fraction", w, "must be > 0");
+        if (!(std::isfinite(w) && w > 0 && w <= static_cast<double>(kMaxTokens))) {
+          return OutOfRange("window_fraction", w, "must be > 0 and <= 2147483648");
+        }
       } else if (in.window_tokens && in.prompt_tokens) {
-        if (*in.window_tokens == 0) return absl::InvalidArgumentError("window = 0: must be >= 1");
         w = static_cast<double>(*in.window_tokens) / static_cast<double>(*in.prompt_tokens);
       } else {
         return absl::InvalidArgumentError(
@@ -60,11 +68,13 @@ absl::StatusOr<AlphaResult> CalculateAlpha(const AlphaInputs& in) {
       if (!in.checkpoint_tokens || !in.prompt_tokens) {
         return absl::InvalidArgumentError("recurrent: needs checkpoint and prompt_tokens");
       }
-      if (*in.checkpoint_tokens == 0) return absl::InvalidArgumentError("checkpoint = 0: must be >= 1");
       const uint64_t n = *in.prompt_tokens;
-      // floor(alpha N); the 1e-9 guard keeps decimal inputs such as 0.3 x 1000 at 300.
-      const auto match = static_cast<uint64_t>(
-          std::min<double>(static_cast<double>(n), std::floor(in.alpha * n + 1e-9)));
+      // floor(alpha N), exactly: from the caller's exact value, else from the double alpha.
+      const uint64_t match = in.match_tokens ? *in.match_tokens : *FloorRatioTimes(in.alpha, n);
+      if (match > n) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("match_tokens = ", match, ": must be <= prompt_tokens = ", n));
+      }
       const uint64_t aligned = AlignDown(match, *in.checkpoint_tokens);
       out.aligned_tokens = aligned;
       out.replay_tokens = match - aligned;

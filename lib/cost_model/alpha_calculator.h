@@ -1,4 +1,4 @@
-// The alpha-only calculator (SPEC §4.3 `kvledger calc`): what a token hit ratio alpha buys, from
+// The alpha-only calculator (`kvledger calc`, docs/operations.md): what a token hit ratio alpha buys, from
 // alpha and a few shape facts, without a model profile. Continuous forms of docs/cost-model.md §3;
 // the recurrent case is discrete because checkpoint alignment is.
 #ifndef KVLEDGER_LIB_COST_MODEL_ALPHA_CALCULATOR_H_
@@ -12,8 +12,14 @@
 
 namespace kvledger {
 
+// Token inputs are bounded like records: prompt_tokens, window_tokens and checkpoint_tokens in
+// [1, kMaxTokens].
 struct AlphaInputs {
   double alpha = 0;  // logical hit ratio in [0, 1]
+  // kLinear: the matched prefix floor(alpha N) when the caller knows it exactly (e.g. from the
+  // decimal digits the user typed, FloorDecimalTimes); otherwise it is computed exactly from the
+  // double alpha. Must be <= prompt_tokens.
+  std::optional<uint64_t> match_tokens;
   MixerKind kind = MixerKind::kFullCausal;
   std::optional<double> window_fraction;    // W / N, kSlidingWindow
   std::optional<uint64_t> window_tokens;    // W, with prompt_tokens, kSlidingWindow
@@ -34,7 +40,8 @@ struct AlphaResult {
   std::optional<uint64_t> replay_tokens;   // kLinear: floor(alpha N) - aligned_tokens
 };
 
-// INVALID_ARGUMENT naming the input when a value is out of range or a required companion input
+// INVALID_ARGUMENT naming the input ("prompt_tokens = 0: must be in [1, 2147483648]", values printed
+// exactly as given) when a value is out of range or a required companion input
 // (window for sliding window, checkpoint and prompt tokens for recurrent, beta for overhead) is
 // missing.
 absl::StatusOr<AlphaResult> CalculateAlpha(const AlphaInputs& inputs);

@@ -15,6 +15,10 @@ namespace kvledger {
 
 using Uint128 = unsigned __int128;
 
+// The largest prompt length any input may state (records and calculators alike): with it, one
+// record's FLOPs stay far below 2^128 (docs/cost-model.md §7).
+inline constexpr uint64_t kMaxTokens = uint64_t{1} << 31;
+
 // Decimal representation, e.g. "340282366920938463463374607431768211455".
 std::string Uint128ToString(Uint128 value);
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "lib/cost_model/number_format.h"
 
 namespace kvledger {
 namespace {
@@ -110,7 +111,7 @@ absl::StatusOr<Profile> Profile::Make(const v1::ModelProfile& definition) {
   const double fps = serving->prefill_flops_per_second();
   if (!(fps == 0 || (fps >= 1e9 && fps <= 1e22))) {
     check.Fail("serving.prefill_flops_per_second",
-               absl::StrCat(fps, ": must be 0 (unknown) or in [1e9, 1e22] FLOP/s"));
+               absl::StrCat(FormatDouble(fps), ": must be 0 (unknown) or in [1e9, 1e22] FLOP/s"));
   }
 
   const uint64_t cache_bytes = serving->cache_bytes_per_element();

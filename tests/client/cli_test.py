@@ -100,12 +100,75 @@ class ExplainTest(unittest.TestCase):
                          "kvledger explain: logical_match_tokens = 11: must be in [0, prompt_tokens = 10]")
 
 
+class EdgeTest(unittest.TestCase):
+    # The matched prefix is floor(alpha N) of the alpha as typed, exactly: no tolerance makes a
+    # near-full hit full, and a decimal is not spoiled by its binary approximation.
+    def test_exact_matched_prefix(self):
+        def aligned(alpha, n, c=1):
+            return run_json("calc", "--alpha", alpha, "--attention", "recurrent", "--checkpoint", str(c),
+                            "--prompt-tokens", str(n))["aligned_tokens"]
+        self.assertEqual(aligned("0.999999999999", 1000), 999)
+        self.assertEqual(aligned("0.3", 1000), 300)
+        self.assertEqual(aligned("1", 2 ** 31), 2 ** 31)
+        self.assertEqual(aligned("0.5", 2 ** 31 - 1), 2 ** 30 - 1)
+        for i in range(0, 1001, 7):  # brute force over decimals with three places
+            self.assertEqual(aligned(f"{i / 1000:.3f}", 4097), i * 4097 // 1000)
+
+    # The largest inputs that are accepted give exact answers, not wrapped ones.
+    def test_largest_kv_bytes_are_exact(self):
+        out = run_json("kv-bytes", "--layers", "4294967295", "--kv-heads", "4294967295", "--head-dim", "4294967295",
+                       "--tokens", str(2 ** 30), "--bytes-per-element", "1")
+        self.assertEqual(out["kv_bytes"], 2 * (2 ** 32 - 1) ** 3 * 2 ** 30)
+        out = run_json("kv-bytes", "--model", "llama-3.1-8b", "--tokens", "18446744073709551615")
+        self.assertEqual(out["kv_bytes"], (2 ** 64 - 1) * 131072)
+
+    # The record of the edge-case report: with no suffix prefill time there is no rate, so the
+    # estimate, the verdict and the e2e speedup are unavailable, not 0 s and "YES".
+    def test_explain_without_suffix_time(self):
+        result = run("explain", "--model", "llama-3.1-8b", "--prompt-tokens", "4096",
+                     "--logical-match-tokens", "2048", "--reload-seconds", "0.01")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertRegex(result.stdout, r"estimated recompute seconds +unavailable")
+        self.assertRegex(result.stdout, r"reload slower than recompute +unknown \(no recompute estimate\)")
+        self.assertRegex(result.stdout, r"overhead h / e2e speedup +unavailable")
+        self.assertNotIn("YES", result.stdout)
+        d = run_json("explain", "--model", "llama-3.1-8b", "--prompt-tokens", "4096",
+                     "--logical-match-tokens", "2048", "--reload-seconds", "0.01")
+        self.assertEqual((d["recompute_estimate_available"], d["reload_compared"], d["reload_slower_than_recompute"],
+                          d["e2e_speedup"]), (False, False, False, 0))
+        with_suffix = run_json("explain", "--model", "llama-3.1-8b", "--prompt-tokens", "4096",
+                               "--logical-match-tokens", "2048", "--reload-seconds", "0.01",
+                               "--suffix-prefill-seconds", "0.2")
+        self.assertTrue(with_suffix["reload_compared"])
+        self.assertAlmostEqual(with_suffix["estimated_recompute_seconds"], 0.2 * 29687350820864 / 31886374076416,
+                               places=12)
+
+
 class UsageTest(unittest.TestCase):
     # Bad flags: a one-line error naming the flag, exit 2; --help: usage, exit 0.
     def test_usage_errors(self):
         for args, message in [
             (["calc", "--alpha", "x"], 'kvledger calc: --alpha = "x": must be a number'),
-            (["calc", "--alpha", "2"], "kvledger calc: alpha = 2: must be in [0, 1]"),
+            (["calc", "--alpha", "2"], "kvledger calc: --alpha = 2: must be in [0, 1]"),
+            (["calc", "--alpha", "1.0000001"], "kvledger calc: --alpha = 1.0000001: must be in [0, 1]"),
+            (["calc", "--alpha", "1.00000000000000000001", "--attention", "recurrent", "--checkpoint", "1",
+              "--prompt-tokens", "1000000000"],
+             "kvledger calc: --alpha = 1.00000000000000000001: must be in [0, 1]"),
+            (["calc", "--alpha", "1", "--attention", "recurrent", "--checkpoint", "1",
+              "--prompt-tokens", "18446744073709551615"],
+             "kvledger calc: --prompt-tokens = 18446744073709551615: must be in [1, 2147483648]"),
+            (["calc", "--alpha", "0.5", "--attention", "recurrent", "--checkpoint", "0", "--prompt-tokens", "10"],
+             "kvledger calc: --checkpoint = 0: must be in [1, 2147483648]"),
+            (["calc", "--alpha", "0.5", "--attention", "swa", "--window", "4294967296", "--prompt-tokens", "10"],
+             "kvledger calc: --window = 4294967296: must be in [1, 2147483648]"),
+            (["kv-bytes", "--layers", "4294967296", "--kv-heads", "4294967296", "--head-dim", "4294967296",
+              "--tokens", "4294967296", "--bytes-per-element", "1"],
+             "kvledger kv-bytes: 2 x --layers 4294967296 x --kv-heads 4294967296 x --head-dim 4294967296 x "
+             "--bytes-per-element 1 x --sequences 1 x --tokens 4294967296: exceeds 2^128 bytes; check the inputs"),
+            (["kv-bytes", "--model", "llama-3.1-8b", "--tokens", "18446744073709551615",
+              "--sequences", "18446744073709551615"],
+             "kvledger kv-bytes: --tokens 18446744073709551615 x --sequences 18446744073709551615: "
+             "the cache would exceed 2^128 bytes; check the inputs"),
             (["calc"], "kvledger calc: --alpha: required"),
             (["calc", "--alpha", "0.5", "--bogus", "1"], "kvledger calc: unknown flag --bogus (see kvledger calc --help)"),
             (["calc", "--alpha", "0.5", "--attention", "ring"],

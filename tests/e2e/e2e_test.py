@@ -343,13 +343,48 @@ class ShutdownTest(unittest.TestCase):
                 channel.close()
 
 
+class UnmeasuredSecondsTest(unittest.TestCase):
+    # Proves: a record without a suffix prefill time is not counted as a reload slower than
+    # recompute and adds no estimate (the edge-case report's record, sent with the CLI); a record
+    # with both times is compared, and the compared sums equal the hand-worked figures.
+    def test_only_compared_records_feed_the_comparison(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            server = harness.Server(SERVER, log_dir=tmp)
+            try:
+                base = [CLI, "send", "--target", server.grpc_address, "--model", "llama-3.1-8b", "--tier", "host",
+                        "--prompt-tokens", "4096", "--logical-match-tokens", "2048"]
+                for extra in (["--reload-seconds", "0.01"], ["--suffix-prefill-seconds", "0.2"],
+                              ["--reload-seconds", "0.5", "--suffix-prefill-seconds", "0.2", "--ttft-seconds", "0.8"]):
+                    result = subprocess.run(base + extra, capture_output=True, text=True, timeout=60)
+                    self.assertEqual(result.returncode, 0, result.stderr)
+                samples = harness.parse_exposition(server.scrape())
+                v = lambda name: harness.sample(samples, name, model="llama-3.1-8b", tier="host")  # noqa: E731
+                self.assertEqual(v("kvledger_requests_total"), 3)
+                self.assertEqual(v("kvledger_reload_compared_requests_total"), 1)
+                self.assertEqual(v("kvledger_reload_slower_than_recompute_total"), 1)
+                self.assertEqual(v("kvledger_estimated_recompute_seconds_total"), 0.186207129)
+                self.assertEqual(v("kvledger_compared_reload_seconds_total"), 0.5)
+                self.assertEqual(v("kvledger_compared_suffix_prefill_seconds_total"), 0.2)
+                self.assertEqual(v("kvledger_compared_reused_bytes_total"), 2048 * 131072)
+                self.assertEqual(v("kvledger_reload_seconds_count"), 2)
+                self.assertEqual(v("kvledger_suffix_prefill_seconds_count"), 2)
+                self.assertEqual(v("kvledger_ttft_seconds_count"), 1)
+            finally:
+                self.assertEqual(server.stop(), 0)
+
+
 class ServerFlagsTest(unittest.TestCase):
     # Proves: --help lists the service's flags; a bad flag value exits 2 naming the flag.
     def test_help_and_bad_flags(self):
         for binary in (SERVER, NOOP_SERVER):
             result = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60)
-            self.assertIn("--grpc_address", result.stdout + result.stderr)
-            self.assertIn("--unknown_model", result.stdout + result.stderr)
+            self.assertEqual(result.returncode, 0)
+            self.assertIn("--grpc_address", result.stdout)
+            self.assertIn("--unknown_model", result.stdout)
+            self.assertIn("default: 127.0.0.1:50051", result.stdout)
+            # The user sees flags, not the path of the source file that defined them.
+            self.assertNotIn("Flags from", result.stdout + result.stderr)
+            self.assertNotIn(".cc", result.stdout + result.stderr)
         result = subprocess.run([SERVER, "--unknown_model=maybe"], capture_output=True, text=True, timeout=60)
         self.assertEqual(result.returncode, 2)
         self.assertEqual(result.stderr.strip(), 'kvledger-server: --unknown_model = "maybe": must be reject or generic')

@@ -146,6 +146,39 @@ TEST_F(AggregatorTest, BucketEdgesAreExact) {
   EXPECT_EQ(t.reload_seconds.sum_nanounits, Uint128{5001002100000});
 }
 
+// Proves: an unmeasured latency is not observed as 0 s (it would drag every quantile down), and
+// only records with a measured reload and a rate enter the compared sums, which then share one
+// denominator. Values worked by hand from docs/cost-model.md example 2.
+TEST_F(AggregatorTest, UnmeasuredSecondsAreNotCounted) {
+  const Profile& p = *catalog_.Find("llama-3.1-8b");
+  Totals t;
+  RecordFacts f;
+  f.model = "llama-3.1-8b";
+  f.tier_value = 3;
+  f.prompt_tokens = 4096;
+  f.logical_match_tokens = 2048;
+  f.reload_seconds = 0.01;  // no suffix time: no rate
+  t.Add(Derive(f, p));
+  EXPECT_EQ(t.reload_compared_requests, 0u);
+  EXPECT_EQ(t.reload_slower_than_recompute, 0u);
+  EXPECT_EQ(t.estimated_recompute_nanoseconds, 0u);
+  EXPECT_EQ(t.reload_seconds.count, 1u);
+  EXPECT_EQ(t.suffix_prefill_seconds.count, 0u);
+  EXPECT_EQ(t.ttft_seconds.count, 0u);
+  f.suffix_prefill_seconds = 0.2;  // now compared: estimate 0.2 x 29687350820864 / 31886374076416
+  f.reload_seconds = 0.5;
+  t.Add(Derive(f, p));
+  EXPECT_EQ(t.requests, 2u);
+  EXPECT_EQ(t.reload_compared_requests, 1u);
+  EXPECT_EQ(t.reload_slower_than_recompute, 1u);
+  EXPECT_EQ(t.estimated_recompute_nanoseconds, Uint128{186207129});  // 0.186207128786 s, rounded once
+  EXPECT_EQ(t.compared_reload_nanoseconds, Uint128{500000000});
+  EXPECT_EQ(t.compared_suffix_prefill_nanoseconds, Uint128{200000000});
+  EXPECT_EQ(t.compared_reused_bytes, Uint128{2048} * 131072);
+  EXPECT_EQ(t.reload_seconds.count, 2u);
+  EXPECT_EQ(t.suffix_prefill_seconds.count, 1u);
+}
+
 // A record at the edge of every range: the recompute estimate passes 2^64 nanoseconds and is
 // still summed exactly (no overflow in the fixed-point conversion).
 TEST_F(AggregatorTest, ExtremeRecordSumsWithoutOverflow) {

@@ -52,6 +52,55 @@ TEST_F(DeriveTest, SlowReloadIsSlowerThanRecompute) {
   EXPECT_LT(*d.e2e_speedup, 1.0);
 }
 
+// The record of the first edge-case report: no suffix prefill time means no rate, so no estimate,
+// no verdict and no e2e speedup (it used to print an estimate of 0 s and "slower: YES").
+TEST_F(DeriveTest, UnmeasuredSuffixGivesNoEstimate) {
+  RecordFacts f = Facts("llama-3.1-8b", 4096, 2048);
+  f.suffix_prefill_seconds.reset();
+  f.ttft_seconds.reset();
+  DerivedFigures d = Derive(f, P("llama-3.1-8b"));
+  EXPECT_FALSE(d.estimated_recompute_seconds.has_value());
+  EXPECT_FALSE(d.reload_compared);
+  EXPECT_FALSE(d.reload_slower_than_recompute);
+  EXPECT_FALSE(d.overhead_fraction.has_value());
+  EXPECT_FALSE(d.e2e_speedup.has_value());
+  // A suffix time of 0 s for 61 TFLOPs of remaining work is not a rate either.
+  f.suffix_prefill_seconds = 0;
+  d = Derive(f, P("llama-3.1-8b"));
+  EXPECT_FALSE(d.estimated_recompute_seconds.has_value());
+  EXPECT_FALSE(d.reload_slower_than_recompute);
+}
+
+// Without a reload time there is an estimate but nothing to compare it with.
+TEST_F(DeriveTest, UnmeasuredReloadIsNotCompared) {
+  RecordFacts f = Facts("llama-3.1-8b", 4096, 2048);
+  f.reload_seconds.reset();
+  const DerivedFigures d = Derive(f, P("llama-3.1-8b"));
+  EXPECT_NEAR(*d.estimated_recompute_seconds, 0.2 * 29687350820864.0 / 31886374076416.0, 1e-15);
+  EXPECT_FALSE(d.reload_compared);
+  EXPECT_FALSE(d.reload_slower_than_recompute);
+  EXPECT_FALSE(d.e2e_speedup.has_value());
+}
+
+// A profile throughput answers without a suffix time: 4e14 FLOP/s, worked by hand from example 2.
+TEST_F(DeriveTest, ProfileThroughputGivesTheRate) {
+  v1::ProfileCatalog overrides;
+  auto* p = overrides.add_profiles();
+  p->set_name("llama-3.1-8b");
+  p->mutable_serving()->set_prefill_flops_per_second(4e14);
+  auto catalog = ProfileCatalog::Make(overrides);
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  RecordFacts f = Facts("llama-3.1-8b", 4096, 2048);
+  f.suffix_prefill_seconds.reset();
+  f.reload_seconds = 0.1;
+  const DerivedFigures d = Derive(f, *catalog->Find("llama-3.1-8b"));
+  EXPECT_DOUBLE_EQ(*d.estimated_recompute_seconds, 29687350820864.0 / 4e14);  // 0.0742 s
+  EXPECT_DOUBLE_EQ(d.suffix_prefill_seconds_used, 31886374076416.0 / 4e14);   // 0.0797 s
+  EXPECT_TRUE(d.reload_compared);
+  EXPECT_TRUE(d.reload_slower_than_recompute);  // 0.1 s > 0.0742 s
+  EXPECT_DOUBLE_EQ(*d.overhead_fraction, 0.1 / (61573724897280.0 / 4e14));
+}
+
 // A hybrid: the recurrent groups align the match down to their 256-token checkpoint, the MLA
 // group to its 16-token page; the request resumes at the minimum, 768, and 232 tokens are lost
 // to alignment.

@@ -83,6 +83,10 @@ TEST(ValidationTest, EveryRuleNamesFieldValueAndRule) {
   ExpectRejected(ValidateFields(f), "suffix_prefill_seconds = -0.5: must be finite, >= 0 and <= 86400 seconds",
                  RejectReason::kInvalidSuffixPrefillSeconds);
   f = Valid();
+  f.suffix_prefill_seconds = 86400.0001;  // printed as given, not as "86400"
+  ExpectRejected(ValidateFields(f), "suffix_prefill_seconds = 86400.0001: must be finite, >= 0 and <= 86400 seconds",
+                 RejectReason::kInvalidSuffixPrefillSeconds);
+  f.suffix_prefill_seconds = 0.1;
   f.ttft_seconds = std::numeric_limits<double>::infinity();
   ExpectRejected(ValidateFields(f), "ttft_seconds = inf: must be finite, >= 0 and <= 86400 seconds",
                  RejectReason::kInvalidTtftSeconds);

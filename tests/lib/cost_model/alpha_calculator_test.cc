@@ -69,10 +69,58 @@ TEST(AlphaCalculatorTest, RecurrentAlignsToCheckpoint) {
   EXPECT_EQ(*r->replay_tokens, 244u);
   EXPECT_DOUBLE_EQ(r->attention_remaining, 0.744);
   EXPECT_DOUBLE_EQ(*r->block_remaining, 0.744);  // token-wise work also resumes at 256
-  // Decimal alpha is floored without float noise: 0.3 x 1000 = 300.
+  // The double nearest 0.3 is below 0.3, so floor(alpha N) of the double is exactly 299; the
+  // caller that knows the decimal passes the exact match instead.
   in.alpha = 0.3;
-  in.checkpoint_tokens = 100;
+  in.checkpoint_tokens = 1;
+  EXPECT_EQ(*CalculateAlpha(in)->aligned_tokens, 299u);
+  in.match_tokens = 300;
   EXPECT_EQ(*CalculateAlpha(in)->aligned_tokens, 300u);
+  // No tolerance turns a near-full hit into a full one.
+  in.match_tokens.reset();
+  in.alpha = 0.999999999999;
+  EXPECT_EQ(*CalculateAlpha(in)->aligned_tokens, 999u);
+}
+
+// Proves: token inputs are bounded like records, and the message names the input and the range.
+TEST(AlphaCalculatorTest, TokenInputsAreBounded) {
+  AlphaInputs in;
+  in.alpha = 1;
+  in.kind = MixerKind::kLinear;
+  in.checkpoint_tokens = 1;
+  in.prompt_tokens = 18446744073709551615u;
+  EXPECT_THAT(CalculateAlpha(in), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           "prompt_tokens = 18446744073709551615: must be in [1, 2147483648]"));
+  in.prompt_tokens = 0;
+  EXPECT_THAT(CalculateAlpha(in), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           "prompt_tokens = 0: must be in [1, 2147483648]"));
+  in.prompt_tokens = 2147483648u;  // the bound itself is exact: a full hit is the whole prompt
+  EXPECT_EQ(*CalculateAlpha(in)->aligned_tokens, 2147483648u);
+  in.checkpoint_tokens = 2147483649u;
+  EXPECT_THAT(CalculateAlpha(in), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           "checkpoint = 2147483649: must be in [1, 2147483648]"));
+  in.checkpoint_tokens = 1;
+  in.match_tokens = 2147483649u;
+  EXPECT_THAT(CalculateAlpha(in), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           HasSubstr("match_tokens = 2147483649: must be <= prompt_tokens")));
+  in = AlphaInputs{};
+  in.alpha = 0.5;
+  in.kind = MixerKind::kSlidingWindow;
+  in.window_tokens = 0;
+  in.prompt_tokens = 10;
+  EXPECT_THAT(CalculateAlpha(in), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           "window = 0: must be in [1, 2147483648]"));
+  in.window_tokens.reset();
+  in.window_fraction = 1e300;
+  EXPECT_THAT(CalculateAlpha(in), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           "window_fraction = 1e+300: must be > 0 and <= 2147483648"));
+}
+
+// Proves: a value out of range is printed as given, not rounded to 6 digits.
+TEST(AlphaCalculatorTest, ValuesPrintedAsGiven) {
+  AlphaInputs in;
+  in.alpha = 1.0000001;
+  EXPECT_THAT(CalculateAlpha(in), StatusIs(absl::StatusCode::kInvalidArgument, "alpha = 1.0000001: must be in [0, 1]"));
 }
 
 TEST(AlphaCalculatorTest, BadInputsNameTheInput) {
