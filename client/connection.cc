@@ -15,6 +15,10 @@ void Connection::Register(FlagSet& flags) {
 }
 
 std::unique_ptr<v1::Ledger::Stub> Connection::Stub(bool own_connection) const {
+  return v1::Ledger::NewStub(Channel(own_connection));
+}
+
+std::shared_ptr<grpc::Channel> Connection::Channel(bool own_connection) const {
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (!tls_ca_file.empty()) {
     std::ifstream in(tls_ca_file);
@@ -24,7 +28,7 @@ std::unique_ptr<v1::Ledger::Stub> Connection::Stub(bool own_connection) const {
   }
   grpc::ChannelArguments arguments;
   if (own_connection) arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return v1::Ledger::NewStub(grpc::CreateCustomChannel(target, credentials, arguments));
+  return grpc::CreateCustomChannel(target, credentials, arguments);
 }
 
 void Connection::SetDeadline(grpc::ClientContext& context) const {

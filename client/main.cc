@@ -16,7 +16,8 @@ constexpr char kUsage[] =
     "talking to kvledger-server (--target HOST:PORT, default 127.0.0.1:50051):\n"
     "  send       one record\n"
     "  replay     a JSON-lines trace of records, in batches\n"
-    "  bench      load generator (unary, batch or stream)\n";
+    "  bench      load generator (unary, batch or stream)\n"
+    "  health     gRPC health check: exit 0 when the server is SERVING (container health checks)\n";
 
 }  // namespace
 
@@ -25,7 +26,8 @@ int main(int argc, char** argv) {
   const std::map<std::string, Command> commands = {
       {"calc", kvledger::cli::Calc},       {"kv-bytes", kvledger::cli::KvBytes},
       {"explain", kvledger::cli::Explain}, {"send", kvledger::cli::Send},
-      {"replay", kvledger::cli::Replay},   {"bench", kvledger::cli::Bench}};
+      {"replay", kvledger::cli::Replay},   {"bench", kvledger::cli::Bench},
+      {"health", kvledger::cli::Health}};
   if (argc < 2) {
     std::cerr << kUsage;
     return 2;
