@@ -206,31 +206,17 @@ class EndToEndTest(unittest.TestCase):
     # Proves: a real Prometheus scrapes the service, and the PromQL ratio of the exported counters
     # says a 50 % logical hit avoided ~25 % of the attention FLOPs, not 50 %.
     def test_real_prometheus_ratio(self):
-        port = harness.free_port()
-        config = os.path.join(self.tmp.name, "prometheus.yml")
-        with open(config, "w") as f:
-            f.write("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: kvledger\n"
-                    f"    static_configs:\n      - targets: ['{self.server.metrics_address}']\n")
-        log = open(os.path.join(self.tmp.name, "prometheus.log"), "w")
-        proc = subprocess.Popen(["prometheus", f"--config.file={config}",
-                                 f"--storage.tsdb.path={os.path.join(self.tmp.name, 'tsdb')}",
-                                 f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+        prometheus = harness.Prometheus("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: kvledger\n"
+                                        f"    static_configs:\n      - targets: ['{self.server.metrics_address}']\n",
+                                        self.tmp.name)
         try:
             query = ('sum(kvledger_attention_avoided_flops_total{model="llama-3.1-8b",boundary="logical"})'
                      ' / sum(kvledger_attention_baseline_flops_total{model="llama-3.1-8b"})')
-            url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": query})
-
-            def ask():
-                with urllib.request.urlopen(url, timeout=5) as r:
-                    result = json.load(r)["data"]["result"]
-                return result and float(result[0]["value"][1])
-
-            ratio = harness.poll("Prometheus to scrape kvledger", ask, deadline=60, interval=0.5)
+            ratio = harness.poll("Prometheus to scrape kvledger", lambda: prometheus.value(query), deadline=60,
+                                 interval=0.5)
             self.assertAlmostEqual(ratio, 2049 / 8194, places=12)  # A(2048)/A(4096), ~0.25006
         finally:
-            proc.terminate()
-            proc.wait(timeout=30)
-            log.close()
+            prometheus.stop()
 
 
 class SecurityTest(unittest.TestCase):

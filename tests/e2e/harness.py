@@ -1,10 +1,13 @@
-"""Helpers for tests that start real kvledger binaries: free ports, polling with a deadline,
-process lifecycle. Only loopback addresses are used."""
+"""Helpers for tests that start real kvledger binaries and a real Prometheus: polling with a
+deadline, ports read back from servers that bound port 0, process lifecycle. Only loopback
+addresses are used."""
+import json
 import os
 import re
 import socket
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 
 DEADLINE_SECONDS = 30
@@ -25,10 +28,30 @@ def poll(what, fn, deadline=DEADLINE_SECONDS, interval=0.05):
     raise AssertionError(f"timed out waiting for {what} (last error: {last_error})")
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def listening_ports(pid):
+    """TCP ports a process listens on (IPv4 and IPv6), read from /proc: lets a server bind port 0
+    and the test learn which port it got, without a bind-close-reuse race."""
+    inodes = set()
+    fd_dir = f"/proc/{pid}/fd"
+    for fd in os.listdir(fd_dir):
+        try:
+            target = os.readlink(os.path.join(fd_dir, fd))
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    if fields[3] == "0A" and fields[9] in inodes:  # 0A = LISTEN
+                        ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+        except FileNotFoundError:
+            pass
+    return ports
 
 
 class Server:
@@ -88,3 +111,58 @@ def parse_exposition(text):
 
 def sample(samples, name, **labels):
     return samples[(name, frozenset(labels.items()))]
+
+
+class Prometheus:
+    """A real Prometheus on 127.0.0.1 port 0 (the port is read back from /proc), with the given
+    configuration text; its TSDB lives under `tmp`."""
+
+    def __init__(self, config_text, tmp, name="prometheus"):
+        self.config = os.path.join(tmp, f"{name}.yml")
+        with open(self.config, "w") as f:
+            f.write(config_text)
+        self.log = open(os.path.join(tmp, f"{name}.log"), "w")
+        self.proc = subprocess.Popen(
+            ["prometheus", f"--config.file={self.config}", f"--storage.tsdb.path={os.path.join(tmp, name + '-data')}",
+             "--web.listen-address=127.0.0.1:0", "--log.level=warn"], stdout=self.log, stderr=subprocess.STDOUT)
+        port = poll("Prometheus to listen", self._port, deadline=60)
+        self.url = f"http://127.0.0.1:{port}"
+        poll("Prometheus to be ready", lambda: urllib.request.urlopen(self.url + "/-/ready", timeout=5).status == 200,
+             deadline=60, interval=0.2)
+
+    def _port(self):
+        if self.proc.poll() is not None:
+            raise AssertionError(f"prometheus exited with {self.proc.returncode}")
+        ports = listening_ports(self.proc.pid)
+        return min(ports) if ports else None
+
+    def query(self, expr, at=None):
+        """The instant-query result list; raises on an API error."""
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        data = urllib.parse.urlencode(params).encode()
+        with urllib.request.urlopen(self.url + "/api/v1/query", data=data, timeout=30) as r:
+            body = json.load(r)
+        if body.get("status") != "success":
+            raise AssertionError(f"query failed: {expr}: {body}")
+        return body["data"]["result"]
+
+    def rule_groups(self):
+        """Names of the rule groups Prometheus loaded, sorted."""
+        with urllib.request.urlopen(self.url + "/api/v1/rules", timeout=30) as r:
+            return sorted(g["name"] for g in json.load(r)["data"]["groups"])
+
+    def value(self, expr, at=None):
+        """The single value of an instant query, or None when it returned nothing."""
+        result = self.query(expr, at)
+        return float(result[0]["value"][1]) if result else None
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()

@@ -1,0 +1,376 @@
+"""Everything between /metrics and a person's screen, against the real thing: a real kvledger-server
+fed a mixed synthetic trace, a real Prometheus loading the shipped recording rules and alerts, and
+every query of the shipped Grafana dashboard evaluated through Prometheus' HTTP API — with the
+template variables substituted (All, and one model and tier). Then three replicas behind a gRPC
+round_robin client, where the fleet recording rules must equal what was sent.
+
+Exact ratios from rate(): Prometheus only discovers the targets (file_sd) after the first copy of
+the trace is fully counted, so every series' first sample is that copy; the same trace is then sent
+again. Each rate over the window is then the increase of one copy times a factor that is the same
+for every series of a target, so a ratio of sums of rates is exactly the trace's ratio.
+
+Usage: observability_test.py SERVER_BINARY PYTHON_STUBS_DIR REPO_ROOT
+"""
+import json
+import math
+import os
+import random
+import re
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import harness  # noqa: E402
+
+SERVER, STUBS, ROOT = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
+sys.path.insert(0, STUBS)
+import grpc  # noqa: E402
+import health_pb2  # noqa: E402
+import health_pb2_grpc  # noqa: E402
+from kvledger.v1 import ledger_pb2, ledger_pb2_grpc, record_pb2  # noqa: E402
+
+DASHBOARD = os.path.join(ROOT, "deploy", "grafana", "dashboards", "kvledger.json")
+RULES = os.path.join(ROOT, "deploy", "prometheus", "rules", "kvledger-rules.yml")
+ALERTS = os.path.join(ROOT, "deploy", "prometheus", "alerts", "kvledger-alerts.yml")
+TIERS = [record_pb2.TIER_DEVICE, record_pb2.TIER_HOST, record_pb2.TIER_DISK, record_pb2.TIER_REMOTE]
+TIER_NAMES = {0: "none", 1: "device", 2: "host", 3: "disk", 4: "remote"}
+REL = 1e-9
+
+
+# Independent arithmetic for llama-3.1-8b (docs/cost-model.md §5): 32 layers, 32 query heads of 128
+# (pair FLOPs 2 x 32 x 256), 8 KV heads, hidden 4096, FFN 14336; KV page 16 tokens; 131072 KV bytes
+# per token (2 x 32 layers x 8 heads x 128 x 2 bytes).
+def llama_attention(tokens):
+    return 32 * (2 * 32 * 256) * tokens * (tokens + 1) // 2
+
+
+def llama_prefill(tokens):
+    return llama_attention(tokens) + 32 * 2 * (4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336) * tokens
+
+
+def llama_recoverable(n, match):
+    return min(match, n - 1) // 16 * 16
+
+
+def make_trace(models, seed):
+    """Records over every model and tier plus misses; some without a suffix time (not compared),
+    some slow remote reloads, some restore failures. Deterministic."""
+    rng = random.Random(seed)
+    records = []
+    for model in models:
+        for i in range(24):
+            n = rng.randrange(512, 8192)
+            match = rng.randrange(1, n + 1)
+            tier = TIERS[i % 4]
+            r = record_pb2.Record(model=model, tier=tier, prompt_tokens=n, logical_match_tokens=match,
+                                  request_id=f"{model}-{i}")
+            if model == "llama-3.1-8b":
+                restore = rng.randrange(0, 3) * 16 if i % 3 == 0 else 0
+                rec = llama_recoverable(n, match)
+                r.recompute_tokens = match - rec + min(restore, rec)
+            elif i % 4 == 1:
+                r.recompute_tokens = match  # restore failed entirely
+            r.reload_seconds = 5.0 if tier == record_pb2.TIER_REMOTE and i % 8 == 3 else rng.randrange(1, 200) / 1000
+            if i % 5 != 4:
+                r.suffix_prefill_seconds = rng.randrange(50, 2000) / 1000
+            r.ttft_seconds = rng.randrange(60, 6000) / 1000
+            records.append(r)
+        for i in range(4):  # misses
+            n = rng.randrange(64, 4096)
+            records.append(record_pb2.Record(model=model, prompt_tokens=n, suffix_prefill_seconds=n / 10000,
+                                             ttft_seconds=n / 9000))
+    return records
+
+
+BAD = [record_pb2.Record(model="llama-3.1-8b", tier=record_pb2.TIER_HOST, prompt_tokens=100, logical_match_tokens=200),
+       record_pb2.Record(model="nope-1b", prompt_tokens=100),
+       record_pb2.Record(model="mistral-7b-v0.1", prompt_tokens=100, reload_seconds=-1)]
+
+
+def send(stub, records):
+    response = stub.RecordBatch(ledger_pb2.RecordBatchRequest(records=records), timeout=60)
+    return response.accepted, response.rejected
+
+
+def close(a, b):
+    return a is not None and b is not None and math.isclose(a, b, rel_tol=REL, abs_tol=1e-12)
+
+
+def prometheus_config(sd_file, interval="1s"):
+    return (f"global:\n  scrape_interval: {interval}\n  evaluation_interval: {interval}\n"
+            f"rule_files:\n  - {RULES}\n  - {ALERTS}\n"
+            "scrape_configs:\n  - job_name: kvledger\n    file_sd_configs:\n"
+            f"      - files: ['{sd_file}']\n        refresh_interval: 1s\n")
+
+
+def publish_targets(sd_file, addresses):
+    with open(sd_file + ".tmp", "w") as f:
+        json.dump([{"targets": addresses}], f)
+    os.replace(sd_file + ".tmp", sd_file)
+
+
+class Totals:
+    """Sums over accepted records, from the trace alone (tokens) and from Explain (FLOPs, seconds)."""
+
+    def __init__(self):
+        self.__dict__.update(dict.fromkeys(
+            ["n", "match", "rec", "reused", "att_base", "att_reused", "pre_base", "pre_reused",
+             "est", "suffix", "reload", "compared", "slower", "align", "restore"], 0.0))
+
+    def add(self, figures, record):
+        f = figures
+        self.n += f.prompt_tokens
+        self.match += f.logical_match_tokens
+        self.rec += f.recoverable_tokens
+        self.reused += f.reused_tokens
+        self.att_base += f.attention_baseline_flops
+        self.att_reused += f.attention_avoided_reused_flops
+        self.pre_base += f.prefill_baseline_flops
+        self.pre_reused += f.prefill_avoided_reused_flops
+        self.align += f.recompute_alignment_tokens
+        self.restore += f.recompute_restore_tokens
+        if f.reload_compared:
+            self.compared += 1
+            self.est += f.estimated_recompute_seconds
+            self.suffix += record.suffix_prefill_seconds
+            self.reload += record.reload_seconds
+            self.slower += 1 if f.reload_slower_than_recompute else 0
+
+    def e2e(self):
+        return (self.est + self.suffix) / (self.reload + self.suffix)
+
+
+def independent_llama(records):
+    """The same sums for llama-3.1-8b records, by hand arithmetic only (no kvledger code)."""
+    t = Totals()
+    for r in records:
+        n, match = r.prompt_tokens, r.logical_match_tokens
+        rec = llama_recoverable(n, match)
+        reused = match - r.recompute_tokens if r.HasField("recompute_tokens") else rec
+        t.n += n
+        t.match += match
+        t.rec += rec
+        t.reused += reused
+        t.att_base += llama_attention(n)
+        t.att_reused += llama_attention(reused)
+        t.pre_base += llama_prefill(n)
+        t.pre_reused += llama_prefill(reused)
+        t.align += match - rec
+        t.restore += rec - reused
+        if r.HasField("reload_seconds") and r.HasField("suffix_prefill_seconds") and r.suffix_prefill_seconds > 0:
+            avoided, remaining = llama_prefill(reused), llama_prefill(n) - llama_prefill(reused)
+            est = r.suffix_prefill_seconds * avoided / remaining
+            t.compared += 1
+            t.est += est
+            t.suffix += r.suffix_prefill_seconds
+            t.reload += r.reload_seconds
+            t.slower += 1 if r.reload_seconds > est else 0
+    return t
+
+
+def expected_panels(t):
+    """Panel title -> expected value of its first query, for the headline panels."""
+    return {
+        "Logical token hit ratio": t.match / t.n,
+        "Recoverable token ratio": t.rec / t.n,
+        "Reused token ratio α": t.reused / t.n,
+        "Token hit α (reused)": t.reused / t.n,
+        "Attention work avoided": t.att_reused / t.att_base,
+        "Prefill FLOPs avoided": t.pre_reused / t.pre_base,
+        "Ideal prefill speedup": t.pre_base / (t.pre_base - t.pre_reused),
+        "Estimated end-to-end prefill speedup": t.e2e(),
+    }
+
+
+class DashboardTest(unittest.TestCase):
+    MODELS = ["llama-3.1-8b", "mistral-7b-v0.1", "deepseek-v3", "kimi-linear-48b-a3b", "qwen3-next-80b-a3b",
+              "gemma-2-9b"]  # full, sliding window, MLA, hybrid linear; the last two past --max_models=4
+
+    @classmethod
+    def setUpClass(cls):
+        with open(DASHBOARD) as f:
+            cls.dashboard = json.load(f)
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.server = harness.Server(SERVER, "--max_models=4", log_dir=cls.tmp.name)
+        sd_file = os.path.join(cls.tmp.name, "targets.json")
+        publish_targets(sd_file, [])
+        cls.prometheus = harness.Prometheus(prometheus_config(sd_file), cls.tmp.name)
+        try:
+            assert cls.prometheus.rule_groups() == ["kvledger.alerts", "kvledger.job", "kvledger.model_tier",
+                                                    "kvledger.tier_model"], cls.prometheus.rule_groups()
+            cls.trace = make_trace(cls.MODELS, seed=7)
+            with grpc.insecure_channel(cls.server.grpc_address) as channel:
+                stub = ledger_pb2_grpc.LedgerStub(channel)
+                accepted, rejected = send(stub, cls.trace + BAD)
+                assert (accepted, rejected) == (len(cls.trace), len(BAD)), (accepted, rejected)
+                cls.all = Totals()
+                cls.llama_host = []
+                for r in cls.trace:
+                    cls.all.add(stub.Explain(r, timeout=10), r)
+                    if r.model == "llama-3.1-8b" and r.tier == record_pb2.TIER_HOST:
+                        cls.llama_host.append(r)
+                publish_targets(sd_file, [cls.server.metrics_address])
+                p = cls.prometheus
+                harness.poll("the first copy to be scraped",
+                             lambda: p.value("sum(kvledger_requests_total)") == accepted, deadline=60, interval=0.2)
+                send(stub, cls.trace + BAD)
+            harness.poll("the second copy to be scraped",
+                         lambda: p.value("sum(kvledger_requests_total)") == 2 * accepted
+                         and p.value("sum(kvledger_records_rejected_total)") == 2 * rejected, deadline=60, interval=0.2)
+            cls.at = time.time()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.prometheus.stop()
+        code = cls.server.stop()
+        cls.tmp.cleanup()
+        assert code == 0, f"server exited with {code}"
+
+    def panels(self):
+        return [p for p in self.dashboard["panels"] if p["type"] != "row"]
+
+    def queries(self, model, tier):
+        for p in self.panels():
+            for t in p["targets"]:
+                expr = (t["expr"].replace("$__rate_interval", "5m").replace("$model", model).replace("$tier", tier))
+                yield p, t, expr
+
+    def check_all_queries(self, model, tier, expected):
+        checked = 0
+        for panel, target, expr in self.queries(model, tier):
+            with self.subTest(panel=panel["title"], ref=target["refId"], model=model, tier=tier):
+                result = self.prometheus.query(expr, at=self.at)
+                self.assertTrue(result, f"empty result: {expr}")
+                for series in result:
+                    value = float(series["value"][1])
+                    self.assertTrue(math.isfinite(value), f"{series['metric']} = {value}: {expr}")
+                want = expected.get(panel["title"])
+                if want is not None and target["refId"] == "A":
+                    self.assertEqual(len(result), 1)
+                    self.assertTrue(close(float(result[0]["value"][1]), want),
+                                    f"{panel['title']}: {result[0]['value'][1]} != {want}")
+                    checked += 1
+        self.assertEqual(checked, len(expected))
+
+    # Proves: every panel query, over all models and tiers, returns finite data, and the headline
+    # ratios equal the sums of the accepted records (tokens straight from the trace; FLOPs and
+    # seconds from the Explain RPC of each record).
+    def test_every_query_with_all(self):
+        expected = expected_panels(self.all)
+        self.assertTrue(close(expected["Logical token hit ratio"],
+                              sum(r.logical_match_tokens for r in self.trace) / sum(r.prompt_tokens for r in self.trace)))
+        self.check_all_queries(".*", ".*", expected)
+
+    # Proves: with one model and tier selected, every panel returns data and the headline ratios
+    # equal hand arithmetic on the trace's llama-3.1-8b host records (no kvledger code involved).
+    def test_every_query_with_one_model_and_tier(self):
+        t = independent_llama(self.llama_host)
+        self.assertGreater(t.compared, 0)
+        self.assertGreater(t.restore, 0)
+        self.check_all_queries("llama-3.1-8b", "host", expected_panels(t))
+
+    # Proves: the variables list real label values, including the folded model="other".
+    def test_variables_and_folding(self):
+        models = {s["metric"]["model"] for s in self.prometheus.query("group by (model) (kvledger_requests_total)")}
+        self.assertEqual(models, set(self.MODELS[:4]) | {"other"})
+        self.assertEqual(self.prometheus.value("sum(kvledger_model_label_folded_records_total)"),
+                         2 * sum(r.model in self.MODELS[4:] for r in self.trace))
+        tiers = {s["metric"]["tier"] for s in self.prometheus.query("group by (tier) (kvledger_requests_total)")}
+        self.assertEqual(tiers, {"none", "device", "host", "disk", "remote"})
+
+    # Proves: the shipped recording rules all load and produce data on a real Prometheus, and the
+    # job-level token hit ratio equals the trace's.
+    def test_recording_rules_produce_data(self):
+        with open(RULES) as f:
+            names = sorted(set(re.findall(r"record: (\S+)", f.read())))
+        self.assertGreater(len(names), 30)
+        for name in names:
+            with self.subTest(rule=name):
+                harness.poll(f"{name} to be recorded", lambda: self.prometheus.query(name), deadline=30, interval=0.5)
+        want = self.all.match / self.all.n
+        harness.poll("the fleet logical ratio", lambda: close(self.prometheus.value(
+            "job:kvledger_logical_match_tokens_per_prompt_token:ratio_rate5m"), want), deadline=30, interval=0.5)
+
+
+class ScaleOutTest(unittest.TestCase):
+    # Proves: three replicas behind a gRPC round_robin client (static address list) each count a
+    # third, and the fleet (job-level) recording rules of one Prometheus scraping all three equal
+    # hand arithmetic on what was sent.
+    def test_three_replicas_add_up(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            servers = [harness.Server(SERVER, log_dir=tmp) for _ in range(3)]
+            sd_file = os.path.join(tmp, "targets.json")
+            publish_targets(sd_file, [])
+            prometheus = harness.Prometheus(prometheus_config(sd_file), tmp)
+            try:
+                self.assertEqual(len(prometheus.rule_groups()), 4)
+                trace = [r for r in make_trace(["llama-3.1-8b"], seed=11)]
+                # Each record three times in a row: round_robin hands one copy to each replica.
+                tripled = [r for r in trace for _ in range(3)]
+                target = "ipv4:" + ",".join(s.grpc_address for s in servers)
+                options = [("grpc.lb_policy_name", "round_robin"), ("grpc.enable_retries", 0)]
+                with grpc.insecure_channel(target, options=options) as channel:
+                    health = health_pb2_grpc.HealthStub(channel)
+                    for _ in range(30):  # every subchannel connected before counting starts
+                        health.Check(health_pb2.HealthCheckRequest(), timeout=10, wait_for_ready=True)
+                    stub = ledger_pb2_grpc.LedgerStub(channel)
+
+                    def send_unary():
+                        for r in tripled:
+                            stub.Record(r, timeout=10)
+                    send_unary()
+                    per_replica = [harness.sample(harness.parse_exposition(s.scrape()), "kvledger_requests_total",
+                                                  model="llama-3.1-8b", tier="host") for s in servers]
+                    self.assertEqual(per_replica, [per_replica[0]] * 3)
+                    publish_targets(sd_file, [s.metrics_address for s in servers])
+                    harness.poll("three replicas scraped", lambda: prometheus.value(
+                        "sum(kvledger_requests_total)") == len(tripled) and prometheus.value(
+                        'count(up{job="kvledger"} == 1)') == 3, deadline=60, interval=0.2)
+                    send_unary()
+                harness.poll("the second copy scraped", lambda: prometheus.value(
+                    "sum(kvledger_requests_total)") == 2 * len(tripled), deadline=60, interval=0.2)
+                t = independent_llama(trace)
+                expected = {
+                    "job:kvledger_logical_match_tokens_per_prompt_token:ratio_rate5m": t.match / t.n,
+                    "job:kvledger_recoverable_tokens_per_prompt_token:ratio_rate5m": t.rec / t.n,
+                    "job:kvledger_reused_tokens_per_prompt_token:ratio_rate5m": t.reused / t.n,
+                    'job:kvledger_attention_avoided_flops_per_baseline:ratio_rate5m{boundary="reused"}':
+                        t.att_reused / t.att_base,
+                    'job:kvledger_prefill_avoided_flops_per_baseline:ratio_rate5m{boundary="reused"}':
+                        t.pre_reused / t.pre_base,
+                    "job:kvledger_prefill_ideal_speedup:ratio_rate5m": t.pre_base / (t.pre_base - t.pre_reused),
+                    "job:kvledger_e2e_speedup_estimated:ratio_rate5m": t.e2e(),
+                    'job:kvledger_recompute_tokens_per_logical_match_token:ratio_rate5m{cause="alignment"}':
+                        t.align / t.match,
+                    'job:kvledger_recompute_tokens_per_logical_match_token:ratio_rate5m{cause="restore"}':
+                        t.restore / t.match,
+                    "job:kvledger_reload_slower_than_recompute:ratio_rate5m": t.slower / t.compared,
+                }
+                for expr, want in expected.items():
+                    with self.subTest(rule=expr):
+                        seen = []
+
+                        def matches():
+                            seen.append(prometheus.value(expr))
+                            return close(seen[-1], want)
+                        try:
+                            harness.poll(f"{expr} = {want}", matches, deadline=30, interval=0.5)
+                        except AssertionError as e:
+                            self.fail(f"{e}; last values {seen[-3:]}")
+                for s in servers:
+                    self.assertGreater(harness.sample(harness.parse_exposition(s.scrape()), "kvledger_requests_total",
+                                                      model="llama-3.1-8b", tier="device"), 0)
+            finally:
+                prometheus.stop()
+                for s in servers:
+                    self.assertEqual(s.stop(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])
