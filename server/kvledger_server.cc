@@ -67,6 +67,12 @@ KvledgerServer::~KvledgerServer() { Shutdown(); }
 
 size_t KvledgerServer::profile_count() const { return state_->catalog.Names().size(); }
 
+uint64_t KvledgerServer::accepted_records() const {
+  uint64_t total = 0;
+  for (const auto& cell : state_->aggregator->Snapshot().cells) total += cell.totals.requests;
+  return total;
+}
+
 absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const ServerOptions& options) {
   if (auto s = options.Validate(); !s.ok()) return s;
   auto state = std::make_unique<State>();
@@ -76,7 +82,9 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   state->registry = std::make_unique<ModelRegistry>(state->catalog, options.max_models, options.unknown_model);
   state->aggregator = std::make_unique<Aggregator>(options.max_models + 1);
   state->ledger = std::make_unique<Ledger>(*state->registry, *state->aggregator);
-  state->service = std::make_unique<LedgerService>(*state->ledger, options.discard_records);
+  state->service = std::make_unique<LedgerService>(
+      *state->ledger, options.discard_records, options.batch_dedup_entries,
+      absl::Seconds(options.batch_dedup_seconds));
 
   auto credentials = Credentials(options);
   if (!credentials.ok()) return credentials.status();

@@ -27,6 +27,9 @@ class KvledgerServer {
   const std::string& metrics_address() const { return metrics_address_; }
   // Number of profiles loaded.
   size_t profile_count() const;
+  // Records accepted so far, summed over every model and tier (the sum of kvledger_requests_total);
+  // readable after Shutdown.
+  uint64_t accepted_records() const;
 
   // Marks health NOT_SERVING, stops accepting calls, lets in-flight ones finish for up to 5 s
   // (then cancels them) and stops the exposer. Idempotent.

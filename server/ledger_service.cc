@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "lib/accounting/record_proto.h"
 #include "lib/accounting/rejection.h"
 
@@ -73,8 +74,27 @@ grpc::ServerUnaryReactor* LedgerService::Record(grpc::CallbackServerContext* con
 grpc::ServerUnaryReactor* LedgerService::RecordBatch(grpc::CallbackServerContext* context,
                                                      const v1::RecordBatchRequest* request,
                                                      v1::RecordBatchResponse* response) {
-  AccountBatch(ledger_, discard_, *request, 0, static_cast<size_t>(request->records_size()), response);
   auto* reactor = context->DefaultReactor();
+  const std::string& id = request->batch_id();
+  if (id.size() > kMaxBatchIdBytes) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 absl::StrCat("batch_id (", id.size(), " bytes): must be at most ",
+                                              kMaxBatchIdBytes, " bytes; nothing of the batch was counted")));
+    return reactor;
+  }
+  switch (dedup_.Begin(id, response)) {
+    case BatchDeduplicator::Claim::kApplied:  // a retry: the original outcome, nothing counted again
+      reactor->Finish(grpc::Status::OK);
+      return reactor;
+    case BatchDeduplicator::Claim::kInProgress:
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                   "batch_id is being applied by another call; retry for its outcome"));
+      return reactor;
+    case BatchDeduplicator::Claim::kNew:
+      break;
+  }
+  AccountBatch(ledger_, discard_, *request, 0, static_cast<size_t>(request->records_size()), response);
+  dedup_.Finish(id, *response);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

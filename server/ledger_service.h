@@ -7,6 +7,7 @@
 #include "grpcpp/grpcpp.h"
 #include "kvledger/v1/ledger.grpc.pb.h"
 #include "lib/accounting/ledger.h"
+#include "server/batch_dedup.h"
 
 namespace kvledger {
 
@@ -20,7 +21,10 @@ inline constexpr size_t kMaxStreamRejections = 1000;
 // is answered OK and nothing is validated or counted (the benchmark baseline).
 class LedgerService final : public v1::Ledger::CallbackService {
  public:
-  LedgerService(Ledger& ledger, bool discard_records) : ledger_(ledger), discard_(discard_records) {}
+  // RecordBatch batch ids are remembered (dedup_entries most recent, 0 = off, at most dedup_age old).
+  LedgerService(Ledger& ledger, bool discard_records, size_t dedup_entries = 65536,
+                absl::Duration dedup_age = absl::Minutes(10))
+      : ledger_(ledger), discard_(discard_records), dedup_(dedup_entries, dedup_age) {}
 
   grpc::ServerUnaryReactor* Record(grpc::CallbackServerContext* context, const v1::Record* request,
                                    v1::RecordResponse* response) override;
@@ -35,6 +39,7 @@ class LedgerService final : public v1::Ledger::CallbackService {
  private:
   Ledger& ledger_;
   const bool discard_;
+  BatchDeduplicator dedup_;
 };
 
 }  // namespace kvledger

@@ -21,6 +21,9 @@ ABSL_FLAG(std::string, unknown_model, "reject", "reject | generic: what to do wi
 ABSL_FLAG(std::string, tls_cert_file, "", "PEM certificate chain for gRPC TLS");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for gRPC TLS");
 ABSL_FLAG(std::string, tls_client_ca_file, "", "PEM CA bundle: require and verify client certificates (mTLS)");
+ABSL_FLAG(uint32_t, batch_dedup_entries, 65536,
+          "RecordBatch batch ids remembered to answer retries without counting twice (0 = off)");
+ABSL_FLAG(uint32_t, batch_dedup_seconds, 600, "How long a RecordBatch batch id is remembered, seconds");
 ABSL_FLAG(std::string, metrics_auth_user, "", "HTTP basic auth user for /metrics");
 ABSL_FLAG(std::string, metrics_auth_password_file, "", "File whose first line is the /metrics basic auth password");
 
@@ -82,6 +85,8 @@ int ServerMain(int argc, char** argv, const char* program, bool discard_records)
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
   options.metrics_auth_user = absl::GetFlag(FLAGS_metrics_auth_user);
   options.metrics_auth_password_file = absl::GetFlag(FLAGS_metrics_auth_password_file);
+  options.batch_dedup_entries = absl::GetFlag(FLAGS_batch_dedup_entries);
+  options.batch_dedup_seconds = absl::GetFlag(FLAGS_batch_dedup_seconds);
   options.discard_records = discard_records;
   if (auto s = options.Validate(); !s.ok()) {
     std::cerr << program << ": " << s.message() << "\n";

@@ -33,6 +33,14 @@ absl::Status ServerOptions::Validate() const {
   if (max_models < 1 || max_models > 10000) {
     return absl::InvalidArgumentError(absl::StrCat("--max_models = ", max_models, ": must be in [1, 10000]"));
   }
+  if (batch_dedup_entries > 10000000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch_dedup_entries = ", batch_dedup_entries, ": must be in [0, 10000000]"));
+  }
+  if (batch_dedup_seconds < 1 || batch_dedup_seconds > 86400) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch_dedup_seconds = ", batch_dedup_seconds, ": must be in [1, 86400]"));
+  }
   if (tls_cert_file.empty() != tls_key_file.empty()) {
     return absl::InvalidArgumentError("--tls_cert_file and --tls_key_file: give both or neither");
   }

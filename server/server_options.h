@@ -29,6 +29,10 @@ struct ServerOptions {
   // HTTP basic auth on /metrics: user name and a file holding the password (first line).
   std::string metrics_auth_user;
   std::string metrics_auth_password_file;
+  // RecordBatch batch ids remembered for deduplication: the most recent this many (0 = off), at
+  // most this old.
+  uint32_t batch_dedup_entries = 65536;
+  uint32_t batch_dedup_seconds = 600;
   // Parse and discard every record (kvledger-noop-server, the benchmark baseline).
   bool discard_records = false;
 

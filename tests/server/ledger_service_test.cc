@@ -74,6 +74,33 @@ TEST_F(LedgerServiceTest, RecordValidatesOnTheWire) {
   EXPECT_THAT(unknown_status.error_message(), HasSubstr("known profiles: deepseek-v3, gemma-2-9b"));
 }
 
+// A retried batch (same batch_id) gets the original outcome and is not counted again; an oversized
+// batch_id refuses the whole batch.
+TEST_F(LedgerServiceTest, RetriedBatchIsCountedOnce) {
+  v1::RecordBatchRequest batch;
+  *batch.add_records() = HalfHit();
+  *batch.add_records() = HalfHit();
+  batch.mutable_records(1)->set_prompt_tokens(0);
+  batch.set_batch_id("retry-test-0001");
+  const uint64_t before = server_->accepted_records();
+  v1::RecordBatchResponse first, second;
+  grpc::ClientContext c1, c2;
+  ASSERT_TRUE(stub_->RecordBatch(&c1, batch, &first).ok());
+  ASSERT_TRUE(stub_->RecordBatch(&c2, batch, &second).ok());
+  EXPECT_EQ(server_->accepted_records(), before + 1);
+  EXPECT_EQ(second.SerializeAsString(), first.SerializeAsString());
+  EXPECT_EQ(second.accepted(), 1u);
+  EXPECT_EQ(second.rejected(), 1u);
+
+  batch.set_batch_id(std::string(129, 'x'));
+  v1::RecordBatchResponse refused;
+  grpc::ClientContext c3;
+  const grpc::Status status = stub_->RecordBatch(&c3, batch, &refused);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(), "batch_id (129 bytes): must be at most 128 bytes; nothing of the batch was counted");
+  EXPECT_EQ(server_->accepted_records(), before + 1);
+}
+
 // In a batch, bad records are rejected by index and reason while the good ones count.
 TEST_F(LedgerServiceTest, BatchRejectsByIndex) {
   v1::RecordBatchRequest batch;

@@ -1,0 +1,55 @@
+#include "server/batch_dedup.h"
+
+#include "gtest/gtest.h"
+
+namespace kvledger {
+namespace {
+
+v1::RecordBatchResponse Outcome(uint64_t accepted, int rejections) {
+  v1::RecordBatchResponse r;
+  r.set_accepted(accepted);
+  r.set_rejected(static_cast<uint64_t>(rejections));
+  for (int i = 0; i < rejections; ++i) r.add_rejections()->set_index(static_cast<uint64_t>(i));
+  return r;
+}
+
+// Proves: a repeat of an applied batch gets the original counts (rejection details capped), and
+// a repeat while the first is still being applied is told to retry.
+TEST(BatchDeduplicatorTest, RepeatGetsTheOriginalOutcome) {
+  BatchDeduplicator dedup(10, absl::Minutes(10));
+  v1::RecordBatchResponse out;
+  EXPECT_EQ(dedup.Begin("a", &out), BatchDeduplicator::Claim::kNew);
+  EXPECT_EQ(dedup.Begin("a", &out), BatchDeduplicator::Claim::kInProgress);
+  dedup.Finish("a", Outcome(7, 150));
+  ASSERT_EQ(dedup.Begin("a", &out), BatchDeduplicator::Claim::kApplied);
+  EXPECT_EQ(out.accepted(), 7u);
+  EXPECT_EQ(out.rejected(), 150u);
+  EXPECT_EQ(out.rejections_size(), kMaxRememberedRejections);
+  EXPECT_EQ(dedup.Begin("", &out), BatchDeduplicator::Claim::kNew);  // no id: never remembered
+  EXPECT_EQ(dedup.Begin("", &out), BatchDeduplicator::Claim::kNew);
+}
+
+// Proves: at most max_batches ids are remembered (oldest forgotten first), none older than max_age,
+// and 0 turns it off.
+TEST(BatchDeduplicatorTest, BoundedByCountAndAge) {
+  absl::Time now = absl::UnixEpoch();
+  BatchDeduplicator dedup(3, absl::Seconds(60), [&] { return now; });
+  v1::RecordBatchResponse out;
+  for (const char* id : {"a", "b", "c", "d"}) {
+    ASSERT_EQ(dedup.Begin(id, &out), BatchDeduplicator::Claim::kNew);
+    dedup.Finish(id, Outcome(1, 0));
+  }
+  EXPECT_EQ(dedup.size(), 3u);
+  EXPECT_EQ(dedup.Begin("b", &out), BatchDeduplicator::Claim::kApplied);  // a looked-up id stays
+  EXPECT_EQ(dedup.Begin("a", &out), BatchDeduplicator::Claim::kNew);      // forgotten: the oldest
+  now += absl::Seconds(61);
+  EXPECT_EQ(dedup.Begin("d", &out), BatchDeduplicator::Claim::kNew);      // too old
+  EXPECT_EQ(dedup.size(), 1u);
+  BatchDeduplicator off(0, absl::Seconds(60));
+  EXPECT_EQ(off.Begin("x", &out), BatchDeduplicator::Claim::kNew);
+  off.Finish("x", Outcome(1, 0));
+  EXPECT_EQ(off.Begin("x", &out), BatchDeduplicator::Claim::kNew);
+}
+
+}  // namespace
+}  // namespace kvledger
