@@ -22,6 +22,7 @@ class JsonObject {
     return value ? Number(key, *value) : Raw(key, "null");
   }
   JsonObject& Integer(const char* key, Uint128 value) { return Raw(key, Uint128ToString(value)); }
+  JsonObject& Bool(const char* key, bool value) { return Raw(key, value ? "true" : "false"); }
   std::string str() const { return "{" + body_ + "}"; }
 
  private:

@@ -59,11 +59,11 @@ class Server:
 
     LISTENING = re.compile(r"listening: grpc=(\S+) metrics=http://(\S+)/metrics")
 
-    def __init__(self, binary, *extra_args, log_dir):
+    def __init__(self, binary, *extra_args, log_dir, grpc_address="127.0.0.1:0"):
         self.log_path = os.path.join(log_dir, f"server-{time.monotonic_ns()}.log")
         self.log = open(self.log_path, "w+")
         self.proc = subprocess.Popen(
-            [binary, "--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0", *extra_args],
+            [binary, f"--grpc_address={grpc_address}", "--metrics_address=127.0.0.1:0", *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT)
         match = poll("kvledger-server to listen", self._listening)
         self.grpc_address, self.metrics_address = match.group(1), match.group(2)

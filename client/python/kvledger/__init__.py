@@ -1,0 +1,18 @@
+"""kvledger: report prefix-cache (KV-cache) reuse records to a kvledger server.
+
+    import kvledger
+    with kvledger.Reporter("127.0.0.1:50051") as reporter:
+        reporter.report(model="llama-3.1-8b", tier="host", prompt_tokens=4096, logical_match_tokens=2048,
+                        suffix_prefill_seconds=0.2)
+
+`kvledger.adapters` builds records from what vLLM, SGLang and OpenAI-compatible servers report;
+`kvledger.vllm.KvledgerStatLogger` is a ready vLLM stat logger; `write_trace`/`read_trace` handle the
+JSON-lines trace format that `kvledger replay` reads. The generated protobuf and gRPC modules are in
+`kvledger.v1`.
+"""
+from kvledger.records import make_record
+from kvledger.reporter import Reporter
+from kvledger.trace import read_trace, write_trace
+
+__version__ = "0.1.0"
+__all__ = ["Reporter", "make_record", "read_trace", "write_trace", "__version__"]

@@ -1,0 +1,200 @@
+"""kvledger.Reporter: reports records from a serving loop without ever slowing it down.
+
+Same semantics as the C++ kvledger::Reporter (client/reporter.h):
+- report() never blocks on the network: it appends to a bounded in-memory queue under a lock held
+  only for the append, and returns False when the record was dropped (queue full: the NEW record
+  is dropped; or the reporter is closed). Every drop is counted.
+- One daemon thread sends the queue in RecordBatch calls of at most max_batch_size records, when a
+  batch is full, when flush_interval_seconds has passed, or on flush(). Each batch carries a
+  random batch_id that its retries reuse, so the replica that applied a batch whose reply was lost
+  does not count it twice.
+- UNAVAILABLE, DEADLINE_EXCEEDED and RESOURCE_EXHAUSTED are retried with capped, jittered
+  exponential backoff while the reporter is open; any other error drops the batch (counted).
+- Every record is accounted once: reported = sent + rejected + dropped + queued.
+- close() (also at interpreter exit, and on leaving a `with` block) sends what is queued until its
+  timeout, then drops the rest (counted).
+- Safe across fork(): a child process gets an empty queue, zeroed counters and its own channel and
+  thread, started on its first report(); the parent's queue stays with the parent.
+"""
+import atexit
+import collections
+import os
+import random
+import threading
+import time
+import uuid
+import weakref
+
+import grpc
+
+from kvledger.records import make_record
+from kvledger.v1 import ledger_pb2, ledger_pb2_grpc
+
+_TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED)
+
+
+class Reporter:
+    def __init__(self, target="127.0.0.1:50051", *, max_queue_size=2048, max_batch_size=512,
+                 flush_interval_seconds=1.0, rpc_timeout_seconds=5.0, initial_backoff_seconds=0.05,
+                 max_backoff_seconds=5.0, shutdown_timeout_seconds=5.0, credentials=None, channel_options=None):
+        self.target = target
+        self.max_queue_size = max_queue_size
+        self.max_batch_size = max_batch_size
+        self.flush_interval_seconds = flush_interval_seconds
+        self.rpc_timeout_seconds = rpc_timeout_seconds
+        self.initial_backoff_seconds = initial_backoff_seconds
+        self.max_backoff_seconds = max_backoff_seconds
+        self.shutdown_timeout_seconds = shutdown_timeout_seconds
+        self._credentials = credentials
+        self._channel_options = [("grpc.lb_policy_name", "round_robin")] + list(channel_options or [])
+        self._reset()
+        me = weakref.ref(self)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=lambda: me() is not None and me()._reset())
+        atexit.register(lambda: me() is not None and me().close(me().shutdown_timeout_seconds))
+
+    def _reset(self):
+        """Fresh state: at construction, and in a forked child (whose copy of the parent's lock,
+        thread and channel must not be used)."""
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)       # the sender: work, flush, close
+        self._answered_cv = threading.Condition(self._lock)  # flush() waiters
+        self._queue = collections.deque()
+        self._enqueued = 0     # positions handed out
+        self._answered = 0     # positions answered (sent, rejected or dropped)
+        self._counts = dict.fromkeys(("reported", "sent", "rejected", "dropped", "retried"), 0)
+        self._flush_requested = False
+        self._closing = False
+        self._stop_deadline = None
+        self._thread = None
+        self._channel = None
+        self._rng = random.Random()
+
+    # -- producer side ------------------------------------------------------------------------
+    def report(self, record=None, **fields):
+        """Queues a kvledger.v1.Record (or one built from proto field names); False when dropped."""
+        if record is None:
+            record = make_record(**fields)
+        with self._lock:
+            self._counts["reported"] += 1
+            if self._closing or len(self._queue) >= self.max_queue_size:
+                self._counts["dropped"] += 1
+                return False
+            self._queue.append(record)
+            self._enqueued += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="kvledger-reporter", daemon=True)
+                self._thread.start()
+            if len(self._queue) == self.max_batch_size:
+                self._wake.notify()
+        return True
+
+    def flush(self, timeout_seconds=None):
+        """Waits until everything reported before the call is answered; False on timeout."""
+        with self._lock:
+            target = self._enqueued
+            self._flush_requested = True
+            self._wake.notify()
+            return self._answered_cv.wait_for(lambda: self._answered >= target, timeout_seconds)
+
+    def close(self, timeout_seconds=None):
+        """Sends what is queued for up to timeout_seconds (default shutdown_timeout_seconds), drops the
+        rest, stops the sender. Idempotent; returns stats()."""
+        timeout = self.shutdown_timeout_seconds if timeout_seconds is None else timeout_seconds
+        with self._lock:
+            if not self._closing:
+                self._closing = True
+                self._stop_deadline = time.monotonic() + timeout
+                self._wake.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(max(0.0, self._stop_deadline - time.monotonic()) + self.rpc_timeout_seconds + 1)
+        with self._lock:  # whatever is left (a sender that never started, or one past its deadline)
+            self._drop_locked(len(self._queue))
+            self._queue.clear()
+        return self.stats()
+
+    def stats(self):
+        """{'reported', 'queued', 'sent', 'rejected', 'dropped', 'retried'}."""
+        with self._lock:
+            s = dict(self._counts)
+        s["queued"] = max(0, s["reported"] - s["sent"] - s["rejected"] - s["dropped"])
+        return s
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- sender side --------------------------------------------------------------------------
+    def _drop_locked(self, n):
+        self._counts["dropped"] += n
+        self._answered += n
+        self._answered_cv.notify_all()
+
+    def _stub(self):
+        if self._channel is None:
+            if self._credentials is None:
+                self._channel = grpc.insecure_channel(self.target, options=self._channel_options)
+            else:
+                self._channel = grpc.secure_channel(self.target, self._credentials, options=self._channel_options)
+        return ledger_pb2_grpc.LedgerStub(self._channel)
+
+    def _run(self):
+        stub = self._stub()
+        while True:
+            with self._lock:
+                self._wake.wait_for(lambda: self._closing or self._flush_requested
+                                    or len(self._queue) >= self.max_batch_size, self.flush_interval_seconds)
+                self._flush_requested = False
+                closing = self._closing
+            while True:
+                with self._lock:
+                    n = min(len(self._queue), self.max_batch_size)
+                    batch = [self._queue.popleft() for _ in range(n)]
+                if not batch:
+                    break
+                self._send(stub, batch)
+            if closing:
+                return
+
+    def _send(self, stub, batch):
+        request = ledger_pb2.RecordBatchRequest(records=batch, batch_id=uuid.uuid4().hex)
+        backoff = self.initial_backoff_seconds
+        while True:
+            with self._lock:
+                deadline = self._stop_deadline
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                with self._lock:
+                    self._drop_locked(len(batch))
+                return
+            timeout = self.rpc_timeout_seconds if deadline is None else min(self.rpc_timeout_seconds, deadline - now)
+            try:
+                response = stub.RecordBatch(request, timeout=timeout)
+            except grpc.RpcError as e:
+                if e.code() not in _TRANSIENT:
+                    with self._lock:
+                        self._drop_locked(len(batch))
+                    return
+                with self._lock:
+                    self._counts["retried"] += 1
+                    wait_until = time.monotonic() + backoff * self._rng.uniform(0.5, 1.0)
+                    while True:
+                        limit = wait_until if self._stop_deadline is None else min(wait_until, self._stop_deadline)
+                        remaining = limit - time.monotonic()
+                        if remaining <= 0:
+                            break
+                        self._wake.wait(remaining)
+                backoff = min(backoff * 2, self.max_backoff_seconds)
+                continue
+            with self._lock:
+                accepted = min(response.accepted, len(batch))
+                rejected = min(response.rejected, len(batch) - accepted)
+                self._counts["sent"] += accepted
+                self._counts["rejected"] += rejected
+                self._counts["dropped"] += len(batch) - accepted - rejected
+                self._answered += len(batch)
+                self._answered_cv.notify_all()
+            return

@@ -1,0 +1,182 @@
+// kvledger::Reporter over real gRPC to in-process kvledger servers on 127.0.0.1: exactly-once
+// delivery across a server restart, rejected records, a lost reply retried against the server's
+// batch-id deduplication, and Report() staying fast while the server is down or stalled.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "client/reporter.h"
+#include "gtest/gtest.h"
+#include "server/kvledger_server.h"
+
+namespace kvledger {
+namespace {
+
+v1::Record HalfHit(int64_t n = 4096) {
+  v1::Record r;
+  r.set_model("llama-3.1-8b");
+  r.set_tier(v1::TIER_HOST);
+  r.set_prompt_tokens(n);
+  r.set_logical_match_tokens(n / 2);
+  r.set_suffix_prefill_seconds(0.2);
+  return r;
+}
+
+std::unique_ptr<KvledgerServer> StartServer(const std::string& grpc_address = "127.0.0.1:0") {
+  ServerOptions options;
+  options.grpc_address = grpc_address;
+  options.metrics_address = "127.0.0.1:0";
+  auto server = KvledgerServer::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+ReporterOptions Options(const std::string& target) {
+  ReporterOptions o;
+  o.target = target;
+  o.flush_interval = absl::Milliseconds(20);
+  o.initial_backoff = absl::Milliseconds(20);
+  o.max_backoff = absl::Milliseconds(200);
+  o.rpc_timeout = absl::Seconds(2);
+  return o;
+}
+
+// p99 and max of `calls` Report() calls, in microseconds.
+std::pair<double, double> ReportLatency(Reporter& reporter, int calls) {
+  std::vector<double> micros;
+  micros.reserve(calls);
+  const v1::Record r = HalfHit();
+  for (int i = 0; i < calls; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    reporter.Report(r);
+    micros.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(micros.begin(), micros.end());
+  return {micros[micros.size() * 99 / 100], micros.back()};
+}
+
+// Proves: everything reported before a successful flush is counted exactly once across a server
+// restart in the middle (the second server binds the first one's port), with retries in between.
+TEST(ReporterTest, ExactlyOnceAcrossRestart) {
+  auto first = StartServer();
+  ASSERT_NE(first, nullptr);
+  const std::string address = first->grpc_address();
+  Reporter reporter(Options(address));
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(reporter.Report(HalfHit()));
+  ASSERT_TRUE(reporter.Flush(absl::Seconds(30)));
+  first->Shutdown();
+  EXPECT_EQ(first->accepted_records(), 1000u);
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(reporter.Report(HalfHit()));  // server down: queued
+  EXPECT_FALSE(reporter.Flush(absl::Milliseconds(300)));
+  auto second = StartServer(address);
+  ASSERT_NE(second, nullptr);
+  ASSERT_TRUE(reporter.Flush(absl::Seconds(30)));
+  EXPECT_EQ(second->accepted_records(), 1000u);
+  const ReporterStats s = reporter.stats();
+  EXPECT_EQ(s.sent, 2000u);
+  EXPECT_EQ(s.dropped, 0u);
+  EXPECT_GT(s.retried, 0u);
+}
+
+// Proves: records the server rejects are counted as rejected, the rest as sent.
+TEST(ReporterTest, RejectedRecordsAreCounted) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  Reporter reporter(Options(server->grpc_address()));
+  v1::Record bad = HalfHit();
+  bad.set_logical_match_tokens(5000);
+  ASSERT_TRUE(reporter.Report(bad));
+  ASSERT_TRUE(reporter.Report(HalfHit()));
+  ASSERT_TRUE(reporter.Flush(absl::Seconds(30)));
+  EXPECT_EQ(reporter.stats().rejected, 1u);
+  EXPECT_EQ(reporter.stats().sent, 1u);
+  EXPECT_EQ(server->accepted_records(), 1u);
+}
+
+// The real server behind a transport that loses the first reply of every batch after the server
+// applied it, as a connection cut between apply and reply would.
+class LosingFirstReply final : public BatchTransport {
+ public:
+  explicit LosingFirstReply(std::unique_ptr<BatchTransport> real) : real_(std::move(real)) {}
+  grpc::Status Send(const v1::RecordBatchRequest& batch, absl::Time deadline,
+                    v1::RecordBatchResponse* response) override {
+    grpc::Status status = real_->Send(batch, deadline, response);
+    if (status.ok() && batch.batch_id() != last_lost_) {
+      last_lost_ = batch.batch_id();
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection cut after the server applied the batch");
+    }
+    return status;
+  }
+  void Cancel() override { real_->Cancel(); }
+
+ private:
+  std::unique_ptr<BatchTransport> real_;
+  std::string last_lost_;
+};
+
+// Proves: a batch whose reply was lost is retried with its batch id and counted once by the server.
+TEST(ReporterTest, LostReplyIsNotCountedTwice) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  const ReporterOptions options = Options(server->grpc_address());
+  Reporter reporter(options, std::make_unique<LosingFirstReply>(MakeGrpcTransport(options)));
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE(reporter.Report(HalfHit()));
+  ASSERT_TRUE(reporter.Flush(absl::Seconds(30)));
+  EXPECT_EQ(server->accepted_records(), 300u);
+  EXPECT_EQ(reporter.stats().sent, 300u);
+  EXPECT_GT(reporter.stats().retried, 0u);
+}
+
+// Proves: with nothing listening, Report() stays fast (a generous bound: the real figures are in
+// docs/performance.md) and shutdown returns promptly, counting every record as dropped.
+TEST(ReporterTest, ServerDownReportStaysFast) {
+  // A port this test holds bound but never listens on: connections to it are refused.
+  const int holder = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  getsockname(holder, reinterpret_cast<sockaddr*>(&addr), &len);
+  Reporter reporter(Options("127.0.0.1:" + std::to_string(ntohs(addr.sin_port))));
+  const auto [p99, max] = ReportLatency(reporter, 20000);
+  EXPECT_LT(p99, 1000.0);
+  EXPECT_LT(max, 200000.0);
+  const absl::Time start = absl::Now();
+  const ReporterStats s = reporter.Shutdown(absl::Milliseconds(300));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(s.sent, 0u);
+  EXPECT_EQ(s.dropped, s.reported);
+  close(holder);
+}
+
+// Proves: against a server that accepts the connection and never answers, Report() stays fast and
+// shutdown cancels the stuck call by its deadline.
+TEST(ReporterTest, StalledServerReportStaysFast) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 16), 0);  // the kernel completes handshakes; nobody ever answers
+  socklen_t len = sizeof addr;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  ReporterOptions options = Options("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
+  options.rpc_timeout = absl::Seconds(30);
+  Reporter reporter(options);
+  const auto [p99, max] = ReportLatency(reporter, 20000);
+  EXPECT_LT(p99, 1000.0);
+  EXPECT_LT(max, 200000.0);
+  const absl::Time start = absl::Now();
+  const ReporterStats s = reporter.Shutdown(absl::Milliseconds(300));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(s.dropped, s.reported);
+  close(listener);
+}
+
+}  // namespace
+}  // namespace kvledger
