@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up, builds Release, and measures: record-path micro-benchmarks (Google Benchmark, each beside
-# its baseline) and the gRPC service against kvledger-noop-server with the kvledger bench load
+# its baseline), the reporters' Report() latency beside its floor, and the gRPC service against kvledger-noop-server with the kvledger bench load
 # generator. Results go to stdout; docs/performance.md records a run.
 # Extra arguments go to bench/compare_servers.py (e.g. --duration 10 --repetitions 5).
 set -euo pipefail
@@ -9,11 +9,16 @@ build="${KVLEDGER_BUILD_DIR:-$root/build/release}"
 
 "$root/scripts/setup"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DKVLEDGER_BUILD_TESTS=OFF >/dev/null
-cmake --build "$build" -j"$(nproc)" --target kvledger-server kvledger-noop-server kvledger record_path_bench
+cmake --build "$build" -j"$(nproc)" --target kvledger-server kvledger-noop-server kvledger record_path_bench \
+  reporter_latency
 
 echo "## Record path (Google Benchmark, median of 5 repetitions)"
 "$build/bench/record_path_bench" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
   --benchmark_min_time=0.5 2>&1 | grep -E "^(BM_|Run on|CPU|Load)" | grep -vE "_(mean|stddev|cv)"
+echo
+echo "## Reporter: Report() latency beside its floor (C++, then Python)"
+"$build/bench/reporter_latency"
+/usr/bin/python3 "$root/bench/reporter_latency.py"
 echo
 echo "## gRPC service vs no-op baseline"
 /usr/bin/python3 "$root/bench/compare_servers.py" "$build" "$@"
