@@ -38,7 +38,7 @@ std::vector<std::string> SerializedRecords(size_t count) {
 struct World {
   ProfileCatalog catalog = ProfileCatalog::Builtin();
   ModelRegistry registry{catalog, 64, UnknownModelPolicy::kReject};
-  Aggregator aggregator{65};
+  Aggregator aggregator{registry.label_slots()};
   Ledger ledger{registry, aggregator};
 };
 

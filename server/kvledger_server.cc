@@ -80,7 +80,7 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   if (!catalog.ok()) return absl::InvalidArgumentError(catalog.status().message());
   state->catalog = *std::move(catalog);
   state->registry = std::make_unique<ModelRegistry>(state->catalog, options.max_models, options.unknown_model);
-  state->aggregator = std::make_unique<Aggregator>(options.max_models + 1);
+  state->aggregator = std::make_unique<Aggregator>(state->registry->label_slots());
   state->ledger = std::make_unique<Ledger>(*state->registry, *state->aggregator);
   state->service = std::make_unique<LedgerService>(
       *state->ledger, options.discard_records, options.batch_dedup_entries,

@@ -21,11 +21,23 @@ ModelRegistry::ModelRegistry(const ProfileCatalog& catalog, uint32_t max_models,
                              UnknownModelPolicy policy)
     : catalog_(catalog),
       max_models_(max_models),
+      known_slots_(static_cast<uint32_t>(catalog.Names().size())),
       policy_(policy),
       generic_(catalog.Find(kGenericProfileName)),
-      table_mask_(TableSize(max_models) - 1),
+      table_mask_(TableSize(known_slots_ + max_models) - 1),
       table_(new std::atomic<const Entry*>[table_mask_ + 1]) {
   for (size_t i = 0; i <= table_mask_; ++i) table_[i].store(nullptr, std::memory_order_relaxed);
+  absl::MutexLock lock(&mu_);
+  for (const auto& name : catalog.Names()) InsertLocked(name, catalog.Find(name));
+}
+
+void ModelRegistry::InsertLocked(absl::string_view model, const Profile* profile) {
+  const auto slot = static_cast<uint32_t>(entries_.size());
+  entries_.push_back(std::make_unique<Entry>(Entry{std::string(model), slot}));
+  labels_.push_back(ModelLabel{std::string(model), profile});
+  size_t i = absl::Hash<absl::string_view>{}(model) & table_mask_;
+  while (table_[i].load(std::memory_order_relaxed) != nullptr) i = (i + 1) & table_mask_;
+  table_[i].store(entries_.back().get(), std::memory_order_release);
 }
 
 const ModelRegistry::Entry* ModelRegistry::Find(absl::string_view model) const {
@@ -44,19 +56,15 @@ absl::StatusOr<const Profile*> ModelRegistry::ProfileFor(absl::string_view model
 }
 
 LabelSlot ModelRegistry::ClaimLabel(absl::string_view model, const Profile* profile) {
-  if (const Entry* entry = Find(model)) return LabelSlot{entry->slot, false};
+  if (const Entry* entry = Find(model)) return LabelSlot{entry->slot, false};  // known profiles: always
   if (used_slots_.load(std::memory_order_acquire) >= max_models_) return LabelSlot{other_slot(), true};
   absl::MutexLock lock(&mu_);
   if (const Entry* entry = Find(model)) return LabelSlot{entry->slot, false};
-  if (entries_.size() >= max_models_) return LabelSlot{other_slot(), true};
-  const auto slot = static_cast<uint32_t>(entries_.size());
-  entries_.push_back(std::make_unique<Entry>(Entry{std::string(model), slot}));
-  labels_.push_back(ModelLabel{std::string(model), profile});
-  size_t i = absl::Hash<absl::string_view>{}(model) & table_mask_;
-  while (table_[i].load(std::memory_order_relaxed) != nullptr) i = (i + 1) & table_mask_;
-  table_[i].store(entries_.back().get(), std::memory_order_release);
-  used_slots_.store(slot + 1, std::memory_order_release);
-  return LabelSlot{slot, false};
+  const uint32_t used = static_cast<uint32_t>(entries_.size()) - known_slots_;
+  if (used >= max_models_) return LabelSlot{other_slot(), true};
+  InsertLocked(model, profile);
+  used_slots_.store(used + 1, std::memory_order_release);
+  return LabelSlot{static_cast<uint32_t>(entries_.size() - 1), false};
 }
 
 std::vector<ModelLabel> ModelRegistry::Labels() const {

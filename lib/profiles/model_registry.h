@@ -1,8 +1,10 @@
 // Maps a record's model name to the profile that costs it, and to a bounded label slot.
 //
-// Label slots are handed out first come, first served, up to max_models; later distinct names are
-// folded into the slot labelled "other" (their records are still costed with their own profile).
-// Names past the cap are never stored, so memory stays bounded whatever clients send.
+// Every profile of the catalog (built-in and from --profiles) has its own label slot from the start,
+// so a known model is never folded, whatever names clients send. Names without a profile (accepted
+// only with UnknownModelPolicy::kGeneric) get slots first come, first served, up to max_models;
+// later distinct unknown names are folded into the slot labelled "other" (still costed). Names past
+// the cap are never stored, so memory stays bounded whatever clients send.
 // Thread-safe. Looking up a name that already has a slot (the steady state) takes no lock: slots
 // live in an insert-only open-addressing table whose entries are published with release stores.
 #ifndef KVLEDGER_LIB_PROFILES_MODEL_REGISTRY_H_
@@ -26,7 +28,7 @@ enum class UnknownModelPolicy { kReject, kGeneric };
 inline constexpr char kOtherModelLabel[] = "other";
 
 struct LabelSlot {
-  uint32_t slot = 0;    // < max_models, or == max_models for "other"
+  uint32_t slot = 0;    // < other_slot(), or == other_slot() for "other"
   bool folded = false;  // true when this record went to "other"
 };
 
@@ -37,7 +39,7 @@ struct ModelLabel {
 
 class ModelRegistry {
  public:
-  // `catalog` must outlive the registry. max_models >= 1.
+  // `catalog` must outlive the registry. max_models >= 1: label slots for names without a profile.
   ModelRegistry(const ProfileCatalog& catalog, uint32_t max_models, UnknownModelPolicy policy);
 
   // The profile that costs `model`, without claiming a label slot. INVALID_ARGUMENT for a model
@@ -49,10 +51,15 @@ class ModelRegistry {
   // kept for kvledger_model_info.
   LabelSlot ClaimLabel(absl::string_view model, const Profile* profile);
 
-  // Labels of slots 0..n-1 in slot order (the "other" slot is not included).
+  // Labels of slots 0..n-1 in slot order: the catalog's profiles first, then the unknown names
+  // claimed so far (the "other" slot is not included).
   std::vector<ModelLabel> Labels() const;
   uint32_t max_models() const { return max_models_; }
-  uint32_t other_slot() const { return max_models_; }
+  // Slots 0..known-1 are the catalog's profiles; unknown names get known..other_slot()-1.
+  uint32_t known_slots() const { return known_slots_; }
+  uint32_t other_slot() const { return known_slots_ + max_models_; }
+  // Slots an Aggregator needs: every label plus "other".
+  uint32_t label_slots() const { return other_slot() + 1; }
   const ProfileCatalog& catalog() const { return catalog_; }
 
  private:
@@ -62,15 +69,18 @@ class ModelRegistry {
   };
   // The entry for `model`, or nullptr. Lock-free.
   const Entry* Find(absl::string_view model) const;
+  // Gives `model` the next slot.
+  void InsertLocked(absl::string_view model, const Profile* profile) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ProfileCatalog& catalog_;
   const uint32_t max_models_;
+  const uint32_t known_slots_;
   const UnknownModelPolicy policy_;
   const Profile* generic_;
   // Capacity is a power of two >= 2 * max_models, so probes are short and always end at a null.
   const size_t table_mask_;
   std::unique_ptr<std::atomic<const Entry*>[]> table_;
-  std::atomic<uint32_t> used_slots_{0};
+  std::atomic<uint32_t> used_slots_{0};  // slots handed to unknown names
   mutable absl::Mutex mu_;  // serializes inserts; guards labels_ and owns the entries
   std::vector<std::unique_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);
   std::vector<ModelLabel> labels_ ABSL_GUARDED_BY(mu_);

@@ -172,11 +172,11 @@ class EndToEndTest(unittest.TestCase):
         self.assertEqual(self.value("kvledger_recompute_tokens_total", cause="restore", **kimi), 68)
         # The miss counts toward prompt tokens with tier="none".
         self.assertEqual(self.value("kvledger_prompt_tokens_total", model="qwen3-8b", tier="none"), 1000)
-        # --max_models=3 went to llama, kimi and qwen3-8b (first come, first served); gemma and
-        # deepseek fold into model="other".
-        self.assertEqual(self.value("kvledger_requests_total", model="other", tier="disk"), 1)
-        self.assertEqual(self.value("kvledger_requests_total", model="other", tier="remote"), 15)
-        self.assertEqual(self.value("kvledger_model_label_folded_records_total"), 16)
+        # Known profiles always keep their own label, whatever --max_models (3 here) says: the cap is
+        # for names without a profile, which this server rejects.
+        self.assertEqual(self.value("kvledger_requests_total", model="gemma-2-9b", tier="disk"), 1)
+        self.assertEqual(self.value("kvledger_requests_total", model="deepseek-v3", tier="remote"), 15)
+        self.assertEqual(self.value("kvledger_model_label_folded_records_total"), 0)
         self.assertEqual(self.value("kvledger_records_rejected_total", reason="invalid_logical_match_tokens"), 2)
         self.assertEqual(self.value("kvledger_records_rejected_total", reason="unknown_model"), 1)
         self.assertEqual(self.value("kvledger_records_rejected_total", reason="invalid_reload_seconds"), 1)

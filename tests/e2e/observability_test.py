@@ -86,7 +86,7 @@ def make_trace(models, seed):
 
 
 BAD = [record_pb2.Record(model="llama-3.1-8b", tier=record_pb2.TIER_HOST, prompt_tokens=100, logical_match_tokens=200),
-       record_pb2.Record(model="nope-1b", prompt_tokens=100),
+       record_pb2.Record(model="bad model name", prompt_tokens=100),
        record_pb2.Record(model="mistral-7b-v0.1", prompt_tokens=100, reload_seconds=-1)]
 
 
@@ -186,15 +186,18 @@ def expected_panels(t):
 
 
 class DashboardTest(unittest.TestCase):
+    # Full, sliding window, MLA, hybrid linear, hybrid local/global; then three fine-tunes without a
+    # profile (costed as generic), of which the last two are past --max_models=1 and fold into "other".
     MODELS = ["llama-3.1-8b", "mistral-7b-v0.1", "deepseek-v3", "kimi-linear-48b-a3b", "qwen3-next-80b-a3b",
-              "gemma-2-9b"]  # full, sliding window, MLA, hybrid linear; the last two past --max_models=4
+              "gemma-2-9b", "acme-ft-1", "acme-ft-2", "acme-ft-3"]
+    KNOWN = 6
 
     @classmethod
     def setUpClass(cls):
         with open(DASHBOARD) as f:
             cls.dashboard = json.load(f)
         cls.tmp = tempfile.TemporaryDirectory()
-        cls.server = harness.Server(SERVER, "--max_models=4", log_dir=cls.tmp.name)
+        cls.server = harness.Server(SERVER, "--max_models=1", "--unknown_model=generic", log_dir=cls.tmp.name)
         sd_file = os.path.join(cls.tmp.name, "targets.json")
         publish_targets(sd_file, [])
         cls.prometheus = harness.Prometheus(prometheus_config(sd_file), cls.tmp.name)
@@ -278,9 +281,9 @@ class DashboardTest(unittest.TestCase):
     # Proves: the variables list real label values, including the folded model="other".
     def test_variables_and_folding(self):
         models = {s["metric"]["model"] for s in self.prometheus.query("group by (model) (kvledger_requests_total)")}
-        self.assertEqual(models, set(self.MODELS[:4]) | {"other"})
+        self.assertEqual(models, set(self.MODELS[:self.KNOWN + 1]) | {"other"})
         self.assertEqual(self.prometheus.value("sum(kvledger_model_label_folded_records_total)"),
-                         2 * sum(r.model in self.MODELS[4:] for r in self.trace))
+                         2 * sum(r.model in self.MODELS[self.KNOWN + 1:] for r in self.trace))
         tiers = {s["metric"]["tier"] for s in self.prometheus.query("group by (tier) (kvledger_requests_total)")}
         self.assertEqual(tiers, {"none", "device", "host", "disk", "remote"})
 

@@ -18,7 +18,7 @@ class MetricsExpositionTest : public ::testing::Test {
   MetricsExpositionTest()
       : catalog_(ProfileCatalog::Builtin()),
         registry_(catalog_, 1, UnknownModelPolicy::kGeneric),
-        aggregator_(2),
+        aggregator_(registry_.label_slots()),
         ledger_(registry_, aggregator_),
         exposition_(aggregator_, registry_, "9.9.9") {}
 
@@ -62,16 +62,20 @@ TEST_F(MetricsExpositionTest, ExactCountersForOneRecord) {
   EXPECT_THAT(text, HasSubstr("kvledger_model_info{model=\"gemma-2-9b\",profile=\"gemma-2-9b\",attention=\"sliding_window+full\""));
 }
 
-// Past --max_models (1 here) a second model folds into "other"; an opted-in unknown model gets
-// an info series saying it is costed as generic; no request id ever becomes a label.
+// Past --max_models (1 here) a second unknown model folds into "other" while a known one keeps its
+// label; an opted-in unknown model gets an info series saying it is costed as generic; no request
+// id ever becomes a label.
 TEST_F(MetricsExpositionTest, FoldingAndGenericInfo) {
   RecordFacts first = HalfHit("my-finetune");
   first.request_id = "req-123";
   ASSERT_TRUE(ledger_.Record(first).ok());
+  ASSERT_TRUE(ledger_.Record(HalfHit("their-finetune")).ok());
   ASSERT_TRUE(ledger_.Record(HalfHit("qwen3-8b")).ok());
   const std::string text = Text();
   EXPECT_THAT(text, HasSubstr("kvledger_requests_total{model=\"my-finetune\",tier=\"remote\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("kvledger_requests_total{model=\"other\",tier=\"remote\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_requests_total{model=\"qwen3-8b\",tier=\"remote\"} 1\n"));
+  EXPECT_THAT(text, Not(HasSubstr("model=\"their-finetune\"")));
   EXPECT_THAT(text, HasSubstr("kvledger_model_label_folded_records_total 1\n"));
   EXPECT_THAT(text, HasSubstr("kvledger_model_info{model=\"my-finetune\",profile=\"generic\""));
   EXPECT_THAT(text, Not(HasSubstr("req-123")));

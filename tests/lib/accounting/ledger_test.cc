@@ -33,7 +33,7 @@ class LedgerTest : public ::testing::Test {
 // A rejected record is counted by reason and not at all in the totals; a good one exactly once.
 TEST_F(LedgerTest, RejectionsAreCountedByReasonOnly) {
   ModelRegistry registry(catalog_, 4, UnknownModelPolicy::kReject);
-  Aggregator aggregator(5);
+  Aggregator aggregator(registry.label_slots());
   Ledger ledger(registry, aggregator);
   EXPECT_THAT(ledger.Record(Hit("llama-3.1-8b")), IsOk());
   RecordFacts bad = Hit("llama-3.1-8b");
@@ -50,40 +50,44 @@ TEST_F(LedgerTest, RejectionsAreCountedByReasonOnly) {
   RecordFacts bad_boundary = Hit("kimi-linear-48b-a3b");
   bad_boundary.state_boundaries = {{"nope", 1}};
   EXPECT_THAT(ledger.Record(bad_boundary), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("state_group")));
-  // Only the counted model holds a label: rejected records never use up slots.
-  ASSERT_EQ(registry.Labels().size(), 1u);
-  EXPECT_EQ(registry.Labels()[0].model, "llama-3.1-8b");
+  // Only the catalog's profiles hold labels: rejected records never claim a slot.
+  EXPECT_EQ(registry.Labels().size(), registry.known_slots());
 }
 
-// Past max_models, records land in the "other" slot and the folding is counted.
+// Past max_models unknown names, records land in the "other" slot and the folding is counted;
+// known profiles keep their own labels whatever came first.
 TEST_F(LedgerTest, FoldedRecordsAreCounted) {
-  ModelRegistry registry(catalog_, 1, UnknownModelPolicy::kReject);
-  Aggregator aggregator(2);
+  ModelRegistry registry(catalog_, 1, UnknownModelPolicy::kGeneric);
+  Aggregator aggregator(registry.label_slots());
   Ledger ledger(registry, aggregator);
+  ASSERT_THAT(ledger.Record(Hit("junk-1")), IsOk());
+  ASSERT_THAT(ledger.Record(Hit("junk-2")), IsOk());
+  ASSERT_THAT(ledger.Record(Hit("junk-3")), IsOk());
   ASSERT_THAT(ledger.Record(Hit("qwen3-8b")), IsOk());
-  ASSERT_THAT(ledger.Record(Hit("qwen3-32b")), IsOk());
-  ASSERT_THAT(ledger.Record(Hit("deepseek-v3")), IsOk());
   const AggregateSnapshot s = aggregator.Snapshot();
   EXPECT_EQ(s.folded_records, 2u);
-  ASSERT_EQ(s.cells.size(), 2u);
-  EXPECT_EQ(s.cells[1].model_slot, registry.other_slot());
-  EXPECT_EQ(s.cells[1].totals.requests, 2u);
+  ASSERT_EQ(s.cells.size(), 3u);  // qwen3-8b (a catalog slot), junk-1, other
+  EXPECT_EQ(registry.Labels()[s.cells[0].model_slot].model, "qwen3-8b");
+  EXPECT_EQ(registry.Labels()[s.cells[1].model_slot].model, "junk-1");
+  EXPECT_EQ(s.cells[2].model_slot, registry.other_slot());
+  EXPECT_EQ(s.cells[2].totals.requests, 2u);
 }
 
 // Evaluate explains without recording or claiming a slot.
 TEST_F(LedgerTest, EvaluateRecordsNothing) {
-  ModelRegistry registry(catalog_, 4, UnknownModelPolicy::kReject);
+  ModelRegistry registry(catalog_, 4, UnknownModelPolicy::kGeneric);
   auto figures = Evaluate(Hit("qwen3-8b"), registry);
   ASSERT_TRUE(figures.ok());
   EXPECT_EQ(figures->reused_tokens, 496u);
-  EXPECT_TRUE(registry.Labels().empty());
+  ASSERT_TRUE(Evaluate(Hit("my-model"), registry).ok());
+  EXPECT_EQ(registry.Labels().size(), registry.known_slots());  // no unknown name claimed a slot
 }
 
 // Hostile input never crashes and is never lost: 20,000 records drawn from edge values are each
 // either counted once or rejected with a specific reason, and the totals say exactly that.
 TEST_F(LedgerTest, HostileRecordsAreCountedOrRejectedNeverLost) {
   ModelRegistry registry(catalog_, 4, UnknownModelPolicy::kReject);
-  Aggregator aggregator(5);
+  Aggregator aggregator(registry.label_slots());
   Ledger ledger(registry, aggregator);
   const int64_t ints[] = {std::numeric_limits<int64_t>::min(), -1, 0, 1, 15, 16, 17, 255, 256, 1000, 4096,
                           int64_t{1} << 31, (int64_t{1} << 31) + 1, std::numeric_limits<int64_t>::max()};

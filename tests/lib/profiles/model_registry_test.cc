@@ -31,24 +31,32 @@ TEST(ModelRegistryTest, GenericPolicyKeepsTheName) {
   auto profile = registry.ProfileFor("my-finetune");
   ASSERT_TRUE(profile.ok());
   EXPECT_EQ((*profile)->name(), "generic");
-  registry.ClaimLabel("my-finetune", *profile);
-  EXPECT_EQ(registry.Labels().at(0).model, "my-finetune");
-  EXPECT_EQ(registry.Labels().at(0).profile, *profile);
+  const LabelSlot slot = registry.ClaimLabel("my-finetune", *profile);
+  EXPECT_EQ(slot.slot, registry.known_slots());  // the first slot after the catalog's
+  EXPECT_EQ(registry.Labels().at(slot.slot).model, "my-finetune");
+  EXPECT_EQ(registry.Labels().at(slot.slot).profile, *profile);
 }
 
-// Slots go first come first served; past max_models names fold into "other" and are not stored.
+// Unknown names get slots first come first served; past max_models they fold into "other" and are
+// not stored. Known profiles keep their own labels even after junk names took every slot.
 TEST(ModelRegistryTest, FoldsPastTheCap) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
-  ModelRegistry registry(catalog, 2, UnknownModelPolicy::kReject);
-  auto claim = [&](const char* model) { return registry.ClaimLabel(model, catalog.Find(model)); };
-  EXPECT_EQ(claim("qwen3-8b").slot, 0u);
-  EXPECT_EQ(claim("deepseek-v3").slot, 1u);
-  const LabelSlot folded = claim("gemma-2-9b");
+  ModelRegistry registry(catalog, 2, UnknownModelPolicy::kGeneric);
+  const Profile* generic = catalog.Find("generic");
+  const uint32_t known = registry.known_slots();
+  EXPECT_EQ(known, catalog.Names().size());
+  EXPECT_EQ(registry.ClaimLabel("junk-a", generic).slot, known);
+  EXPECT_EQ(registry.ClaimLabel("junk-b", generic).slot, known + 1);
+  const LabelSlot folded = registry.ClaimLabel("junk-c", generic);
   EXPECT_EQ(folded.slot, registry.other_slot());
   EXPECT_TRUE(folded.folded);
-  EXPECT_EQ(*registry.ProfileFor("gemma-2-9b"), catalog.Find("gemma-2-9b"));  // still its own profile
-  EXPECT_EQ(claim("qwen3-8b").slot, 0u);
-  EXPECT_EQ(registry.Labels().size(), 2u);
+  const LabelSlot llama = registry.ClaimLabel("llama-3.1-8b", catalog.Find("llama-3.1-8b"));
+  EXPECT_FALSE(llama.folded);
+  EXPECT_LT(llama.slot, known);
+  EXPECT_EQ(registry.Labels().at(llama.slot).model, "llama-3.1-8b");
+  EXPECT_EQ(registry.ClaimLabel("junk-a", generic).slot, known);
+  EXPECT_EQ(registry.Labels().size(), known + 2);
+  EXPECT_EQ(registry.label_slots(), known + 3);
 }
 
 // Concurrent first sightings: every name gets exactly one slot, slots are distinct and dense, and
@@ -72,6 +80,7 @@ TEST(ModelRegistryTest, ConcurrentClaimsAssignEachNameOnce) {
   for (auto& th : threads) th.join();
   std::set<uint32_t> slots;
   int folded_names = 0;
+  const uint32_t known = registry.known_slots();
   for (const auto& [name, name_slots] : seen) {
     ASSERT_EQ(name_slots.size(), 1u) << name;
     const uint32_t slot = *name_slots.begin();
@@ -83,10 +92,11 @@ TEST(ModelRegistryTest, ConcurrentClaimsAssignEachNameOnce) {
   }
   EXPECT_EQ(slots.size(), 20u);
   EXPECT_EQ(folded_names, 10);
-  EXPECT_EQ(*slots.rbegin(), 19u);
+  EXPECT_EQ(*slots.begin(), known);
+  EXPECT_EQ(*slots.rbegin(), known + 19);
   const auto labels = registry.Labels();
-  ASSERT_EQ(labels.size(), 20u);
-  for (uint32_t i = 0; i < labels.size(); ++i) EXPECT_EQ(*seen[labels[i].model].begin(), i);
+  ASSERT_EQ(labels.size(), known + 20);
+  for (uint32_t i = known; i < labels.size(); ++i) EXPECT_EQ(*seen[labels[i].model].begin(), i);
 }
 
 }  // namespace
