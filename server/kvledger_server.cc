@@ -106,6 +106,11 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
     auto password = ReadFile("metrics_auth_password_file", options.metrics_auth_password_file);
     if (!password.ok()) return password.status();
     metrics_password = password->substr(0, password->find_first_of("\r\n"));
+    if (metrics_password.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--metrics_auth_password_file = \"", options.metrics_auth_password_file,
+          "\": the first line is empty; an empty password would let anyone scrape"));
+    }
   }
   try {
     state->exposer = std::make_unique<prometheus::Exposer>(options.metrics_address);

@@ -262,6 +262,21 @@ class SecurityTest(unittest.TestCase):
                 self.assertEqual(server.stop(), 0)
 
 
+class EmptyPasswordTest(unittest.TestCase):
+    # Proves: an empty /metrics password file is refused at start-up (an empty password would let
+    # anyone scrape), with a message naming the flag.
+    def test_empty_password_file_is_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            password = os.path.join(tmp, "password")
+            with open(password, "w") as f:
+                f.write("\nsecond line\n")
+            result = subprocess.run([SERVER, "--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
+                                     "--metrics_auth_user=prom", f"--metrics_auth_password_file={password}"],
+                                    capture_output=True, text=True, timeout=60)
+            self.assertEqual(result.returncode, 1)
+            self.assertIn(f'--metrics_auth_password_file = "{password}": the first line is empty', result.stderr)
+
+
 class NoopServerTest(unittest.TestCase):
     # Proves: the benchmark baseline speaks the same API, answers OK and counts nothing.
     def test_noop_counts_nothing(self):
