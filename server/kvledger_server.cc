@@ -7,6 +7,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "lib/accounting/aggregator.h"
 #include "lib/accounting/ledger.h"
 #include "lib/profiles/model_registry.h"
@@ -82,9 +83,13 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   state->registry = std::make_unique<ModelRegistry>(state->catalog, options.max_models, options.unknown_model);
   state->aggregator = std::make_unique<Aggregator>(state->registry->label_slots());
   state->ledger = std::make_unique<Ledger>(*state->registry, *state->aggregator);
-  state->service = std::make_unique<LedgerService>(
-      *state->ledger, options.discard_records, options.batch_dedup_entries,
-      absl::Seconds(options.batch_dedup_seconds));
+  LedgerServiceOptions service_options;
+  service_options.discard_records = options.discard_records;
+  service_options.max_batch_records = options.max_batch_records;
+  service_options.max_listed_rejections = options.max_listed_rejections;
+  service_options.dedup_entries = options.batch_dedup_entries;
+  service_options.dedup_age = absl::Seconds(options.batch_dedup_seconds);
+  state->service = std::make_unique<LedgerService>(*state->ledger, service_options);
 
   auto credentials = Credentials(options);
   if (!credentials.ok()) return credentials.status();
@@ -92,6 +97,19 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // never share a port silently
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_receive_message_bytes));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, static_cast<int>(options.max_concurrent_streams));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                             static_cast<int>(options.max_connection_idle_seconds * 1000));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                             static_cast<int>(options.max_connection_age_seconds * 1000));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 30000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             static_cast<int>(options.keepalive_min_ping_seconds * 1000));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+  grpc::ResourceQuota quota("kvledger");
+  quota.Resize(static_cast<size_t>(options.grpc_memory_quota_bytes));
+  builder.SetResourceQuota(quota);
   int grpc_port = 0;
   builder.AddListeningPort(options.grpc_address, *credentials, &grpc_port);
   builder.RegisterService(state->service.get());

@@ -29,10 +29,18 @@ void AccountBatch(Ledger& ledger, bool discard, const v1::RecordBatchRequest& ba
   }
 }
 
+// INVALID_ARGUMENT naming the limit when a batch has more records than it allows.
+grpc::Status CheckBatchSize(const v1::RecordBatchRequest& batch, size_t max_records, const char* what) {
+  if (static_cast<size_t>(batch.records_size()) <= max_records) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                      absl::StrCat("records: ", batch.records_size(), " records in one batch: must be at most ",
+                                   max_records, " (--max_batch_records); ", what));
+}
+
 class StreamReactor final : public grpc::ServerReadReactor<v1::RecordBatchRequest> {
  public:
-  StreamReactor(Ledger& ledger, bool discard, v1::RecordBatchResponse* response)
-      : ledger_(ledger), discard_(discard), response_(response) {
+  StreamReactor(Ledger& ledger, const LedgerServiceOptions& options, v1::RecordBatchResponse* response)
+      : ledger_(ledger), options_(options), response_(response) {
     StartRead(&batch_);
   }
 
@@ -41,7 +49,15 @@ class StreamReactor final : public grpc::ServerReadReactor<v1::RecordBatchReques
       Finish(grpc::Status::OK);
       return;
     }
-    AccountBatch(ledger_, discard_, batch_, records_seen_, kMaxStreamRejections, response_);
+    if (auto status = CheckBatchSize(
+            batch_, options_.max_batch_records,
+            absl::StrCat("nothing of it was counted; the stream's earlier batches were (", response_->accepted(),
+                         " accepted, ", response_->rejected(), " rejected)").c_str());
+        !status.ok()) {
+      Finish(status);
+      return;
+    }
+    AccountBatch(ledger_, options_.discard_records, batch_, records_seen_, options_.max_listed_rejections, response_);
     records_seen_ += static_cast<uint64_t>(batch_.records_size());
     batch_.Clear();
     StartRead(&batch_);
@@ -50,7 +66,7 @@ class StreamReactor final : public grpc::ServerReadReactor<v1::RecordBatchReques
 
  private:
   Ledger& ledger_;
-  const bool discard_;
+  const LedgerServiceOptions& options_;
   v1::RecordBatchResponse* response_;
   v1::RecordBatchRequest batch_;
   uint64_t records_seen_ = 0;
@@ -67,7 +83,8 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 grpc::ServerUnaryReactor* LedgerService::Record(grpc::CallbackServerContext* context,
                                                 const v1::Record* request, v1::RecordResponse*) {
   auto* reactor = context->DefaultReactor();
-  reactor->Finish(discard_ ? grpc::Status::OK : ToGrpcStatus(ledger_.Record(FactsFromProto(*request))));
+  reactor->Finish(options_.discard_records ? grpc::Status::OK
+                                           : ToGrpcStatus(ledger_.Record(FactsFromProto(*request))));
   return reactor;
 }
 
@@ -76,6 +93,11 @@ grpc::ServerUnaryReactor* LedgerService::RecordBatch(grpc::CallbackServerContext
                                                      v1::RecordBatchResponse* response) {
   auto* reactor = context->DefaultReactor();
   const std::string& id = request->batch_id();
+  if (auto status = CheckBatchSize(*request, options_.max_batch_records, "nothing of the batch was counted");
+      !status.ok()) {
+    reactor->Finish(status);
+    return reactor;
+  }
   if (id.size() > kMaxBatchIdBytes) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                  absl::StrCat("batch_id (", id.size(), " bytes): must be at most ",
@@ -93,7 +115,7 @@ grpc::ServerUnaryReactor* LedgerService::RecordBatch(grpc::CallbackServerContext
     case BatchDeduplicator::Claim::kNew:
       break;
   }
-  AccountBatch(ledger_, discard_, *request, 0, static_cast<size_t>(request->records_size()), response);
+  AccountBatch(ledger_, options_.discard_records, *request, 0, options_.max_listed_rejections, response);
   dedup_.Finish(id, *response);
   reactor->Finish(grpc::Status::OK);
   return reactor;
@@ -101,7 +123,7 @@ grpc::ServerUnaryReactor* LedgerService::RecordBatch(grpc::CallbackServerContext
 
 grpc::ServerReadReactor<v1::RecordBatchRequest>* LedgerService::StreamRecords(
     grpc::CallbackServerContext*, v1::RecordBatchResponse* response) {
-  return new StreamReactor(ledger_, discard_, response);
+  return new StreamReactor(ledger_, options_, response);
 }
 
 grpc::ServerUnaryReactor* LedgerService::Explain(grpc::CallbackServerContext* context,

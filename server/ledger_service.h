@@ -14,17 +14,24 @@ namespace kvledger {
 // The single absl -> gRPC status conversion of the server.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
-// Rejection details a stream reports at most (counts stay exact).
-inline constexpr size_t kMaxStreamRejections = 1000;
+struct LedgerServiceOptions {
+  // Every well-formed message is answered OK and nothing is validated or counted (the benchmark
+  // baseline, kvledger-noop-server).
+  bool discard_records = false;
+  // A RecordBatch, or one batch of a stream, with more records is refused whole.
+  size_t max_batch_records = 10000;
+  // Rejection details one reply lists at most (RecordBatch and StreamRecords); counts stay exact.
+  size_t max_listed_rejections = 1000;
+  // RecordBatch batch ids remembered: the most recent this many (0 = off), at most this old.
+  size_t dedup_entries = 65536;
+  absl::Duration dedup_age = absl::Minutes(10);
+};
 
-// Thread-safe; `ledger` must outlive the service. With discard_records every well-formed message
-// is answered OK and nothing is validated or counted (the benchmark baseline).
+// Thread-safe; `ledger` must outlive the service.
 class LedgerService final : public v1::Ledger::CallbackService {
  public:
-  // RecordBatch batch ids are remembered (dedup_entries most recent, 0 = off, at most dedup_age old).
-  LedgerService(Ledger& ledger, bool discard_records, size_t dedup_entries = 65536,
-                absl::Duration dedup_age = absl::Minutes(10))
-      : ledger_(ledger), discard_(discard_records), dedup_(dedup_entries, dedup_age) {}
+  LedgerService(Ledger& ledger, const LedgerServiceOptions& options)
+      : ledger_(ledger), options_(options), dedup_(options.dedup_entries, options.dedup_age) {}
 
   grpc::ServerUnaryReactor* Record(grpc::CallbackServerContext* context, const v1::Record* request,
                                    v1::RecordResponse* response) override;
@@ -38,7 +45,7 @@ class LedgerService final : public v1::Ledger::CallbackService {
 
  private:
   Ledger& ledger_;
-  const bool discard_;
+  const LedgerServiceOptions options_;
   BatchDeduplicator dedup_;
 };
 

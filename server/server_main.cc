@@ -24,6 +24,14 @@ ABSL_FLAG(std::string, tls_client_ca_file, "", "PEM CA bundle: require and verif
 ABSL_FLAG(uint32_t, batch_dedup_entries, 65536,
           "RecordBatch batch ids remembered to answer retries without counting twice (0 = off)");
 ABSL_FLAG(uint32_t, batch_dedup_seconds, 600, "How long a RecordBatch batch id is remembered, seconds");
+ABSL_FLAG(uint32_t, max_batch_records, 10000, "Records in one RecordBatch or stream batch; a larger batch is refused whole");
+ABSL_FLAG(uint32_t, max_listed_rejections, 1000, "Rejection details listed in one reply (the counts stay exact)");
+ABSL_FLAG(uint32_t, max_receive_message_bytes, 4 << 20, "Largest gRPC message accepted, bytes");
+ABSL_FLAG(uint32_t, max_concurrent_streams, 64, "Concurrent calls per gRPC connection");
+ABSL_FLAG(uint32_t, max_connection_idle_seconds, 300, "A connection without calls for this long is closed");
+ABSL_FLAG(uint32_t, max_connection_age_seconds, 3600, "A connection is closed gracefully after this long (clients reconnect and rebalance)");
+ABSL_FLAG(uint32_t, keepalive_min_ping_seconds, 30, "Least interval between client keepalive pings; more often closes the connection");
+ABSL_FLAG(uint64_t, grpc_memory_quota_bytes, uint64_t{512} << 20, "Memory gRPC may use for connection and call buffers, bytes");
 ABSL_FLAG(std::string, metrics_auth_user, "", "HTTP basic auth user for /metrics");
 ABSL_FLAG(std::string, metrics_auth_password_file, "", "File whose first line is the /metrics basic auth password");
 
@@ -85,6 +93,14 @@ int ServerMain(int argc, char** argv, const char* program, bool discard_records)
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
   options.metrics_auth_user = absl::GetFlag(FLAGS_metrics_auth_user);
   options.metrics_auth_password_file = absl::GetFlag(FLAGS_metrics_auth_password_file);
+  options.max_batch_records = absl::GetFlag(FLAGS_max_batch_records);
+  options.max_listed_rejections = absl::GetFlag(FLAGS_max_listed_rejections);
+  options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
+  options.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  options.max_connection_idle_seconds = absl::GetFlag(FLAGS_max_connection_idle_seconds);
+  options.max_connection_age_seconds = absl::GetFlag(FLAGS_max_connection_age_seconds);
+  options.keepalive_min_ping_seconds = absl::GetFlag(FLAGS_keepalive_min_ping_seconds);
+  options.grpc_memory_quota_bytes = absl::GetFlag(FLAGS_grpc_memory_quota_bytes);
   options.batch_dedup_entries = absl::GetFlag(FLAGS_batch_dedup_entries);
   options.batch_dedup_seconds = absl::GetFlag(FLAGS_batch_dedup_seconds);
   options.discard_records = discard_records;

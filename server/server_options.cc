@@ -33,6 +33,24 @@ absl::Status ServerOptions::Validate() const {
   if (max_models < 1 || max_models > 10000) {
     return absl::InvalidArgumentError(absl::StrCat("--max_models = ", max_models, ": must be in [1, 10000]"));
   }
+  struct Bound {
+    const char* flag;
+    uint64_t value, lo, hi;
+  };
+  for (const Bound& b : {Bound{"max_batch_records", max_batch_records, 1, 1000000},
+                         Bound{"max_listed_rejections", max_listed_rejections, 0, 100000},
+                         Bound{"max_receive_message_bytes", max_receive_message_bytes, 1024, 256u << 20},
+                         Bound{"max_concurrent_streams", max_concurrent_streams, 1, 100000},
+                         Bound{"max_connection_idle_seconds", max_connection_idle_seconds, 1, 604800},
+                         Bound{"max_connection_age_seconds", max_connection_age_seconds, 1, 604800},
+                         Bound{"keepalive_min_ping_seconds", keepalive_min_ping_seconds, 1, 3600},
+                         Bound{"grpc_memory_quota_bytes", grpc_memory_quota_bytes, uint64_t{16} << 20,
+                               uint64_t{64} << 30}}) {
+    if (b.value < b.lo || b.value > b.hi) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", b.flag, " = ", b.value, ": must be in [", b.lo, ", ", b.hi, "]"));
+    }
+  }
   if (batch_dedup_entries > 10000000) {
     return absl::InvalidArgumentError(
         absl::StrCat("--batch_dedup_entries = ", batch_dedup_entries, ": must be in [0, 10000000]"));

@@ -33,6 +33,18 @@ struct ServerOptions {
   // most this old.
   uint32_t batch_dedup_entries = 65536;
   uint32_t batch_dedup_seconds = 600;
+  // Resource bounds (docs/operations.md, flags): records per batch (larger batches are refused whole),
+  // rejection details listed per reply (counts stay exact), the largest message accepted, HTTP/2
+  // streams per connection, connection idle time and age, the least interval between client pings
+  // without data (more often: the connection is closed), and the memory gRPC may use for its buffers.
+  uint32_t max_batch_records = 10000;
+  uint32_t max_listed_rejections = 1000;
+  uint32_t max_receive_message_bytes = 4 << 20;
+  uint32_t max_concurrent_streams = 64;
+  uint32_t max_connection_idle_seconds = 300;
+  uint32_t max_connection_age_seconds = 3600;
+  uint32_t keepalive_min_ping_seconds = 30;
+  uint64_t grpc_memory_quota_bytes = uint64_t{512} << 20;
   // Parse and discard every record (kvledger-noop-server, the benchmark baseline).
   bool discard_records = false;
 

@@ -159,7 +159,7 @@ TEST_F(LedgerServiceTest, UnknownTierValueIsRejected) {
   EXPECT_THAT(status.error_message(), ::testing::StartsWith("tier = 7: must be one of TIER_DEVICE (1)"));
 }
 
-// A stream lists at most kMaxStreamRejections rejections; the counts stay exact.
+// A stream lists at most --max_listed_rejections (1000 by default) rejections; the counts stay exact.
 TEST_F(LedgerServiceTest, StreamCapsRejectionDetails) {
   grpc::ClientContext context;
   v1::RecordBatchResponse response;
@@ -175,8 +175,69 @@ TEST_F(LedgerServiceTest, StreamCapsRejectionDetails) {
   ASSERT_TRUE(writer->Finish().ok());
   EXPECT_EQ(response.accepted(), 2u);
   EXPECT_EQ(response.rejected(), 1400u);
-  ASSERT_EQ(response.rejections_size(), static_cast<int>(kMaxStreamRejections));
+  ASSERT_EQ(response.rejections_size(), 1000);
   EXPECT_EQ(response.rejections(999).index(), 1000u);  // second batch starts at 701
+}
+
+// A RecordBatch lists at most --max_listed_rejections rejections too, so every reply fits a default
+// client's 4 MB limit; the counts stay exact.
+TEST_F(LedgerServiceTest, BatchCapsRejectionDetails) {
+  v1::RecordBatchRequest batch;
+  v1::Record bad = HalfHit();
+  bad.set_reload_seconds(-1);
+  for (int i = 0; i < 5000; ++i) *batch.add_records() = bad;
+  *batch.add_records() = HalfHit();
+  grpc::ClientContext context;
+  v1::RecordBatchResponse response;
+  ASSERT_TRUE(stub_->RecordBatch(&context, batch, &response).ok());
+  EXPECT_EQ(response.accepted(), 1u);
+  EXPECT_EQ(response.rejected(), 5000u);
+  ASSERT_EQ(response.rejections_size(), 1000);
+  EXPECT_EQ(response.rejections(999).index(), 999u);
+}
+
+// A batch over --max_batch_records (10000 by default) is refused whole, naming the limit; in a
+// stream, the earlier batches stay counted and the reply says how many.
+TEST_F(LedgerServiceTest, OversizedBatchIsRefusedWhole) {
+  v1::RecordBatchRequest batch;
+  for (int i = 0; i < 10001; ++i) *batch.add_records() = HalfHit("qwen3-235b-a22b");
+  const uint64_t before = server_->accepted_records();
+  grpc::ClientContext context;
+  v1::RecordBatchResponse response;
+  const grpc::Status status = stub_->RecordBatch(&context, batch, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(),
+            "records: 10001 records in one batch: must be at most 10000 (--max_batch_records); nothing of the batch was counted");
+  EXPECT_EQ(server_->accepted_records(), before);
+
+  grpc::ClientContext stream_context;
+  v1::RecordBatchResponse summary;
+  auto writer = stub_->StreamRecords(&stream_context, &summary);
+  v1::RecordBatchRequest small;
+  *small.add_records() = HalfHit("qwen3-235b-a22b");
+  ASSERT_TRUE(writer->Write(small));
+  writer->Write(batch);
+  writer->WritesDone();
+  const grpc::Status stream_status = writer->Finish();
+  EXPECT_EQ(stream_status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(stream_status.error_message(),
+              HasSubstr("nothing of it was counted; the stream's earlier batches were (1 accepted, 0 rejected)"));
+  EXPECT_EQ(server_->accepted_records(), before + 1);
+}
+
+// A message over --max_receive_message_bytes (4 MiB by default) is refused with RESOURCE_EXHAUSTED
+// before it is parsed; nothing of it is counted.
+TEST_F(LedgerServiceTest, OversizedMessageIsRefused) {
+  v1::RecordBatchRequest batch;
+  v1::Record big = HalfHit();
+  big.set_request_id(std::string(200, 'r'));
+  for (int i = 0; i < 20000; ++i) *batch.add_records() = big;  // ~5 MB
+  const uint64_t before = server_->accepted_records();
+  grpc::ClientContext context;
+  v1::RecordBatchResponse response;
+  const grpc::Status status = stub_->RecordBatch(&context, batch, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(server_->accepted_records(), before);
 }
 
 // Explain returns the figures and errors like Record.
@@ -215,6 +276,16 @@ TEST(ServerOptionsTest, BadOptionsNameTheFlag) {
   options = ServerOptions();
   options.tls_cert_file = "cert.pem";
   EXPECT_THAT(std::string(options.Validate().message()), HasSubstr("give both or neither"));
+  options = ServerOptions();
+  options.max_batch_records = 0;
+  EXPECT_EQ(std::string(options.Validate().message()), "--max_batch_records = 0: must be in [1, 1000000]");
+  options = ServerOptions();
+  options.grpc_memory_quota_bytes = 1024;
+  EXPECT_EQ(std::string(options.Validate().message()),
+            "--grpc_memory_quota_bytes = 1024: must be in [16777216, 68719476736]");
+  options = ServerOptions();
+  options.batch_dedup_seconds = 0;
+  EXPECT_EQ(std::string(options.Validate().message()), "--batch_dedup_seconds = 0: must be in [1, 86400]");
 }
 
 }  // namespace
