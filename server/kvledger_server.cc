@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -59,6 +60,7 @@ struct KvledgerServer::State {
   std::unique_ptr<grpc::Server> grpc_server;
   std::shared_ptr<MetricsExposition> exposition;
   std::unique_ptr<prometheus::Exposer> exposer;
+  ServerOptions options;
   bool stopped = false;
 };
 
@@ -77,6 +79,7 @@ uint64_t KvledgerServer::accepted_records() const {
 absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const ServerOptions& options) {
   if (auto s = options.Validate(); !s.ok()) return s;
   auto state = std::make_unique<State>();
+  state->options = options;
   auto catalog = ProfileCatalog::LoadFile(options.profiles_file);
   if (!catalog.ok()) return absl::InvalidArgumentError(catalog.status().message());
   state->catalog = *std::move(catalog);
@@ -158,11 +161,16 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
 void KvledgerServer::Shutdown() {
   if (!state_ || state_->stopped) return;
   state_->stopped = true;
-  // Health turns NOT_SERVING first so balancers stop sending; calls still open after the grace
-  // period (a stream whose client never half-closes) are cancelled.
+  // 1. Health turns NOT_SERVING at once; calls are still served while balancers notice.
   state_->grpc_server->GetHealthCheckService()->Shutdown();
+  absl::SleepFor(absl::Seconds(state_->options.shutdown_drain_seconds));
+  // 2. Open streams end with their summaries; new calls are refused; calls in flight get a grace
+  //    period, then are cancelled.
+  state_->service->EndOpenStreams();
   state_->grpc_server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   state_->grpc_server->Wait();
+  // 3. /metrics stays up for a last scrape of everything acknowledged.
+  absl::SleepFor(absl::Seconds(state_->options.shutdown_scrape_grace_seconds));
   state_->exposer.reset();
 }
 

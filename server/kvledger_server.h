@@ -31,8 +31,9 @@ class KvledgerServer {
   // readable after Shutdown.
   uint64_t accepted_records() const;
 
-  // Marks health NOT_SERVING, stops accepting calls, lets in-flight ones finish for up to 5 s
-  // (then cancels them) and stops the exposer. Idempotent.
+  // Marks health NOT_SERVING, waits options.shutdown_drain_seconds, ends open streams with their
+  // summaries, stops accepting calls, lets in-flight ones finish for up to 5 s (then cancels them),
+  // keeps /metrics up options.shutdown_scrape_grace_seconds more, then stops it. Idempotent.
   void Shutdown();
 
  private:

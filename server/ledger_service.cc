@@ -1,6 +1,7 @@
 #include "server/ledger_service.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "lib/accounting/record_proto.h"
@@ -37,42 +38,103 @@ grpc::Status CheckBatchSize(const v1::RecordBatchRequest& batch, size_t max_reco
                                    max_records, " (--max_batch_records); ", what));
 }
 
-class StreamReactor final : public grpc::ServerReadReactor<v1::RecordBatchRequest> {
+}  // namespace
+
+// One open StreamRecords call. Batches are accounted as they arrive; the summary is sent once, when
+// the client half-closes or when the service ends open streams for shutdown, and nothing arriving
+// after it is counted, so the summary is exactly what was counted.
+class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::RecordBatchRequest> {
  public:
-  StreamReactor(Ledger& ledger, const LedgerServiceOptions& options, v1::RecordBatchResponse* response)
-      : ledger_(ledger), options_(options), response_(response) {
+  StreamReactor(LedgerService& service, v1::RecordBatchResponse* response)
+      : service_(service), response_(response) {
+    bool ending;
+    {
+      absl::MutexLock lock(&service_.streams_mu_);
+      service_.streams_.insert(this);
+      ending = service_.streams_ending_;
+    }
+    if (ending) {
+      EndWithSummary();  // shutting down: an empty summary, nothing read
+      return;
+    }
     StartRead(&batch_);
   }
 
   void OnReadDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;  // the summary went out already; the read was cancelled or is ignored
     if (!ok) {  // the client half-closed (or the call broke): answer with the summary
-      Finish(grpc::Status::OK);
+      FinishLocked(grpc::Status::OK);
       return;
     }
     if (auto status = CheckBatchSize(
-            batch_, options_.max_batch_records,
+            batch_, service_.options_.max_batch_records,
             absl::StrCat("nothing of it was counted; the stream's earlier batches were (", response_->accepted(),
                          " accepted, ", response_->rejected(), " rejected)").c_str());
         !status.ok()) {
-      Finish(status);
+      FinishLocked(status);
       return;
     }
-    AccountBatch(ledger_, options_.discard_records, batch_, records_seen_, options_.max_listed_rejections, response_);
+    AccountBatch(service_.ledger_, service_.options_.discard_records, batch_, records_seen_,
+                 service_.options_.max_listed_rejections, response_);
     records_seen_ += static_cast<uint64_t>(batch_.records_size());
     batch_.Clear();
     StartRead(&batch_);
   }
-  void OnDone() override { delete this; }
+
+  void EndWithSummary() {
+    absl::MutexLock lock(&mu_);
+    if (!finished_) FinishLocked(grpc::Status::OK);
+  }
+
+  void OnDone() override {
+    {
+      absl::MutexLock lock(&service_.streams_mu_);
+      service_.streams_.erase(this);
+      done_ = true;
+      if (pins_ > 0) return;  // EndOpenStreams is using it and deletes it when done
+    }
+    delete this;
+  }
+
+  // Pins keep the reactor alive while EndOpenStreams works on it outside streams_mu_.
+  int pins_ = 0;       // guarded by service_.streams_mu_
+  bool done_ = false;  // guarded by service_.streams_mu_
 
  private:
-  Ledger& ledger_;
-  const LedgerServiceOptions& options_;
+  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    finished_ = true;
+    Finish(status);
+  }
+
+  LedgerService& service_;
   v1::RecordBatchResponse* response_;
   v1::RecordBatchRequest batch_;
   uint64_t records_seen_ = 0;
+  absl::Mutex mu_;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace
+void LedgerService::EndOpenStreams() {
+  std::vector<StreamReactor*> open;
+  {
+    absl::MutexLock lock(&streams_mu_);
+    streams_ending_ = true;
+    for (StreamReactor* stream : streams_) {
+      ++stream->pins_;
+      open.push_back(stream);
+    }
+  }
+  for (StreamReactor* stream : open) {
+    stream->EndWithSummary();  // outside streams_mu_: gRPC may run OnDone on this thread
+    bool finished;
+    {
+      absl::MutexLock lock(&streams_mu_);
+      finished = --stream->pins_ == 0 && stream->done_;
+    }
+    if (finished) delete stream;
+  }
+}
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
@@ -123,7 +185,7 @@ grpc::ServerUnaryReactor* LedgerService::RecordBatch(grpc::CallbackServerContext
 
 grpc::ServerReadReactor<v1::RecordBatchRequest>* LedgerService::StreamRecords(
     grpc::CallbackServerContext*, v1::RecordBatchResponse* response) {
-  return new StreamReactor(ledger_, options_, response);
+  return new StreamReactor(*this, response);
 }
 
 grpc::ServerUnaryReactor* LedgerService::Explain(grpc::CallbackServerContext* context,

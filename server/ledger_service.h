@@ -3,7 +3,9 @@
 #ifndef KVLEDGER_SERVER_LEDGER_SERVICE_H_
 #define KVLEDGER_SERVER_LEDGER_SERVICE_H_
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "kvledger/v1/ledger.grpc.pb.h"
 #include "lib/accounting/ledger.h"
@@ -43,10 +45,21 @@ class LedgerService final : public v1::Ledger::CallbackService {
   grpc::ServerUnaryReactor* Explain(grpc::CallbackServerContext* context, const v1::Record* request,
                                     v1::DerivedFigures* response) override;
 
+  // Ends every open StreamRecords call with its summary (status OK, the counts so far); batches
+  // that arrive afterwards are not counted. New streams opened later end at their first batch.
+  // For shutdown.
+  void EndOpenStreams();
+
+  class StreamReactor;  // one open StreamRecords call
+
  private:
+  friend class StreamReactor;
   Ledger& ledger_;
   const LedgerServiceOptions options_;
   BatchDeduplicator dedup_;
+  absl::Mutex streams_mu_;
+  absl::flat_hash_set<StreamReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);
+  bool streams_ending_ ABSL_GUARDED_BY(streams_mu_) = false;
 };
 
 }  // namespace kvledger

@@ -32,6 +32,10 @@ ABSL_FLAG(uint32_t, max_connection_idle_seconds, 300, "A connection without call
 ABSL_FLAG(uint32_t, max_connection_age_seconds, 3600, "A connection is closed gracefully after this long (clients reconnect and rebalance)");
 ABSL_FLAG(uint32_t, keepalive_min_ping_seconds, 30, "Least interval between client keepalive pings; more often closes the connection");
 ABSL_FLAG(uint64_t, grpc_memory_quota_bytes, uint64_t{512} << 20, "Memory gRPC may use for connection and call buffers, bytes");
+ABSL_FLAG(uint32_t, shutdown_drain_seconds, 5,
+          "On SIGTERM: seconds gRPC health reports NOT_SERVING while calls are still served");
+ABSL_FLAG(uint32_t, shutdown_scrape_grace_seconds, 20,
+          "On SIGTERM: seconds /metrics stays up after the last call, for a final scrape");
 ABSL_FLAG(std::string, metrics_auth_user, "", "HTTP basic auth user for /metrics");
 ABSL_FLAG(std::string, metrics_auth_password_file, "", "File whose first line is the /metrics basic auth password");
 
@@ -101,6 +105,8 @@ int ServerMain(int argc, char** argv, const char* program, bool discard_records)
   options.max_connection_age_seconds = absl::GetFlag(FLAGS_max_connection_age_seconds);
   options.keepalive_min_ping_seconds = absl::GetFlag(FLAGS_keepalive_min_ping_seconds);
   options.grpc_memory_quota_bytes = absl::GetFlag(FLAGS_grpc_memory_quota_bytes);
+  options.shutdown_drain_seconds = absl::GetFlag(FLAGS_shutdown_drain_seconds);
+  options.shutdown_scrape_grace_seconds = absl::GetFlag(FLAGS_shutdown_scrape_grace_seconds);
   options.batch_dedup_entries = absl::GetFlag(FLAGS_batch_dedup_entries);
   options.batch_dedup_seconds = absl::GetFlag(FLAGS_batch_dedup_seconds);
   options.discard_records = discard_records;

@@ -44,6 +44,8 @@ absl::Status ServerOptions::Validate() const {
                          Bound{"max_connection_idle_seconds", max_connection_idle_seconds, 1, 604800},
                          Bound{"max_connection_age_seconds", max_connection_age_seconds, 1, 604800},
                          Bound{"keepalive_min_ping_seconds", keepalive_min_ping_seconds, 1, 3600},
+                         Bound{"shutdown_drain_seconds", shutdown_drain_seconds, 0, 3600},
+                         Bound{"shutdown_scrape_grace_seconds", shutdown_scrape_grace_seconds, 0, 3600},
                          Bound{"grpc_memory_quota_bytes", grpc_memory_quota_bytes, uint64_t{16} << 20,
                                uint64_t{64} << 30}}) {
     if (b.value < b.lo || b.value > b.hi) {

@@ -45,6 +45,12 @@ struct ServerOptions {
   uint32_t max_connection_age_seconds = 3600;
   uint32_t keepalive_min_ping_seconds = 30;
   uint64_t grpc_memory_quota_bytes = uint64_t{512} << 20;
+  // Shutdown (SIGTERM): gRPC health reports NOT_SERVING for drain_seconds while calls are still
+  // served (so balancers move traffic away), then open streams get their summaries, new calls are
+  // refused and calls in flight get 5 s; then /metrics stays up scrape_grace_seconds more, so the
+  // last scrape sees every acknowledged record.
+  uint32_t shutdown_drain_seconds = 5;
+  uint32_t shutdown_scrape_grace_seconds = 20;
   // Parse and discard every record (kvledger-noop-server, the benchmark baseline).
   bool discard_records = false;
 

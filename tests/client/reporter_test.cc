@@ -28,6 +28,8 @@ v1::Record HalfHit(int64_t n = 4096) {
 
 std::unique_ptr<KvledgerServer> StartServer(const std::string& grpc_address = "127.0.0.1:0") {
   ServerOptions options;
+  options.shutdown_drain_seconds = 0;  // tests stop at once
+  options.shutdown_scrape_grace_seconds = 0;
   options.grpc_address = grpc_address;
   options.metrics_address = "127.0.0.1:0";
   auto server = KvledgerServer::Start(options);

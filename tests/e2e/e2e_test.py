@@ -321,27 +321,44 @@ class BenchTest(unittest.TestCase):
 
 
 class ShutdownTest(unittest.TestCase):
-    # Proves: SIGTERM stops the server cleanly (exit 0) even while a client holds a stream open.
-    def test_sigterm_with_open_stream(self):
+    # Proves the SIGTERM sequence: health turns NOT_SERVING at once while calls are still served
+    # (the drain period), a stream still open gets its summary (status OK and the counts), and
+    # /metrics stays up afterwards so a scrape taken after SIGTERM sees every acknowledged record;
+    # then the process exits 0.
+    def test_sigterm_loses_nothing(self):
         import threading
         release = threading.Event()
 
         def batches():
-            yield ledger_pb2.RecordBatchRequest(records=[record()])
+            yield ledger_pb2.RecordBatchRequest(records=[record()] * 3)
             release.wait(60)
 
         with tempfile.TemporaryDirectory() as tmp:
-            server = harness.Server(SERVER, log_dir=tmp)
+            server = harness.Server(SERVER, "--shutdown_drain_seconds=2", "--shutdown_scrape_grace_seconds=4",
+                                    log_dir=tmp)
             channel = grpc.insecure_channel(server.grpc_address)
-            future = ledger_pb2_grpc.LedgerStub(channel).StreamRecords.future(batches(), timeout=60)
-            harness.poll("the stream's first batch to be counted", lambda: "kvledger_requests_total{" in server.scrape())
             try:
-                self.assertEqual(server.stop(), 0)
+                stub = ledger_pb2_grpc.LedgerStub(channel)
+                for _ in range(5):
+                    stub.Record(record(), timeout=10)
+                stream = stub.StreamRecords.future(batches(), timeout=60)
+                total = lambda: sum(v for (name, _), v in harness.parse_exposition(server.scrape()).items()  # noqa: E731
+                                    if name == "kvledger_requests_total")
+                harness.poll("the stream's batch to be counted", lambda: total() == 8)
+                server.proc.terminate()
+                health = health_pb2_grpc.HealthStub(channel)
+                harness.poll("health NOT_SERVING", lambda: health.Check(health_pb2.HealthCheckRequest(), timeout=5).status
+                             == health_pb2.HealthCheckResponse.NOT_SERVING, deadline=10, interval=0.05)
+                stub.Record(record(), timeout=10)  # still served while draining
+                summary = stream.result(timeout=30)
+                self.assertEqual((summary.accepted, summary.rejected), (3, 0))
+                self.assertEqual(total(), 9)  # a scrape after SIGTERM sees every acknowledged record
+                self.assertEqual(server.proc.wait(timeout=30), 0)
                 self.assertIn("stopped", server.read_log())
             finally:
                 release.set()
-                future.cancel()
                 channel.close()
+                server.stop()
 
 
 class UnmeasuredSecondsTest(unittest.TestCase):

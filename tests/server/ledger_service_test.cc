@@ -29,6 +29,8 @@ class LedgerServiceTest : public ::testing::Test {
   // One server for the suite: stopping the metrics listener takes ~2 s.
   static void SetUpTestSuite() {
     ServerOptions options;
+    options.shutdown_drain_seconds = 0;  // tests stop at once
+    options.shutdown_scrape_grace_seconds = 0;
     options.grpc_address = "127.0.0.1:0";
     options.metrics_address = "127.0.0.1:0";
     auto server = KvledgerServer::Start(options);
@@ -260,6 +262,8 @@ TEST_F(LedgerServiceTest, ExplainReturnsFigures) {
 // A second server cannot silently share the first one's port.
 TEST_F(LedgerServiceTest, PortIsNotShared) {
   ServerOptions options;
+  options.shutdown_drain_seconds = 0;  // tests stop at once
+  options.shutdown_scrape_grace_seconds = 0;
   options.grpc_address = server_->grpc_address();
   options.metrics_address = "127.0.0.1:0";
   auto second = KvledgerServer::Start(options);
@@ -268,6 +272,8 @@ TEST_F(LedgerServiceTest, PortIsNotShared) {
 
 TEST(ServerOptionsTest, BadOptionsNameTheFlag) {
   ServerOptions options;
+  options.shutdown_drain_seconds = 0;  // tests stop at once
+  options.shutdown_scrape_grace_seconds = 0;
   options.grpc_address = "nohost";
   EXPECT_THAT(std::string(options.Validate().message()), HasSubstr("--grpc_address = \"nohost\""));
   options = ServerOptions();
