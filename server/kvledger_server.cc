@@ -158,19 +158,19 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   return server;
 }
 
-void KvledgerServer::Shutdown() {
+void KvledgerServer::Shutdown(bool patient) {
   if (!state_ || state_->stopped) return;
   state_->stopped = true;
   // 1. Health turns NOT_SERVING at once; calls are still served while balancers notice.
   state_->grpc_server->GetHealthCheckService()->Shutdown();
-  absl::SleepFor(absl::Seconds(state_->options.shutdown_drain_seconds));
+  if (patient) absl::SleepFor(absl::Seconds(state_->options.shutdown_drain_seconds));
   // 2. Open streams end with their summaries; new calls are refused; calls in flight get a grace
   //    period, then are cancelled.
   state_->service->EndOpenStreams();
   state_->grpc_server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   state_->grpc_server->Wait();
   // 3. /metrics stays up for a last scrape of everything acknowledged.
-  absl::SleepFor(absl::Seconds(state_->options.shutdown_scrape_grace_seconds));
+  if (patient) absl::SleepFor(absl::Seconds(state_->options.shutdown_scrape_grace_seconds));
   state_->exposer.reset();
 }
 

@@ -33,8 +33,9 @@ class KvledgerServer {
 
   // Marks health NOT_SERVING, waits options.shutdown_drain_seconds, ends open streams with their
   // summaries, stops accepting calls, lets in-flight ones finish for up to 5 s (then cancels them),
-  // keeps /metrics up options.shutdown_scrape_grace_seconds more, then stops it. Idempotent.
-  void Shutdown();
+  // keeps /metrics up options.shutdown_scrape_grace_seconds more, then stops it. Without `patient`
+  // (an operator's Ctrl-C) the drain and scrape-grace waits are skipped. Idempotent.
+  void Shutdown(bool patient = true);
 
  private:
   struct State;

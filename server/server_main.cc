@@ -134,7 +134,7 @@ int ServerMain(int argc, char** argv, const char* program, bool discard_records)
   int signal = 0;
   sigwait(&stop_signals, &signal);
   std::cerr << program << ": signal " << signal << ", shutting down" << std::endl;
-  (*server)->Shutdown();
+  (*server)->Shutdown(/*patient=*/signal == SIGTERM);  // Ctrl-C at a terminal stops at once
   std::cerr << program << ": stopped" << std::endl;
   return 0;
 }
