@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up the machine, then builds and runs every test through ctest twice: an optimized build with
 # warnings as errors, and a build under AddressSanitizer + UndefinedBehaviorSanitizer; then the
-# Reporter's queue tests under ThreadSanitizer. The tests
+# Reporter's queue, accounting and registry tests under ThreadSanitizer. The tests
 # are the C++ unit and in-process gRPC tests, the CLI tests, and the end-to-end test with the
 # Python grpcio client, promtool and a real Prometheus. Last, the libFuzzer targets (clang) run for
 # a fixed time each. Exits non-zero on any failure.
@@ -34,14 +34,15 @@ run_suite test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVLEDGER_SANITIZE=OFF
 run_suite sanitize -DCMAKE_BUILD_TYPE=Debug -DKVLEDGER_SANITIZE=ON
 
 # ThreadSanitizer: the Reporter's lock-free queue and sender thread with many producers (fake
-# transports, so no uninstrumented gRPC code runs in the tested threads).
+# transports, so no uninstrumented gRPC code runs in the tested threads), and the accounting and
+# model-registry tests (concurrent label claims, shuffled multi-threaded replays).
 echo "test.sh: === tsan build ==="
 tsan="$build_root/tsan"
 cmake -S "$root" -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVLEDGER_WERROR=ON -DKVLEDGER_TSAN=ON \
   -DKVLEDGER_BUILD_BENCH=OFF >/dev/null
-cmake --build "$tsan" -j"$(nproc)" --target reporter_queue_test
+cmake --build "$tsan" -j"$(nproc)" --target reporter_queue_test accounting_test profiles_test
 export TSAN_OPTIONS="halt_on_error=1"
-ctest_in "$tsan" -R '^ReporterQueueTest\.'
+ctest_in "$tsan" -R '^(ReporterQueueTest|AggregatorTest|LedgerTest|ModelRegistryTest|DeriveTest)\.'
 
 echo "test.sh: === fuzz (libFuzzer, ${KVLEDGER_FUZZ_SECONDS:-20} s per target) ==="
 fuzz="$build_root/fuzz"
