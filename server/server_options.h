@@ -33,7 +33,7 @@ struct ServerOptions {
   // most this old.
   uint32_t batch_dedup_entries = 65536;
   uint32_t batch_dedup_seconds = 600;
-  // Resource bounds (docs/operations.md, flags): records per batch (larger batches are refused whole),
+  // Resource bounds (docs/security.md): records per batch (larger batches are refused whole),
   // rejection details listed per reply (counts stay exact), the largest message accepted, HTTP/2
   // streams per connection, connection idle time and age, the least interval between client pings
   // without data (more often: the connection is closed), and the memory gRPC may use for its buffers.
