@@ -26,6 +26,9 @@ class GrpcTransport final : public BatchTransport {
   explicit GrpcTransport(const ReporterOptions& options) {
     grpc::ChannelArguments arguments;
     if (!options.load_balancing_policy.empty()) arguments.SetLoadBalancingPolicyName(options.load_balancing_policy);
+    // A restarted server is found again within a second or two (gRPC's default backoff grows to 120 s).
+    arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+    arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
     auto credentials = options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
     stub_ = v1::Ledger::NewStub(grpc::CreateCustomChannel(options.target, credentials, arguments));
   }

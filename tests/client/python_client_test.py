@@ -11,6 +11,7 @@ import filecmp
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -144,10 +145,20 @@ class ReporterTest(unittest.TestCase):
         self.assertTrue(reporter.flush(30))
         pid = os.fork()
         if pid == 0:
+            signal.alarm(30)  # a hung child dies instead of hanging the suite
             ok = all(reporter.report(half_hit(i)) for i in range(3)) and reporter.flush(20) \
                 and reporter.stats()["sent"] == 3
             os._exit(0 if ok else 1)
-        _, status = os.waitpid(pid, 0)
+        deadline = time.monotonic() + 40
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                self.fail("the forked child hung")
+            time.sleep(0.05)
         self.assertEqual(os.waitstatus_to_exitcode(status), 0)
         self.assertEqual(accepted(server), 4)
         self.assertEqual(reporter.stats()["sent"], 1)

@@ -10,9 +10,17 @@
 JSON-lines trace format that `kvledger replay` reads. The generated protobuf and gRPC modules are in
 `kvledger.v1`.
 """
-from kvledger.records import make_record
-from kvledger.reporter import Reporter
-from kvledger.trace import read_trace, write_trace
+import os as _os
+
+# fork() safety: gRPC's C core only survives a fork when its fork support is on, which it reads when
+# grpc is first imported. Turn it on unless the host decided otherwise (no effect if grpc was
+# imported first: then set GRPC_ENABLE_FORK_SUPPORT=true in the environment yourself).
+_os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "true")
+_os.environ.setdefault("GRPC_POLL_STRATEGY", "poll")
+
+from kvledger.records import make_record  # noqa: E402
+from kvledger.reporter import Reporter  # noqa: E402
+from kvledger.trace import read_trace, write_trace  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["Reporter", "make_record", "read_trace", "write_trace", "__version__"]

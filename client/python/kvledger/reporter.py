@@ -46,7 +46,10 @@ class Reporter:
         self.max_backoff_seconds = max_backoff_seconds
         self.shutdown_timeout_seconds = shutdown_timeout_seconds
         self._credentials = credentials
-        self._channel_options = [("grpc.lb_policy_name", "round_robin")] + list(channel_options or [])
+        # A restarted server is found again within a second or two (gRPC's default reconnect backoff
+        # grows to 120 s).
+        self._channel_options = [("grpc.lb_policy_name", "round_robin"), ("grpc.initial_reconnect_backoff_ms", 200),
+                                 ("grpc.max_reconnect_backoff_ms", 2000)] + list(channel_options or [])
         self._reset()
         me = weakref.ref(self)
         if hasattr(os, "register_at_fork"):
