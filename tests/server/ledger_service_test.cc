@@ -150,6 +150,15 @@ TEST_F(LedgerServiceTest, StreamSummarizesAcrossBatches) {
   EXPECT_EQ(response.rejections(0).reason(), "invalid_prompt_tokens");
 }
 
+// An empty batch is answered OK with nothing counted.
+TEST_F(LedgerServiceTest, EmptyBatchCountsNothing) {
+  grpc::ClientContext context;
+  v1::RecordBatchResponse response;
+  ASSERT_TRUE(stub_->RecordBatch(&context, v1::RecordBatchRequest(), &response).ok());
+  EXPECT_EQ(response.accepted(), 0u);
+  EXPECT_EQ(response.rejected(), 0u);
+}
+
 // An enum value this server does not know is rejected by name, not coerced.
 TEST_F(LedgerServiceTest, UnknownTierValueIsRejected) {
   v1::Record r = HalfHit();
