@@ -90,6 +90,7 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   service_options.discard_records = options.discard_records;
   service_options.max_batch_records = options.max_batch_records;
   service_options.max_listed_rejections = options.max_listed_rejections;
+  service_options.stream_idle_timeout = absl::Seconds(options.stream_idle_seconds);
   service_options.dedup_entries = options.batch_dedup_entries;
   service_options.dedup_age = absl::Seconds(options.batch_dedup_seconds);
   state->service = std::make_unique<LedgerService>(*state->ledger, service_options);

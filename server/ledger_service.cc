@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "lib/accounting/record_proto.h"
 #include "lib/accounting/rejection.h"
 
@@ -46,7 +47,7 @@ grpc::Status CheckBatchSize(const v1::RecordBatchRequest& batch, size_t max_reco
 class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::RecordBatchRequest> {
  public:
   StreamReactor(LedgerService& service, v1::RecordBatchResponse* response)
-      : service_(service), response_(response) {
+      : service_(service), response_(response), last_read_(absl::Now()) {
     bool ending;
     {
       absl::MutexLock lock(&service_.streams_mu_);
@@ -62,6 +63,7 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
 
   void OnReadDone(bool ok) override {
     absl::MutexLock lock(&mu_);
+    last_read_ = absl::Now();
     if (finished_) return;  // the summary went out already; the read was cancelled or is ignored
     if (!ok) {  // the client half-closed (or the call broke): answer with the summary
       FinishLocked(grpc::Status::OK);
@@ -80,6 +82,11 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
     records_seen_ += static_cast<uint64_t>(batch_.records_size());
     batch_.Clear();
     StartRead(&batch_);
+  }
+
+  bool IdleSince(absl::Time cutoff) {
+    absl::MutexLock lock(&mu_);
+    return !finished_ && last_read_ < cutoff;
   }
 
   void EndWithSummary() {
@@ -113,19 +120,35 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
   uint64_t records_seen_ = 0;
   absl::Mutex mu_;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time last_read_ ABSL_GUARDED_BY(mu_);
 };
 
-void LedgerService::EndOpenStreams() {
-  std::vector<StreamReactor*> open;
+LedgerService::LedgerService(Ledger& ledger, const LedgerServiceOptions& options)
+    : ledger_(ledger), options_(options), dedup_(options.dedup_entries, options.dedup_age) {
+  if (options_.stream_idle_timeout > absl::ZeroDuration()) {
+    reaper_ = std::thread([this] {
+      while (!stop_reaper_.WaitForNotificationWithTimeout(absl::Seconds(1))) EndIdleStreams(absl::Now());
+    });
+  }
+}
+
+LedgerService::~LedgerService() {
+  stop_reaper_.Notify();
+  if (reaper_.joinable()) reaper_.join();
+}
+
+template <typename Which>
+void LedgerService::EndStreams(Which which) {
+  std::vector<StreamReactor*> chosen;
   {
     absl::MutexLock lock(&streams_mu_);
-    streams_ending_ = true;
     for (StreamReactor* stream : streams_) {
+      if (!which(stream)) continue;
       ++stream->pins_;
-      open.push_back(stream);
+      chosen.push_back(stream);
     }
   }
-  for (StreamReactor* stream : open) {
+  for (StreamReactor* stream : chosen) {
     stream->EndWithSummary();  // outside streams_mu_: gRPC may run OnDone on this thread
     bool finished;
     {
@@ -134,6 +157,19 @@ void LedgerService::EndOpenStreams() {
     }
     if (finished) delete stream;
   }
+}
+
+void LedgerService::EndIdleStreams(absl::Time now) {
+  const absl::Time cutoff = now - options_.stream_idle_timeout;
+  EndStreams([cutoff](StreamReactor* stream) { return stream->IdleSince(cutoff); });
+}
+
+void LedgerService::EndOpenStreams() {
+  {
+    absl::MutexLock lock(&streams_mu_);
+    streams_ending_ = true;
+  }
+  EndStreams([](StreamReactor*) { return true; });
 }
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {

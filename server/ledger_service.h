@@ -3,9 +3,12 @@
 #ifndef KVLEDGER_SERVER_LEDGER_SERVICE_H_
 #define KVLEDGER_SERVER_LEDGER_SERVICE_H_
 
+#include <thread>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
 #include "kvledger/v1/ledger.grpc.pb.h"
 #include "lib/accounting/ledger.h"
@@ -24,6 +27,8 @@ struct LedgerServiceOptions {
   size_t max_batch_records = 10000;
   // Rejection details one reply lists at most (RecordBatch and StreamRecords); counts stay exact.
   size_t max_listed_rejections = 1000;
+  // A stream that sends no batch for this long is ended with its summary (0 = never).
+  absl::Duration stream_idle_timeout = absl::Minutes(5);
   // RecordBatch batch ids remembered: the most recent this many (0 = off), at most this old.
   size_t dedup_entries = 65536;
   absl::Duration dedup_age = absl::Minutes(10);
@@ -32,8 +37,8 @@ struct LedgerServiceOptions {
 // Thread-safe; `ledger` must outlive the service.
 class LedgerService final : public v1::Ledger::CallbackService {
  public:
-  LedgerService(Ledger& ledger, const LedgerServiceOptions& options)
-      : ledger_(ledger), options_(options), dedup_(options.dedup_entries, options.dedup_age) {}
+  LedgerService(Ledger& ledger, const LedgerServiceOptions& options);
+  ~LedgerService() override;
 
   grpc::ServerUnaryReactor* Record(grpc::CallbackServerContext* context, const v1::Record* request,
                                    v1::RecordResponse* response) override;
@@ -49,6 +54,9 @@ class LedgerService final : public v1::Ledger::CallbackService {
   // that arrive afterwards are not counted. New streams opened later end at their first batch.
   // For shutdown.
   void EndOpenStreams();
+  // Ends, with their summaries, the open streams that sent nothing for options.stream_idle_timeout.
+  // Called once a second by the service's own reaper thread; public for tests.
+  void EndIdleStreams(absl::Time now);
 
   class StreamReactor;  // one open StreamRecords call
 
@@ -60,6 +68,11 @@ class LedgerService final : public v1::Ledger::CallbackService {
   absl::Mutex streams_mu_;
   absl::flat_hash_set<StreamReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);
   bool streams_ending_ ABSL_GUARDED_BY(streams_mu_) = false;
+  // Ends the streams `which` selects (under streams_mu_), outside streams_mu_.
+  template <typename Which>
+  void EndStreams(Which which);
+  absl::Notification stop_reaper_;
+  std::thread reaper_;
 };
 
 }  // namespace kvledger

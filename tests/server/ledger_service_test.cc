@@ -150,6 +150,34 @@ TEST_F(LedgerServiceTest, StreamSummarizesAcrossBatches) {
   EXPECT_EQ(response.rejections(0).reason(), "invalid_prompt_tokens");
 }
 
+// A stream that sends nothing for --stream_idle_seconds ends with its summary: status OK and the
+// counts of what it sent before.
+TEST(StreamIdleTest, IdleStreamEndsWithItsSummary) {
+  ServerOptions options;
+  options.shutdown_drain_seconds = 0;
+  options.shutdown_scrape_grace_seconds = 0;
+  options.grpc_address = "127.0.0.1:0";
+  options.metrics_address = "127.0.0.1:0";
+  options.stream_idle_seconds = 1;
+  auto server = KvledgerServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::Ledger::NewStub(grpc::CreateChannel((*server)->grpc_address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::RecordBatchResponse summary;
+  auto writer = stub->StreamRecords(&context, &summary);
+  v1::RecordBatchRequest batch;
+  *batch.add_records() = HalfHit();
+  *batch.add_records() = HalfHit();
+  ASSERT_TRUE(writer->Write(batch));
+  const auto start = std::chrono::steady_clock::now();
+  const grpc::Status status = writer->Finish();  // no WritesDone: only the idle limit ends it
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(summary.accepted(), 2u);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_EQ((*server)->accepted_records(), 2u);
+}
+
 // An empty batch is answered OK with nothing counted.
 TEST_F(LedgerServiceTest, EmptyBatchCountsNothing) {
   grpc::ClientContext context;
