@@ -31,9 +31,12 @@ void AccountBatch(Ledger& ledger, bool discard, const v1::RecordBatchRequest& ba
   }
 }
 
-// INVALID_ARGUMENT naming the limit when a batch has more records than it allows.
-grpc::Status CheckBatchSize(const v1::RecordBatchRequest& batch, size_t max_records, const char* what) {
-  if (static_cast<size_t>(batch.records_size()) <= max_records) return grpc::Status::OK;
+bool TooLarge(const v1::RecordBatchRequest& batch, size_t max_records) {
+  return static_cast<size_t>(batch.records_size()) > max_records;
+}
+
+// The INVALID_ARGUMENT for a batch with more records than allowed, naming the limit.
+grpc::Status TooLargeStatus(const v1::RecordBatchRequest& batch, size_t max_records, absl::string_view what) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                       absl::StrCat("records: ", batch.records_size(), " records in one batch: must be at most ",
                                    max_records, " (--max_batch_records); ", what));
@@ -69,12 +72,11 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
       FinishLocked(grpc::Status::OK);
       return;
     }
-    if (auto status = CheckBatchSize(
-            batch_, service_.options_.max_batch_records,
-            absl::StrCat("nothing of it was counted; the stream's earlier batches were (", response_->accepted(),
-                         " accepted, ", response_->rejected(), " rejected)").c_str());
-        !status.ok()) {
-      FinishLocked(status);
+    if (TooLarge(batch_, service_.options_.max_batch_records)) {
+      FinishLocked(TooLargeStatus(batch_, service_.options_.max_batch_records,
+                                  absl::StrCat("nothing of it was counted; the stream's earlier batches were (",
+                                               response_->accepted(), " accepted, ", response_->rejected(),
+                                               " rejected)")));
       return;
     }
     AccountBatch(service_.ledger_, service_.options_.discard_records, batch_, records_seen_,
@@ -99,12 +101,12 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
       absl::MutexLock lock(&service_.streams_mu_);
       service_.streams_.erase(this);
       done_ = true;
-      if (pins_ > 0) return;  // EndOpenStreams is using it and deletes it when done
+      if (pins_ > 0) return;  // EndStreams is using it and deletes it when done
     }
     delete this;
   }
 
-  // Pins keep the reactor alive while EndOpenStreams works on it outside streams_mu_.
+  // Pins keep the reactor alive while EndStreams works on it outside streams_mu_.
   int pins_ = 0;       // guarded by service_.streams_mu_
   bool done_ = false;  // guarded by service_.streams_mu_
 
@@ -191,9 +193,8 @@ grpc::ServerUnaryReactor* LedgerService::RecordBatch(grpc::CallbackServerContext
                                                      v1::RecordBatchResponse* response) {
   auto* reactor = context->DefaultReactor();
   const std::string& id = request->batch_id();
-  if (auto status = CheckBatchSize(*request, options_.max_batch_records, "nothing of the batch was counted");
-      !status.ok()) {
-    reactor->Finish(status);
+  if (TooLarge(*request, options_.max_batch_records)) {
+    reactor->Finish(TooLargeStatus(*request, options_.max_batch_records, "nothing of the batch was counted"));
     return reactor;
   }
   if (id.size() > kMaxBatchIdBytes) {

@@ -133,18 +133,27 @@ TEST(ReporterTest, LostReplyIsNotCountedTwice) {
   EXPECT_GT(reporter.stats().retried, 0u);
 }
 
-// Proves: with nothing listening, Report() stays fast (a generous bound: the real figures are in
-// docs/performance.md) and shutdown returns promptly, counting every record as dropped.
-TEST(ReporterTest, ServerDownReportStaysFast) {
-  // A port this test holds bound but never listens on: connections to it are refused.
-  const int holder = socket(AF_INET, SOCK_STREAM, 0);
+// A loopback port this test holds: bound only (connections are refused) or also listening (the
+// kernel completes handshakes; nobody ever answers). Returns the socket and "127.0.0.1:PORT".
+std::pair<int, std::string> HoldLoopbackPort(bool listening) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  if (listening) {
+    EXPECT_EQ(listen(fd, 16), 0);
+  }
   socklen_t len = sizeof addr;
-  getsockname(holder, reinterpret_cast<sockaddr*>(&addr), &len);
-  Reporter reporter(Options("127.0.0.1:" + std::to_string(ntohs(addr.sin_port))));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  return {fd, "127.0.0.1:" + std::to_string(ntohs(addr.sin_port))};
+}
+
+// Proves: with nothing listening, Report() stays fast (a generous bound: the real figures are in
+// docs/performance.md) and shutdown returns promptly, counting every record as dropped.
+TEST(ReporterTest, ServerDownReportStaysFast) {
+  const auto [holder, target] = HoldLoopbackPort(/*listening=*/false);
+  Reporter reporter(Options(target));
   const auto [p99, max] = ReportLatency(reporter, 20000);
   EXPECT_LT(p99, 1000.0);
   EXPECT_LT(max, 1000000.0);  // one scheduling hiccup on a busy 2-core machine is not a failure
@@ -159,15 +168,8 @@ TEST(ReporterTest, ServerDownReportStaysFast) {
 // Proves: against a server that accepts the connection and never answers, Report() stays fast and
 // shutdown cancels the stuck call by its deadline.
 TEST(ReporterTest, StalledServerReportStaysFast) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listener, 16), 0);  // the kernel completes handshakes; nobody ever answers
-  socklen_t len = sizeof addr;
-  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  ReporterOptions options = Options("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
+  const auto [listener, target] = HoldLoopbackPort(/*listening=*/true);
+  ReporterOptions options = Options(target);
   options.rpc_timeout = absl::Seconds(30);
   Reporter reporter(options);
   const auto [p99, max] = ReportLatency(reporter, 20000);

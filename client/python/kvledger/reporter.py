@@ -113,7 +113,7 @@ class Reporter:
         if thread is not None and thread is not threading.current_thread():
             thread.join(max(0.0, self._stop_deadline - time.monotonic()) + self.rpc_timeout_seconds + 1)
         with self._lock:  # whatever is left (a sender that never started, or one past its deadline)
-            self._drop_locked(len(self._queue))
+            self._answer_locked(len(self._queue))
             self._queue.clear()
         return self.stats()
 
@@ -131,8 +131,11 @@ class Reporter:
         self.close()
 
     # -- sender side --------------------------------------------------------------------------
-    def _drop_locked(self, n):
-        self._counts["dropped"] += n
+    def _answer_locked(self, n, sent=0, rejected=0):
+        """Accounts n queue positions as answered: sent, rejected, the rest dropped."""
+        self._counts["sent"] += sent
+        self._counts["rejected"] += rejected
+        self._counts["dropped"] += n - sent - rejected
         self._answered += n
         self._answered_cv.notify_all()
 
@@ -171,7 +174,7 @@ class Reporter:
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 with self._lock:
-                    self._drop_locked(len(batch))
+                    self._answer_locked(len(batch))
                 return
             timeout = self.rpc_timeout_seconds if deadline is None else min(self.rpc_timeout_seconds, deadline - now)
             try:
@@ -179,7 +182,7 @@ class Reporter:
             except grpc.RpcError as e:
                 if e.code() not in _TRANSIENT:
                     with self._lock:
-                        self._drop_locked(len(batch))
+                        self._answer_locked(len(batch))
                     return
                 with self._lock:
                     self._counts["retried"] += 1
@@ -194,10 +197,5 @@ class Reporter:
                 continue
             with self._lock:
                 accepted = min(response.accepted, len(batch))
-                rejected = min(response.rejected, len(batch) - accepted)
-                self._counts["sent"] += accepted
-                self._counts["rejected"] += rejected
-                self._counts["dropped"] += len(batch) - accepted - rejected
-                self._answered += len(batch)
-                self._answered_cv.notify_all()
+                self._answer_locked(len(batch), accepted, min(response.rejected, len(batch) - accepted))
             return
