@@ -11,9 +11,9 @@
 namespace kvledger {
 namespace {
 
-// Accounts every record of `batch`; rejections are reported with index_offset + position.
-void AccountBatch(Ledger& ledger, bool discard, const v1::RecordBatchRequest& batch,
-                  uint64_t index_offset, size_t max_rejections, v1::RecordBatchResponse* response) {
+// Accounts every record of `batch` into `response` (indices within the batch).
+void AccountBatch(Ledger& ledger, bool discard, const v1::RecordBatchRequest& batch, size_t max_rejections,
+                  v1::RecordBatchResponse* response) {
   for (int i = 0; i < batch.records_size(); ++i) {
     const absl::Status status =
         discard ? absl::OkStatus() : ledger.Record(FactsFromProto(batch.records(i)));
@@ -24,10 +24,23 @@ void AccountBatch(Ledger& ledger, bool discard, const v1::RecordBatchRequest& ba
     response->set_rejected(response->rejected() + 1);
     if (static_cast<size_t>(response->rejections_size()) < max_rejections) {
       auto* rejection = response->add_rejections();
-      rejection->set_index(index_offset + static_cast<uint64_t>(i));
+      rejection->set_index(static_cast<uint64_t>(i));
       rejection->set_reason(RejectReasonLabel(ReasonOf(status)));
       rejection->set_message(std::string(status.message()));
     }
+  }
+}
+
+// Adds one batch's outcome to a stream's summary, its rejection indices shifted by `index_offset`.
+void AddToSummary(const v1::RecordBatchResponse& outcome, uint64_t index_offset, size_t max_rejections,
+                  v1::RecordBatchResponse* summary) {
+  summary->set_accepted(summary->accepted() + outcome.accepted());
+  summary->set_rejected(summary->rejected() + outcome.rejected());
+  for (const v1::Rejection& rejection : outcome.rejections()) {
+    if (static_cast<size_t>(summary->rejections_size()) >= max_rejections) break;
+    v1::Rejection* listed = summary->add_rejections();
+    *listed = rejection;
+    listed->set_index(index_offset + rejection.index());
   }
 }
 
@@ -79,8 +92,16 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
                                                " rejected)")));
       return;
     }
-    AccountBatch(service_.ledger_, service_.options_.discard_records, batch_, records_seen_,
-                 service_.options_.max_listed_rejections, response_);
+    v1::RecordBatchResponse outcome;
+    const grpc::Status applied = service_.ApplyBatch(batch_, &outcome);
+    if (!applied.ok()) {
+      FinishLocked(grpc::Status(applied.error_code(),
+                                absl::StrCat(applied.error_message(), " (this batch; the stream's earlier batches were "
+                                             "counted: ", response_->accepted(), " accepted, ",
+                                             response_->rejected(), " rejected)")));
+      return;
+    }
+    AddToSummary(outcome, records_seen_, service_.options_.max_listed_rejections, response_);
     records_seen_ += static_cast<uint64_t>(batch_.records_size());
     batch_.Clear();
     StartRead(&batch_);
@@ -188,35 +209,36 @@ grpc::ServerUnaryReactor* LedgerService::Record(grpc::CallbackServerContext* con
   return reactor;
 }
 
+grpc::Status LedgerService::ApplyBatch(const v1::RecordBatchRequest& batch, v1::RecordBatchResponse* outcome) {
+  const std::string& id = batch.batch_id();
+  if (id.size() > kMaxBatchIdBytes) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("batch_id (", id.size(), " bytes): must be at most ", kMaxBatchIdBytes,
+                                     " bytes; nothing of the batch was counted"));
+  }
+  switch (dedup_.Begin(id, outcome)) {
+    case BatchDeduplicator::Claim::kApplied:  // a retry: the original outcome, nothing counted again
+      return grpc::Status::OK;
+    case BatchDeduplicator::Claim::kInProgress:
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "batch_id is being applied by another call; retry for its outcome");
+    case BatchDeduplicator::Claim::kNew:
+      break;
+  }
+  AccountBatch(ledger_, options_.discard_records, batch, options_.max_listed_rejections, outcome);
+  dedup_.Finish(id, *outcome);
+  return grpc::Status::OK;
+}
+
 grpc::ServerUnaryReactor* LedgerService::RecordBatch(grpc::CallbackServerContext* context,
                                                      const v1::RecordBatchRequest* request,
                                                      v1::RecordBatchResponse* response) {
   auto* reactor = context->DefaultReactor();
-  const std::string& id = request->batch_id();
   if (TooLarge(*request, options_.max_batch_records)) {
     reactor->Finish(TooLargeStatus(*request, options_.max_batch_records, "nothing of the batch was counted"));
     return reactor;
   }
-  if (id.size() > kMaxBatchIdBytes) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 absl::StrCat("batch_id (", id.size(), " bytes): must be at most ",
-                                              kMaxBatchIdBytes, " bytes; nothing of the batch was counted")));
-    return reactor;
-  }
-  switch (dedup_.Begin(id, response)) {
-    case BatchDeduplicator::Claim::kApplied:  // a retry: the original outcome, nothing counted again
-      reactor->Finish(grpc::Status::OK);
-      return reactor;
-    case BatchDeduplicator::Claim::kInProgress:
-      reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                   "batch_id is being applied by another call; retry for its outcome"));
-      return reactor;
-    case BatchDeduplicator::Claim::kNew:
-      break;
-  }
-  AccountBatch(ledger_, options_.discard_records, *request, 0, options_.max_listed_rejections, response);
-  dedup_.Finish(id, *response);
-  reactor->Finish(grpc::Status::OK);
+  reactor->Finish(ApplyBatch(*request, response));
   return reactor;
 }
 

@@ -62,6 +62,8 @@ class LedgerService final : public v1::Ledger::CallbackService {
 
  private:
   friend class StreamReactor;
+  // Applies one batch once per batch_id (see BatchDeduplicator): its outcome, indices within the batch.
+  grpc::Status ApplyBatch(const v1::RecordBatchRequest& batch, v1::RecordBatchResponse* outcome);
   Ledger& ledger_;
   const LedgerServiceOptions options_;
   BatchDeduplicator dedup_;

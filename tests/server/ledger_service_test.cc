@@ -150,6 +150,61 @@ TEST_F(LedgerServiceTest, StreamSummarizesAcrossBatches) {
   EXPECT_EQ(response.rejections(0).reason(), "invalid_prompt_tokens");
 }
 
+// A stream's batches are deduplicated by batch_id like RecordBatch: a stream cut before its summary
+// can be resent whole (in a new stream or as RecordBatch calls) and only the batches the server had
+// not applied count; the summary reports a repeated batch by its original outcome.
+TEST_F(LedgerServiceTest, StreamBatchesAreCountedOnce) {
+  auto batch_of = [](const std::string& id, bool with_bad) {
+    v1::RecordBatchRequest batch;
+    batch.set_batch_id(id);
+    *batch.add_records() = HalfHit();
+    *batch.add_records() = HalfHit();
+    if (with_bad) batch.mutable_records(1)->set_prompt_tokens(0);
+    return batch;
+  };
+  const uint64_t before = server_->accepted_records();
+  v1::RecordBatchResponse applied;
+  grpc::ClientContext c1;
+  ASSERT_TRUE(stub_->RecordBatch(&c1, batch_of("stream-dedup-a", true), &applied).ok());
+  ASSERT_EQ(server_->accepted_records(), before + 1);
+
+  grpc::ClientContext c2;
+  v1::RecordBatchResponse summary;
+  auto writer = stub_->StreamRecords(&c2, &summary);
+  ASSERT_TRUE(writer->Write(batch_of("stream-dedup-b", false)));  // new: counts 2
+  ASSERT_TRUE(writer->Write(batch_of("stream-dedup-a", true)));   // applied before: counts nothing
+  ASSERT_TRUE(writer->Write(batch_of("stream-dedup-b", false)));  // repeated in the stream: nothing
+  writer->WritesDone();
+  ASSERT_TRUE(writer->Finish().ok());
+  EXPECT_EQ(server_->accepted_records(), before + 1 + 2);
+  EXPECT_EQ(summary.accepted(), 2u + 1u + 2u);
+  EXPECT_EQ(summary.rejected(), 1u);
+  ASSERT_EQ(summary.rejections_size(), 1);
+  EXPECT_EQ(summary.rejections(0).index(), 3u);  // record 1 of the stream's second batch
+  EXPECT_EQ(summary.rejections(0).reason(), "invalid_prompt_tokens");
+
+  // The batch applied in the stream is a repeat for RecordBatch too.
+  v1::RecordBatchResponse repeat;
+  grpc::ClientContext c3;
+  ASSERT_TRUE(stub_->RecordBatch(&c3, batch_of("stream-dedup-b", false), &repeat).ok());
+  EXPECT_EQ(repeat.accepted(), 2u);
+  EXPECT_EQ(server_->accepted_records(), before + 3);
+
+  // An oversized batch_id ends the stream, naming what its earlier batches counted.
+  grpc::ClientContext c4;
+  v1::RecordBatchResponse cut;
+  auto bad_writer = stub_->StreamRecords(&c4, &cut);
+  ASSERT_TRUE(bad_writer->Write(batch_of("stream-dedup-c", false)));
+  bad_writer->Write(batch_of(std::string(129, 'x'), false));
+  bad_writer->WritesDone();
+  const grpc::Status status = bad_writer->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(),
+            "batch_id (129 bytes): must be at most 128 bytes; nothing of the batch was counted (this batch; the "
+            "stream's earlier batches were counted: 2 accepted, 0 rejected)");
+  EXPECT_EQ(server_->accepted_records(), before + 5);
+}
+
 // A stream that sends nothing for --stream_idle_seconds ends with its summary: status OK and the
 // counts of what it sent before.
 TEST(StreamIdleTest, IdleStreamEndsWithItsSummary) {
