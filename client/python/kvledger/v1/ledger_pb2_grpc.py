@@ -59,7 +59,10 @@ class LedgerServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def StreamRecords(self, request_iterator, context):
-        """Client streaming of batches for high-rate reporters; one summary at the end.
+        """Client streaming of batches for high-rate reporters; one summary at the end. A batch whose
+        batch_id this replica already applied (in a stream or a RecordBatch) is not counted again; the
+        summary includes its original outcome. A batch still being applied elsewhere ends the stream
+        with UNAVAILABLE, naming what the stream's earlier batches counted.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
