@@ -1,16 +1,22 @@
 #include "server/server_main.h"
 
+#include <malloc.h>
+
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 #include <map>
+#include <memory>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/kvledger_server.h"
+#include "server/listener_watchdog.h"
 
 ABSL_FLAG(std::string, grpc_address, "127.0.0.1:50051", "gRPC listen address HOST:PORT (port 0 = any free port)");
 ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
@@ -37,6 +43,10 @@ ABSL_FLAG(uint32_t, shutdown_drain_seconds, 5,
           "On SIGTERM: seconds gRPC health reports NOT_SERVING while calls are still served");
 ABSL_FLAG(uint32_t, shutdown_scrape_grace_seconds, 20,
           "On SIGTERM: seconds /metrics stays up after the last call, for a final scrape");
+ABSL_FLAG(uint32_t, deaf_listener_seconds, 30,
+          "Exit with status 3 when connections wait this long in the gRPC listener's accept queue unaccepted "
+          "(the listener went deaf, e.g. after running out of file descriptors), so a supervisor restarts "
+          "the process (0 = never)");
 ABSL_FLAG(std::string, metrics_auth_user, "", "HTTP basic auth user for /metrics");
 ABSL_FLAG(std::string, metrics_auth_password_file, "", "File whose first line is the /metrics basic auth password");
 
@@ -124,6 +134,10 @@ int ServerMain(int argc, char** argv, const char* program, bool discard_records)
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  // Descriptors are connections: use every one the hard limit allows.
+  const auto descriptor_limit = RaiseDescriptorLimit();
+  if (!descriptor_limit.ok()) std::cerr << program << ": " << descriptor_limit.status().message() << std::endl;
+
   auto server = KvledgerServer::Start(options);
   if (!server.ok()) {
     std::cerr << program << ": " << server.status().message() << "\n";
@@ -131,10 +145,36 @@ int ServerMain(int argc, char** argv, const char* program, bool discard_records)
   }
   std::cerr << program << " " << kVersion << " listening: grpc=" << (*server)->grpc_address()
             << " metrics=http://" << (*server)->metrics_address() << "/metrics profiles="
-            << (*server)->profile_count() << std::endl;
+            << (*server)->profile_count()
+            << " open_files_limit=" << (descriptor_limit.ok() ? absl::StrCat(*descriptor_limit) : "unknown")
+            << std::endl;
 
-  int signal = 0;
-  sigwait(&stop_signals, &signal);
+  std::unique_ptr<ListenerWatchdog> watchdog;
+  if (const uint32_t deaf_seconds = absl::GetFlag(FLAGS_deaf_listener_seconds); deaf_seconds > 0) {
+    const std::string& address = (*server)->grpc_address();
+    uint32_t port = 0;
+    if (!absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port)) port = 0;
+    auto started = ListenerWatchdog::Start(static_cast<uint16_t>(port), absl::Seconds(deaf_seconds),
+                                           [program](const std::string& why) {
+                                             std::cerr << program << ": " << why << "; exiting (status 3) to be "
+                                                       << "restarted" << std::endl;
+                                             std::_Exit(3);
+                                           });
+    if (started.ok()) {
+      watchdog = *std::move(started);
+    } else {
+      std::cerr << program << ": " << started.status().message() << "; the listener is not watched" << std::endl;
+    }
+  }
+
+  // Wait for a stop signal. Meanwhile, every 10 s, give freed heap back to the system: after a burst
+  // (many connections, a client that stopped reading) glibc would otherwise keep the peak resident.
+  int signal = -1;
+  const timespec trim_period{10, 0};
+  while (signal < 0) {
+    signal = sigtimedwait(&stop_signals, nullptr, &trim_period);
+    if (signal < 0) malloc_trim(0);
+  }
   std::cerr << program << ": signal " << signal << ", shutting down" << std::endl;
   (*server)->Shutdown(/*patient=*/signal == SIGTERM);  // Ctrl-C at a terminal stops at once
   std::cerr << program << ": stopped" << std::endl;

@@ -5,7 +5,8 @@
 
 namespace kvledger {
 
-// Exit codes: 0 after a clean shutdown, 1 when the server cannot start, 2 for bad flags.
+// Exit codes: 0 after a clean shutdown, 1 when the server cannot start, 2 for bad flags, 3 when the gRPC
+// listener went deaf (--deaf_listener_seconds).
 int ServerMain(int argc, char** argv, const char* program, bool discard_records);
 
 }  // namespace kvledger

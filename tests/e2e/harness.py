@@ -62,13 +62,13 @@ class Server:
     # Tests stop servers at once unless they ask for the drain and final-scrape periods.
     FAST_SHUTDOWN = ("--shutdown_drain_seconds=0", "--shutdown_scrape_grace_seconds=0")
 
-    def __init__(self, binary, *extra_args, log_dir, grpc_address="127.0.0.1:0"):
+    def __init__(self, binary, *extra_args, log_dir, grpc_address="127.0.0.1:0", preexec_fn=None):
         self.log_path = os.path.join(log_dir, f"server-{time.monotonic_ns()}.log")
         self.log = open(self.log_path, "w+")
         self.proc = subprocess.Popen(
             [binary, f"--grpc_address={grpc_address}", "--metrics_address=127.0.0.1:0", *self.FAST_SHUTDOWN,
              *extra_args],
-            stdout=self.log, stderr=subprocess.STDOUT)
+            stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=preexec_fn)
         match = poll("kvledger-server to listen", self._listening)
         self.grpc_address, self.metrics_address = match.group(1), match.group(2)
 
