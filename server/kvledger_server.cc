@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -32,16 +33,29 @@ absl::StatusOr<std::string> ReadFile(const char* flag, const std::string& path) 
 
 std::string HostOf(const std::string& address) { return address.substr(0, address.rfind(':')); }
 
+// Reads a PEM file that must hold `marker` (e.g. a certificate), so that a wrong or swapped file is
+// named at start-up instead of surfacing as a listener that cannot start.
+absl::StatusOr<std::string> ReadPem(const char* flag, const std::string& path, absl::string_view marker,
+                                    absl::string_view what) {
+  auto text = ReadFile(flag, path);
+  if (!text.ok()) return text.status();
+  if (!absl::StrContains(*text, marker)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " = \"", path, "\": holds no PEM ", what, " (no \"", marker, "\" line)"));
+  }
+  return text;
+}
+
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const ServerOptions& o) {
   if (o.tls_cert_file.empty()) return grpc::InsecureServerCredentials();
-  auto cert = ReadFile("tls_cert_file", o.tls_cert_file);
+  auto cert = ReadPem("tls_cert_file", o.tls_cert_file, "-----BEGIN CERTIFICATE-----", "certificate");
   if (!cert.ok()) return cert.status();
-  auto key = ReadFile("tls_key_file", o.tls_key_file);
+  auto key = ReadPem("tls_key_file", o.tls_key_file, "PRIVATE KEY-----", "private key");
   if (!key.ok()) return key.status();
   grpc::SslServerCredentialsOptions ssl;
   ssl.pem_key_cert_pairs.push_back({*key, *cert});
   if (!o.tls_client_ca_file.empty()) {
-    auto ca = ReadFile("tls_client_ca_file", o.tls_client_ca_file);
+    auto ca = ReadPem("tls_client_ca_file", o.tls_client_ca_file, "-----BEGIN CERTIFICATE-----", "CA certificate");
     if (!ca.ok()) return ca.status();
     ssl.pem_root_certs = *ca;
     ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
@@ -119,6 +133,12 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   builder.RegisterService(state->service.get());
   state->grpc_server = builder.BuildAndStart();
   if (!state->grpc_server || grpc_port == 0) {
+    if (!options.tls_cert_file.empty()) {
+      return absl::UnavailableError(absl::StrCat(
+          "--grpc_address = \"", options.grpc_address, "\": cannot listen, or gRPC refused the TLS certificate and "
+          "key (--tls_cert_file = \"", options.tls_cert_file, "\", --tls_key_file = \"", options.tls_key_file,
+          "\"): check that the key matches the certificate; gRPC's own reason is logged above"));
+    }
     return absl::UnavailableError(absl::StrCat("--grpc_address = \"", options.grpc_address, "\": cannot listen"));
   }
   state->grpc_server->GetHealthCheckService()->SetServingStatus("kvledger.v1.Ledger", true);

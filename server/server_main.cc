@@ -15,6 +15,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "google/protobuf/stubs/logging.h"
 #include "server/kvledger_server.h"
 #include "server/listener_watchdog.h"
 
@@ -52,6 +55,35 @@ ABSL_FLAG(std::string, metrics_auth_password_file, "", "File whose first line is
 
 namespace kvledger {
 namespace {
+
+// Protobuf logs one line for every message it cannot parse (e.g. invalid UTF-8 in a string field), so
+// a hostile client could fill the disk: at most kProtobufLinesPerMinute such lines a minute, then one
+// line saying how many were left out.
+constexpr int kProtobufLinesPerMinute = 5;
+
+void RateLimitedProtobufLog(google::protobuf::LogLevel level, const char* filename, int line,
+                            const std::string& message) {
+  static absl::Mutex mu(absl::kConstInit);
+  static absl::Time window_start = absl::InfinitePast();
+  static int in_window = 0;
+  static uint64_t left_out = 0;
+  absl::MutexLock lock(&mu);
+  const absl::Time now = absl::Now();
+  if (now - window_start >= absl::Minutes(1)) {
+    if (left_out > 0) std::cerr << "protobuf: " << left_out << " more such lines left out in the last minute\n";
+    window_start = now;
+    in_window = 0;
+    left_out = 0;
+  }
+  if (level < google::protobuf::LOGLEVEL_FATAL && ++in_window > kProtobufLinesPerMinute) {
+    if (in_window == kProtobufLinesPerMinute + 1) {
+      std::cerr << "protobuf: further lines this minute are left out and counted\n";
+    }
+    ++left_out;
+    return;
+  }
+  std::cerr << "protobuf " << filename << ":" << line << ": " << message << std::endl;
+}
 
 bool IsHelpFlag(absl::string_view arg) {
   return arg == "--help" || arg == "-help" || arg == "-h" || arg == "--helpfull" || arg == "--helpshort";
@@ -126,6 +158,8 @@ int ServerMain(int argc, char** argv, const char* program, bool discard_records)
     std::cerr << program << ": " << s.message() << "\n";
     return 2;
   }
+
+  google::protobuf::SetLogHandler(&RateLimitedProtobufLog);
 
   // Block the stop signals in every thread (gRPC's included); this thread waits for them.
   sigset_t stop_signals;

@@ -277,6 +277,34 @@ class EmptyPasswordTest(unittest.TestCase):
             self.assertIn(f'--metrics_auth_password_file = "{password}": the first line is empty', result.stderr)
 
 
+class BadTlsFilesTest(unittest.TestCase):
+    # Proves: a wrong TLS file is named at start-up (not reported as "cannot listen"), and a key that
+    # does not match its certificate is reported as such.
+    def test_bad_certificate_and_key_are_named(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            def make(name):
+                cert, key = os.path.join(tmp, f"{name}-cert.pem"), os.path.join(tmp, f"{name}-key.pem")
+                subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                                "-subj", "/CN=127.0.0.1", "-keyout", key, "-out", cert],
+                               check=True, capture_output=True, timeout=60)
+                return cert, key
+            cert, key = make("a")
+            _, other_key = make("b")
+
+            def start(cert_file, key_file):
+                return subprocess.run([SERVER, "--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
+                                       f"--tls_cert_file={cert_file}", f"--tls_key_file={key_file}"],
+                                      capture_output=True, text=True, timeout=60)
+            swapped = start(key, cert)
+            self.assertEqual(swapped.returncode, 1)
+            self.assertIn(f'--tls_cert_file = "{key}": holds no PEM certificate (no "-----BEGIN CERTIFICATE-----" line)',
+                          swapped.stderr)
+            mismatched = start(cert, other_key)
+            self.assertEqual(mismatched.returncode, 1)
+            self.assertIn("cannot listen, or gRPC refused the TLS certificate and key", mismatched.stderr)
+            self.assertIn("check that the key matches the certificate", mismatched.stderr)
+
+
 class NoopServerTest(unittest.TestCase):
     # Proves: the benchmark baseline speaks the same API, answers OK and counts nothing.
     def test_noop_counts_nothing(self):

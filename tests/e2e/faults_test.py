@@ -384,6 +384,23 @@ class FaultsTest(unittest.TestCase):
                  scrape_ms=f"{scrape_seconds * 1000:.0f}", exposition_kib=f"{len(text) / 1024:.0f}")
         self.assertLess(rss.peak, 256 * MiB)
 
+    def test_invalid_utf8_does_not_flood_the_log(self):
+        # 2,000 Records whose model string is not UTF-8: each is refused, and the log stays short.
+        server = self.start()
+        body = good_record(model="llama").SerializeToString().replace(b"llama", b"ll\xffma")
+        channel = grpc.insecure_channel(server.grpc_address)
+        call = channel.unary_unary("/kvledger.v1.Ledger/Record", request_serializer=lambda raw: raw,
+                                   response_deserializer=ledger_pb2.RecordBatchResponse.FromString)
+        for _ in range(2000):
+            with self.assertRaises(grpc.RpcError):
+                call(body, timeout=30)
+        channel.close()
+        self.assert_still_serves(server)
+        log = server.read_log()
+        self.assertLessEqual(log.count("invalid UTF-8"), 5, log[-2000:])
+        self.assertIn("protobuf: further lines this minute are left out and counted", log)
+        print(f"MEASURED invalid_utf8: messages=2000 log_bytes={len(log)}", flush=True)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
