@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import types
 import unittest
@@ -74,6 +75,75 @@ class DeadTarget:
         self.sock.close()
 
 
+class CuttingProxy:
+    """A loopback TCP proxy in front of a server that cuts the connection the first `cuts` times the
+    server starts a reply (an HTTP/2 HEADERS frame on a call's stream): the server has applied the
+    call, the client never sees the answer. Its own listening socket binds port 0."""
+
+    def __init__(self, target, cuts):
+        host, port = target.rsplit(":", 1)
+        self.upstream, self.cuts_left, self.cuts_done = (host, int(port)), cuts, 0
+        self.lock = threading.Lock()
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.target = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self.upstream)
+            except OSError:  # the server is gone (the test is ending): refuse the client too
+                client.close()
+                continue
+            threading.Thread(target=self._pipe, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._replies, args=(server, client), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source, sink):
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        for s in (source, sink):
+            s.close()
+
+    def _replies(self, server, client):
+        """Forwards the server's frames one by one, cutting before a reply's HEADERS while cuts are left."""
+        buffer = b""
+        try:
+            while data := server.recv(65536):
+                buffer += data
+                while len(buffer) >= 9:
+                    length = int.from_bytes(buffer[:3], "big")
+                    if len(buffer) < 9 + length:
+                        break
+                    kind, stream = buffer[3], int.from_bytes(buffer[5:9], "big") & 0x7FFFFFFF
+                    if kind == 1 and stream != 0:
+                        with self.lock:
+                            cut = self.cuts_left > 0
+                            if cut:
+                                self.cuts_left -= 1
+                                self.cuts_done += 1
+                        if cut:
+                            raise OSError("cut")
+                    client.sendall(buffer[:9 + length])
+                    buffer = buffer[9 + length:]
+        except OSError:
+            pass
+        for s in (server, client):
+            s.close()
+
+    def close(self):
+        self.listener.close()
+
+
 class ReporterTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -106,6 +176,24 @@ class ReporterTest(unittest.TestCase):
         stats = reporter.stats()
         self.assertEqual((stats["sent"], stats["dropped"], stats["queued"]), (1000, 0, 0))
         self.assertGreater(stats["retried"], 0)
+
+    # Proves: when the connection is cut after the server applied a batch and before its reply
+    # arrived, the Reporter's retry (same batch_id) is answered with the original outcome and the
+    # totals stay exact: every record counted once.
+    def test_cut_reply_is_not_counted_twice(self):
+        server = self.server()
+        proxy = CuttingProxy(server.grpc_address, cuts=3)
+        self.addCleanup(proxy.close)
+        reporter = fast(proxy.target, max_batch_size=100)
+        self.addCleanup(reporter.close, 1)
+        for i in range(1000):
+            self.assertTrue(reporter.report(half_hit(i)))
+        self.assertTrue(reporter.flush(60))
+        self.assertEqual(proxy.cuts_done, 3)
+        stats = reporter.stats()
+        self.assertEqual((stats["sent"], stats["dropped"], stats["queued"]), (1000, 0, 0))
+        self.assertGreaterEqual(stats["retried"], 3)
+        self.assertEqual(accepted(server), 1000)
 
     # Proves: report() stays fast while the server refuses connections or stalls (a generous bound;
     # the measured figure is in docs/performance.md), and close() returns promptly, counting the
