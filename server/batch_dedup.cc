@@ -17,7 +17,7 @@ void BatchDeduplicator::EvictLocked(absl::Time now) {
 BatchDeduplicator::Claim BatchDeduplicator::Begin(const std::string& batch_id, v1::RecordBatchResponse* outcome) {
   if (max_batches_ == 0 || batch_id.empty()) return Claim::kNew;
   const absl::Time now = now_();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   EvictLocked(now);
   auto [it, inserted] = entries_.try_emplace(batch_id);
   if (inserted) {
@@ -32,7 +32,7 @@ BatchDeduplicator::Claim BatchDeduplicator::Begin(const std::string& batch_id, v
 
 void BatchDeduplicator::Finish(const std::string& batch_id, const v1::RecordBatchResponse& outcome) {
   if (max_batches_ == 0 || batch_id.empty()) return;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(batch_id);
   if (it == entries_.end()) return;  // evicted meanwhile
   it->second.done = true;
@@ -44,7 +44,7 @@ void BatchDeduplicator::Finish(const std::string& batch_id, const v1::RecordBatc
 }
 
 size_t BatchDeduplicator::size() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return entries_.size();
 }
 

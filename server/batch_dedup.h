@@ -15,7 +15,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "lib/base/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "kvledger/v1/ledger.pb.h"
@@ -55,7 +55,7 @@ class BatchDeduplicator {
   const size_t max_batches_;
   const absl::Duration max_age_;
   const std::function<absl::Time()> now_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::deque<std::pair<absl::Time, std::string>> order_ ABSL_GUARDED_BY(mu_);  // oldest first
 };

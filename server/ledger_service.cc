@@ -66,7 +66,7 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
       : service_(service), response_(response), last_read_(absl::Now()) {
     bool ending;
     {
-      absl::MutexLock lock(&service_.streams_mu_);
+      MutexLock lock(&service_.streams_mu_);
       service_.streams_.insert(this);
       ending = service_.streams_ending_;
     }
@@ -78,7 +78,7 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
   }
 
   void OnReadDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     last_read_ = absl::Now();
     if (finished_) return;  // the summary went out already; the read was cancelled or is ignored
     if (!ok) {  // the client half-closed (or the call broke): answer with the summary
@@ -108,18 +108,18 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
   }
 
   bool IdleSince(absl::Time cutoff) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return !finished_ && last_read_ < cutoff;
   }
 
   void EndWithSummary() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!finished_) FinishLocked(grpc::Status::OK);
   }
 
   void OnDone() override {
     {
-      absl::MutexLock lock(&service_.streams_mu_);
+      MutexLock lock(&service_.streams_mu_);
       service_.streams_.erase(this);
       done_ = true;
       if (pins_ > 0) return;  // EndStreams is using it and deletes it when done
@@ -141,7 +141,7 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
   v1::RecordBatchResponse* response_;
   v1::RecordBatchRequest batch_;
   uint64_t records_seen_ = 0;
-  absl::Mutex mu_;
+  Mutex mu_;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_read_ ABSL_GUARDED_BY(mu_);
 };
@@ -164,7 +164,7 @@ template <typename Which>
 void LedgerService::EndStreams(Which which) {
   std::vector<StreamReactor*> chosen;
   {
-    absl::MutexLock lock(&streams_mu_);
+    MutexLock lock(&streams_mu_);
     for (StreamReactor* stream : streams_) {
       if (!which(stream)) continue;
       ++stream->pins_;
@@ -175,7 +175,7 @@ void LedgerService::EndStreams(Which which) {
     stream->EndWithSummary();  // outside streams_mu_: gRPC may run OnDone on this thread
     bool finished;
     {
-      absl::MutexLock lock(&streams_mu_);
+      MutexLock lock(&streams_mu_);
       finished = --stream->pins_ == 0 && stream->done_;
     }
     if (finished) delete stream;
@@ -189,7 +189,7 @@ void LedgerService::EndIdleStreams(absl::Time now) {
 
 void LedgerService::EndOpenStreams() {
   {
-    absl::MutexLock lock(&streams_mu_);
+    MutexLock lock(&streams_mu_);
     streams_ending_ = true;
   }
   EndStreams([](StreamReactor*) { return true; });

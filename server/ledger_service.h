@@ -7,7 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "lib/base/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
 #include "kvledger/v1/ledger.grpc.pb.h"
@@ -67,7 +67,7 @@ class LedgerService final : public v1::Ledger::CallbackService {
   Ledger& ledger_;
   const LedgerServiceOptions options_;
   BatchDeduplicator dedup_;
-  absl::Mutex streams_mu_;
+  Mutex streams_mu_;
   absl::flat_hash_set<StreamReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);
   bool streams_ending_ ABSL_GUARDED_BY(streams_mu_) = false;
   // Ends the streams `which` selects (under streams_mu_), outside streams_mu_.

@@ -15,7 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "lib/base/mutex.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/stubs/logging.h"
 #include "server/kvledger_server.h"
@@ -63,11 +63,11 @@ constexpr int kProtobufLinesPerMinute = 5;
 
 void RateLimitedProtobufLog(google::protobuf::LogLevel level, const char* filename, int line,
                             const std::string& message) {
-  static absl::Mutex mu(absl::kConstInit);
+  static Mutex mu;
   static absl::Time window_start = absl::InfinitePast();
   static int in_window = 0;
   static uint64_t left_out = 0;
-  absl::MutexLock lock(&mu);
+  MutexLock lock(&mu);
   const absl::Time now = absl::Now();
   if (now - window_start >= absl::Minutes(1)) {
     if (left_out > 0) std::cerr << "protobuf: " << left_out << " more such lines left out in the last minute\n";

@@ -110,7 +110,7 @@ void Totals::Merge(const Totals& o) {
 
 Aggregator::Aggregator(uint32_t label_slots) : label_slots_(label_slots) {
   for (auto& shard : shards_) {
-    absl::MutexLock lock(&shard.mu);
+    MutexLock lock(&shard.mu);
     shard.cells.resize(static_cast<size_t>(label_slots_) * kTierCount);
   }
 }
@@ -125,7 +125,7 @@ void Aggregator::Add(uint32_t model_slot, const DerivedFigures& figures, bool fo
   Shard& shard = ShardForThisThread();
   const size_t cell = static_cast<size_t>(std::min(model_slot, label_slots_ - 1)) * kTierCount +
                       static_cast<size_t>(figures.tier);
-  absl::MutexLock lock(&shard.mu);
+  MutexLock lock(&shard.mu);
   auto& totals = shard.cells[cell];
   if (!totals) totals = std::make_unique<Totals>();
   totals->Add(figures);
@@ -134,7 +134,7 @@ void Aggregator::Add(uint32_t model_slot, const DerivedFigures& figures, bool fo
 
 void Aggregator::AddRejection(RejectReason reason) {
   Shard& shard = ShardForThisThread();
-  absl::MutexLock lock(&shard.mu);
+  MutexLock lock(&shard.mu);
   ++shard.rejected[static_cast<size_t>(reason)];
 }
 
@@ -142,7 +142,7 @@ AggregateSnapshot Aggregator::Snapshot() const {
   std::vector<std::unique_ptr<Totals>> merged(static_cast<size_t>(label_slots_) * kTierCount);
   AggregateSnapshot snapshot;
   for (const auto& shard : shards_) {
-    absl::MutexLock lock(&shard.mu);
+    MutexLock lock(&shard.mu);
     for (size_t i = 0; i < shard.cells.size(); ++i) {
       if (!shard.cells[i]) continue;
       if (!merged[i]) merged[i] = std::make_unique<Totals>();

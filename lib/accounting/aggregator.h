@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "lib/base/mutex.h"
 #include "lib/accounting/derived_figures.h"
 #include "lib/accounting/rejection.h"
 #include "lib/cost_model/exact_int.h"
@@ -104,7 +104,7 @@ class Aggregator {
  private:
   static constexpr int kShards = 16;
   struct alignas(64) Shard {  // one cache line apart: no false sharing between writers
-    mutable absl::Mutex mu;
+    mutable Mutex mu;
     std::vector<std::unique_ptr<Totals>> cells ABSL_GUARDED_BY(mu);  // slot * kTierCount + tier
     std::array<uint64_t, kRejectReasonCount> rejected ABSL_GUARDED_BY(mu){};
     uint64_t folded ABSL_GUARDED_BY(mu) = 0;

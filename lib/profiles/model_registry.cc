@@ -27,7 +27,7 @@ ModelRegistry::ModelRegistry(const ProfileCatalog& catalog, uint32_t max_models,
       table_mask_(TableSize(known_slots_ + max_models) - 1),
       table_(new std::atomic<const Entry*>[table_mask_ + 1]) {
   for (size_t i = 0; i <= table_mask_; ++i) table_[i].store(nullptr, std::memory_order_relaxed);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (const auto& name : catalog.Names()) InsertLocked(name, catalog.Find(name));
 }
 
@@ -58,7 +58,7 @@ absl::StatusOr<const Profile*> ModelRegistry::ProfileFor(absl::string_view model
 LabelSlot ModelRegistry::ClaimLabel(absl::string_view model, const Profile* profile) {
   if (const Entry* entry = Find(model)) return LabelSlot{entry->slot, false};  // known profiles: always
   if (used_slots_.load(std::memory_order_acquire) >= max_models_) return LabelSlot{other_slot(), true};
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (const Entry* entry = Find(model)) return LabelSlot{entry->slot, false};
   const uint32_t used = static_cast<uint32_t>(entries_.size()) - known_slots_;
   if (used >= max_models_) return LabelSlot{other_slot(), true};
@@ -68,7 +68,7 @@ LabelSlot ModelRegistry::ClaimLabel(absl::string_view model, const Profile* prof
 }
 
 std::vector<ModelLabel> ModelRegistry::Labels() const {
-  absl::ReaderMutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return labels_;
 }
 

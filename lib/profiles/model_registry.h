@@ -18,7 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "lib/base/mutex.h"
 #include "lib/profiles/profile_catalog.h"
 
 namespace kvledger {
@@ -81,7 +81,7 @@ class ModelRegistry {
   const size_t table_mask_;
   std::unique_ptr<std::atomic<const Entry*>[]> table_;
   std::atomic<uint32_t> used_slots_{0};  // slots handed to unknown names
-  mutable absl::Mutex mu_;  // serializes inserts; guards labels_ and owns the entries
+  mutable Mutex mu_;  // serializes inserts; guards labels_ and owns the entries
   std::vector<std::unique_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);
   std::vector<ModelLabel> labels_ ABSL_GUARDED_BY(mu_);
 };
