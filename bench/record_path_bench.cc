@@ -8,7 +8,7 @@
 #include "benchmark/benchmark.h"
 #include "kvledger/v1/record.pb.h"
 #include "lib/accounting/ledger.h"
-#include "lib/accounting/record_proto.h"
+#include "lib/wire/record_proto.h"
 #include "lib/profiles/profile_catalog.h"
 #include "prometheus/text_serializer.h"
 #include "server/metrics_exposition.h"

@@ -17,7 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "kvledger/v1/ledger.grpc.pb.h"
 #include "lib/accounting/ledger.h"
-#include "lib/accounting/record_proto.h"
+#include "lib/wire/record_proto.h"
 #include "lib/profiles/model_registry.h"
 
 namespace kvledger::cli {
@@ -209,7 +209,7 @@ int Explain(const Args& args) {
                            unknown_model == "generic" ? UnknownModelPolicy::kGeneric : UnknownModelPolicy::kReject);
     auto derived = Evaluate(FactsFromProto(*request), registry);
     if (!derived.ok()) {
-      std::cerr << "kvledger explain: " << derived.status().message() << "\n";
+      std::cerr << "kvledger explain: " << derived.rejection().message << "\n";
       return 1;
     }
     figures = FiguresToProto(*derived, request->model());

@@ -70,6 +70,7 @@ struct KvledgerServer::State {
   std::unique_ptr<ModelRegistry> registry;
   std::unique_ptr<Aggregator> aggregator;
   std::unique_ptr<Ledger> ledger;
+  std::unique_ptr<RecordSink> sink;  // when not the ledger
   std::unique_ptr<LedgerService> service;
   std::unique_ptr<grpc::Server> grpc_server;
   std::shared_ptr<MetricsExposition> exposition;
@@ -90,7 +91,8 @@ uint64_t KvledgerServer::accepted_records() const {
   return total;
 }
 
-absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const ServerOptions& options) {
+absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const ServerOptions& options,
+                                                                      std::unique_ptr<RecordSink> sink) {
   if (auto s = options.Validate(); !s.ok()) return s;
   auto state = std::make_unique<State>();
   state->options = options;
@@ -101,13 +103,14 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   state->aggregator = std::make_unique<Aggregator>(state->registry->label_slots());
   state->ledger = std::make_unique<Ledger>(*state->registry, *state->aggregator);
   LedgerServiceOptions service_options;
-  service_options.discard_records = options.discard_records;
   service_options.max_batch_records = options.max_batch_records;
   service_options.max_listed_rejections = options.max_listed_rejections;
   service_options.stream_idle_timeout = absl::Seconds(options.stream_idle_seconds);
   service_options.dedup_entries = options.batch_dedup_entries;
   service_options.dedup_age = absl::Seconds(options.batch_dedup_seconds);
-  state->service = std::make_unique<LedgerService>(*state->ledger, service_options);
+  state->sink = std::move(sink);
+  RecordSink& records = state->sink ? *state->sink : static_cast<RecordSink&>(*state->ledger);
+  state->service = std::make_unique<LedgerService>(records, *state->registry, service_options);
 
   auto credentials = Credentials(options);
   if (!credentials.ok()) return credentials.status();

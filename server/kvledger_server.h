@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "lib/accounting/record_sink.h"
 #include "server/server_options.h"
 
 namespace kvledger {
@@ -16,9 +17,11 @@ inline constexpr char kVersion[] = "0.1.0";
 
 class KvledgerServer {
  public:
-  // Loads profiles, binds both listeners and starts serving. INVALID_ARGUMENT for bad options or
-  // a bad profile file; UNAVAILABLE when a listener cannot bind.
-  static absl::StatusOr<std::unique_ptr<KvledgerServer>> Start(const ServerOptions& options);
+  // Loads profiles, binds both listeners and starts serving. Records go to `sink`, or, when it is
+  // null, to this server's Ledger (counted and exported). INVALID_ARGUMENT for bad options or a bad
+  // profile file; UNAVAILABLE when a listener cannot bind.
+  static absl::StatusOr<std::unique_ptr<KvledgerServer>> Start(const ServerOptions& options,
+                                                               std::unique_ptr<RecordSink> sink = nullptr);
 
   ~KvledgerServer();  // shuts down if still running
 

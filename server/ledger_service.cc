@@ -5,19 +5,24 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "lib/accounting/record_proto.h"
+#include "lib/wire/record_proto.h"
 #include "lib/accounting/rejection.h"
 
 namespace kvledger {
 namespace {
 
+// The server's one conversion of a verdict to a gRPC status.
+grpc::Status ToGrpcStatus(const Verdict& verdict) {
+  if (verdict.ok()) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, verdict.rejection().message);
+}
+
 // Accounts every record of `batch` into `response` (indices within the batch).
-void AccountBatch(Ledger& ledger, bool discard, const v1::RecordBatchRequest& batch, size_t max_rejections,
+void AccountBatch(RecordSink& sink, const v1::RecordBatchRequest& batch, size_t max_rejections,
                   v1::RecordBatchResponse* response) {
   for (int i = 0; i < batch.records_size(); ++i) {
-    const absl::Status status =
-        discard ? absl::OkStatus() : ledger.Record(FactsFromProto(batch.records(i)));
-    if (status.ok()) {
+    const Verdict verdict = sink.Record(FactsFromProto(batch.records(i)));
+    if (verdict.ok()) {
       response->set_accepted(response->accepted() + 1);
       continue;
     }
@@ -25,8 +30,8 @@ void AccountBatch(Ledger& ledger, bool discard, const v1::RecordBatchRequest& ba
     if (static_cast<size_t>(response->rejections_size()) < max_rejections) {
       auto* rejection = response->add_rejections();
       rejection->set_index(static_cast<uint64_t>(i));
-      rejection->set_reason(RejectReasonLabel(ReasonOf(status)));
-      rejection->set_message(std::string(status.message()));
+      rejection->set_reason(RejectReasonLabel(verdict.rejection().reason));
+      rejection->set_message(verdict.rejection().message);
     }
   }
 }
@@ -146,8 +151,8 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
   absl::Time last_read_ ABSL_GUARDED_BY(mu_);
 };
 
-LedgerService::LedgerService(Ledger& ledger, const LedgerServiceOptions& options)
-    : ledger_(ledger), options_(options), dedup_(options.dedup_entries, options.dedup_age) {
+LedgerService::LedgerService(RecordSink& sink, const ModelRegistry& registry, const LedgerServiceOptions& options)
+    : sink_(sink), registry_(registry), options_(options), dedup_(options.dedup_entries, options.dedup_age) {
   if (options_.stream_idle_timeout > absl::ZeroDuration()) {
     reaper_ = std::thread([this] {
       while (!stop_reaper_.WaitForNotificationWithTimeout(absl::Seconds(1))) EndIdleStreams(absl::Now());
@@ -195,17 +200,10 @@ void LedgerService::EndOpenStreams() {
   EndStreams([](StreamReactor*) { return true; });
 }
 
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  // absl and gRPC share the canonical code numbering.
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
 grpc::ServerUnaryReactor* LedgerService::Record(grpc::CallbackServerContext* context,
                                                 const v1::Record* request, v1::RecordResponse*) {
   auto* reactor = context->DefaultReactor();
-  reactor->Finish(options_.discard_records ? grpc::Status::OK
-                                           : ToGrpcStatus(ledger_.Record(FactsFromProto(*request))));
+  reactor->Finish(ToGrpcStatus(sink_.Record(FactsFromProto(*request))));
   return reactor;
 }
 
@@ -225,7 +223,7 @@ grpc::Status LedgerService::ApplyBatch(const v1::RecordBatchRequest& batch, v1::
     case BatchDeduplicator::Claim::kNew:
       break;
   }
-  AccountBatch(ledger_, options_.discard_records, batch, options_.max_listed_rejections, outcome);
+  AccountBatch(sink_, batch, options_.max_listed_rejections, outcome);
   dedup_.Finish(id, *outcome);
   return grpc::Status::OK;
 }
@@ -250,9 +248,9 @@ grpc::ServerReadReactor<v1::RecordBatchRequest>* LedgerService::StreamRecords(
 grpc::ServerUnaryReactor* LedgerService::Explain(grpc::CallbackServerContext* context,
                                                  const v1::Record* request, v1::DerivedFigures* response) {
   auto* reactor = context->DefaultReactor();
-  auto figures = Evaluate(FactsFromProto(*request), ledger_.registry());
+  auto figures = Evaluate(FactsFromProto(*request), registry_);
   if (figures.ok()) *response = FiguresToProto(*figures, request->model());
-  reactor->Finish(ToGrpcStatus(figures.status()));
+  reactor->Finish(ToGrpcStatus(figures.verdict()));
   return reactor;
 }
 

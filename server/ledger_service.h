@@ -1,5 +1,5 @@
 // The gRPC face of the ledger (kvledger.v1.Ledger, callback API): converts messages to domain
-// facts, hands them to lib/accounting, and maps absl::Status to grpc::Status in one place.
+// facts, hands them to a RecordSink, and maps a Rejection to a grpc::Status in one place.
 #ifndef KVLEDGER_SERVER_LEDGER_SERVICE_H_
 #define KVLEDGER_SERVER_LEDGER_SERVICE_H_
 
@@ -12,17 +12,12 @@
 #include "grpcpp/grpcpp.h"
 #include "kvledger/v1/ledger.grpc.pb.h"
 #include "lib/accounting/ledger.h"
+#include "lib/accounting/record_sink.h"
 #include "server/batch_dedup.h"
 
 namespace kvledger {
 
-// The single absl -> gRPC status conversion of the server.
-grpc::Status ToGrpcStatus(const absl::Status& status);
-
 struct LedgerServiceOptions {
-  // Every well-formed message is answered OK and nothing is validated or counted (the benchmark
-  // baseline, kvledger-noop-server).
-  bool discard_records = false;
   // A RecordBatch, or one batch of a stream, with more records is refused whole.
   size_t max_batch_records = 10000;
   // Rejection details one reply lists at most (RecordBatch and StreamRecords); counts stay exact.
@@ -34,10 +29,10 @@ struct LedgerServiceOptions {
   absl::Duration dedup_age = absl::Minutes(10);
 };
 
-// Thread-safe; `ledger` must outlive the service.
+// Thread-safe; `sink` and `registry` (for Explain) must outlive the service.
 class LedgerService final : public v1::Ledger::CallbackService {
  public:
-  LedgerService(Ledger& ledger, const LedgerServiceOptions& options);
+  LedgerService(RecordSink& sink, const ModelRegistry& registry, const LedgerServiceOptions& options);
   ~LedgerService() override;
 
   grpc::ServerUnaryReactor* Record(grpc::CallbackServerContext* context, const v1::Record* request,
@@ -64,7 +59,8 @@ class LedgerService final : public v1::Ledger::CallbackService {
   friend class StreamReactor;
   // Applies one batch once per batch_id (see BatchDeduplicator): its outcome, indices within the batch.
   grpc::Status ApplyBatch(const v1::RecordBatchRequest& batch, v1::RecordBatchResponse* outcome);
-  Ledger& ledger_;
+  RecordSink& sink_;
+  const ModelRegistry& registry_;
   const LedgerServiceOptions options_;
   BatchDeduplicator dedup_;
   Mutex streams_mu_;

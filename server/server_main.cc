@@ -105,9 +105,7 @@ void PrintHelp(const char* program, const char* summary) {
 
 }  // namespace
 
-int ServerMain(int argc, char** argv, const char* program, bool discard_records) {
-  const char* summary = discard_records ? "parses and discards kvledger records (the benchmark baseline)"
-                                        : "prefix-cache reuse accounting over gRPC, exported to Prometheus";
+int ServerMain(int argc, char** argv, const char* program, const char* summary, std::unique_ptr<RecordSink> sink) {
   for (int i = 1; i < argc; ++i) {
     if (IsHelpFlag(argv[i])) {
       PrintHelp(program, summary);
@@ -153,7 +151,6 @@ int ServerMain(int argc, char** argv, const char* program, bool discard_records)
   options.shutdown_scrape_grace_seconds = absl::GetFlag(FLAGS_shutdown_scrape_grace_seconds);
   options.batch_dedup_entries = absl::GetFlag(FLAGS_batch_dedup_entries);
   options.batch_dedup_seconds = absl::GetFlag(FLAGS_batch_dedup_seconds);
-  options.discard_records = discard_records;
   if (auto s = options.Validate(); !s.ok()) {
     std::cerr << program << ": " << s.message() << "\n";
     return 2;
@@ -172,7 +169,7 @@ int ServerMain(int argc, char** argv, const char* program, bool discard_records)
   const auto descriptor_limit = RaiseDescriptorLimit();
   if (!descriptor_limit.ok()) std::cerr << program << ": " << descriptor_limit.status().message() << std::endl;
 
-  auto server = KvledgerServer::Start(options);
+  auto server = KvledgerServer::Start(options, std::move(sink));
   if (!server.ok()) {
     std::cerr << program << ": " << server.status().message() << "\n";
     return 1;

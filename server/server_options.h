@@ -53,8 +53,6 @@ struct ServerOptions {
   // last scrape sees every acknowledged record.
   uint32_t shutdown_drain_seconds = 5;
   uint32_t shutdown_scrape_grace_seconds = 20;
-  // Parse and discard every record (kvledger-noop-server, the benchmark baseline).
-  bool discard_records = false;
 
   // INVALID_ARGUMENT naming the flag when a value is unusable.
   absl::Status Validate() const;

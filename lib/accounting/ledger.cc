@@ -6,23 +6,23 @@
 #include "lib/accounting/validation.h"
 
 namespace kvledger {
-absl::StatusOr<DerivedFigures> Evaluate(const RecordFacts& facts, const ModelRegistry& registry) {
-  if (auto s = ValidateFields(facts); !s.ok()) return s;
+Checked<DerivedFigures> Evaluate(const RecordFacts& facts, const ModelRegistry& registry) {
+  if (Verdict v = ValidateFields(facts); !v.ok()) return v;
   auto profile = registry.ProfileFor(facts.model);
-  if (!profile.ok()) return Reject(RejectReason::kUnknownModel, std::string(profile.status().message()));
-  if (auto s = ValidateAgainstProfile(facts, **profile); !s.ok()) return s;
+  if (!profile.ok()) return Rejection{RejectReason::kUnknownModel, std::string(profile.status().message())};
+  if (Verdict v = ValidateAgainstProfile(facts, **profile); !v.ok()) return v;
   return Derive(facts, **profile);
 }
 
-absl::Status Ledger::Record(const RecordFacts& facts) {
+Verdict Ledger::Record(const RecordFacts& facts) {
   auto figures = Evaluate(facts, registry_);
   if (!figures.ok()) {
-    aggregator_.AddRejection(ReasonOf(figures.status()));
-    return figures.status();
+    aggregator_.AddRejection(figures.rejection().reason);
+    return figures.verdict();
   }
   const LabelSlot label = registry_.ClaimLabel(facts.model, figures->profile);
   aggregator_.Add(label.slot, *figures, label.folded);
-  return absl::OkStatus();
+  return Verdict();
 }
 
 }  // namespace kvledger

@@ -3,28 +3,27 @@
 #ifndef KVLEDGER_LIB_ACCOUNTING_LEDGER_H_
 #define KVLEDGER_LIB_ACCOUNTING_LEDGER_H_
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "lib/accounting/aggregator.h"
 #include "lib/accounting/derived_figures.h"
 #include "lib/accounting/record_facts.h"
+#include "lib/accounting/record_sink.h"
+#include "lib/accounting/rejection.h"
 #include "lib/profiles/model_registry.h"
 
 namespace kvledger {
 
 // Validates `facts` and derives its figures without recording anything or claiming a label slot.
-// Errors are Reject() statuses (INVALID_ARGUMENT with a reason).
-absl::StatusOr<DerivedFigures> Evaluate(const RecordFacts& facts, const ModelRegistry& registry);
+Checked<DerivedFigures> Evaluate(const RecordFacts& facts, const ModelRegistry& registry);
 
 // Accounts records into an Aggregator. Thread-safe; the registry and aggregator must outlive it.
-class Ledger {
+class Ledger final : public RecordSink {
  public:
   Ledger(ModelRegistry& registry, Aggregator& aggregator)
       : registry_(registry), aggregator_(aggregator) {}
 
   // Counts an accepted record, or counts the rejection by reason and returns it. A record is
   // either counted once or rejected; never both, never partly.
-  absl::Status Record(const RecordFacts& facts);
+  Verdict Record(const RecordFacts& facts) override;
 
   const ModelRegistry& registry() const { return registry_; }
 

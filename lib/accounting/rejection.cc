@@ -1,11 +1,6 @@
 #include "lib/accounting/rejection.h"
 
-#include "absl/strings/cord.h"
-
 namespace kvledger {
-namespace {
-constexpr char kReasonPayloadUrl[] = "type.kvledger.dev/kvledger.RejectReason";
-}  // namespace
 
 const char* RejectReasonLabel(RejectReason reason) {
   switch (reason) {
@@ -21,22 +16,12 @@ const char* RejectReasonLabel(RejectReason reason) {
     case RejectReason::kInvalidSuffixPrefillSeconds: return "invalid_suffix_prefill_seconds";
     case RejectReason::kInvalidTtftSeconds: return "invalid_ttft_seconds";
     case RejectReason::kInvalidStateBoundaries: return "invalid_state_boundaries";
-    case RejectReason::kOther: return "other";
   }
-  return "other";
+  return "invalid";
 }
 
-absl::Status Reject(RejectReason reason, const std::string& message) {
-  absl::Status status = absl::InvalidArgumentError(message);
-  status.SetPayload(kReasonPayloadUrl, absl::Cord(std::string(1, static_cast<char>(reason))));
-  return status;
-}
-
-RejectReason ReasonOf(const absl::Status& status) {
-  auto payload = status.GetPayload(kReasonPayloadUrl);
-  if (!payload || payload->size() != 1) return RejectReason::kOther;
-  const int value = static_cast<unsigned char>((*payload)[0]);
-  return value < kRejectReasonCount ? static_cast<RejectReason>(value) : RejectReason::kOther;
+absl::Status ToStatus(const Verdict& verdict) {
+  return verdict.ok() ? absl::OkStatus() : absl::InvalidArgumentError(verdict.rejection().message);
 }
 
 }  // namespace kvledger

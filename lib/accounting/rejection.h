@@ -1,10 +1,14 @@
-// Why a record was rejected: a bounded set of reasons (the `reason` label of
-// kvledger_records_rejected_total) carried inside an INVALID_ARGUMENT absl::Status whose message
-// names the field, the value and the rule.
+// Why a record was rejected: a typed value end to end (a reason from a bounded set, the `reason`
+// label of kvledger_records_rejected_total, and a message naming the field, the value and the rule).
+// The service converts it to a gRPC status in one place; ToStatus() serves the CLI and the tests.
 #ifndef KVLEDGER_LIB_ACCOUNTING_REJECTION_H_
 #define KVLEDGER_LIB_ACCOUNTING_REJECTION_H_
 
+#include <array>
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 
@@ -23,18 +27,60 @@ enum class RejectReason : uint8_t {
   kInvalidSuffixPrefillSeconds,
   kInvalidTtftSeconds,
   kInvalidStateBoundaries,
-  kOther,  // a status without a reason payload
 };
-inline constexpr int kRejectReasonCount = static_cast<int>(RejectReason::kOther) + 1;
+inline constexpr std::array kAllRejectReasons = {
+    RejectReason::kInvalidRequestId,          RejectReason::kInvalidModel,
+    RejectReason::kUnknownModel,              RejectReason::kInvalidTier,
+    RejectReason::kInvalidPromptTokens,       RejectReason::kInvalidLogicalMatchTokens,
+    RejectReason::kInvalidRecoverableTokens,  RejectReason::kInvalidRecomputeTokens,
+    RejectReason::kInvalidReloadSeconds,      RejectReason::kInvalidSuffixPrefillSeconds,
+    RejectReason::kInvalidTtftSeconds,        RejectReason::kInvalidStateBoundaries,
+};
+inline constexpr int kRejectReasonCount = static_cast<int>(kAllRejectReasons.size());
 
 // Label value, e.g. "invalid_prompt_tokens".
 const char* RejectReasonLabel(RejectReason reason);
 
-// INVALID_ARGUMENT with `message` and the reason attached as a payload.
-absl::Status Reject(RejectReason reason, const std::string& message);
+struct Rejection {
+  RejectReason reason;
+  std::string message;  // names the field, the value and the rule
+};
 
-// The reason attached by Reject(), or kOther.
-RejectReason ReasonOf(const absl::Status& status);
+// The verdict on one record: accepted (ok) or rejected.
+class [[nodiscard]] Verdict {
+ public:
+  Verdict() = default;  // accepted
+  Verdict(Rejection rejection) : rejection_(std::move(rejection)) {}  // NOLINT: implicit by design
+  Verdict(RejectReason reason, std::string message) : rejection_(Rejection{reason, std::move(message)}) {}
+
+  bool ok() const { return !rejection_.has_value(); }
+  const Rejection& rejection() const { return *rejection_; }
+
+ private:
+  std::optional<Rejection> rejection_;
+};
+
+// A value, or why the record was rejected.
+template <typename T>
+class [[nodiscard]] Checked {
+ public:
+  Checked(T value) : value_(std::move(value)) {}                  // NOLINT: implicit by design
+  Checked(Rejection rejection) : rejection_(std::move(rejection)) {}  // NOLINT
+  Checked(const Verdict& verdict) : rejection_(verdict.rejection()) {}  // NOLINT: a failed verdict
+
+  bool ok() const { return value_.has_value(); }
+  const T& operator*() const { return *value_; }
+  const T* operator->() const { return &*value_; }
+  const Rejection& rejection() const { return *rejection_; }
+  Verdict verdict() const { return ok() ? Verdict() : Verdict(*rejection_); }
+
+ private:
+  std::optional<T> value_;
+  std::optional<Rejection> rejection_;
+};
+
+// INVALID_ARGUMENT with the rejection's message; OK for an accepted record.
+absl::Status ToStatus(const Verdict& verdict);
 
 }  // namespace kvledger
 

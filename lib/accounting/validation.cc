@@ -23,51 +23,51 @@ bool PrintableWithoutSpaces(absl::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c > ' ' && c < 0x7f; });
 }
 
-absl::Status CheckLatency(const char* field, const std::optional<double>& seconds, RejectReason reason) {
-  if (!seconds) return absl::OkStatus();
+Verdict CheckLatency(const char* field, const std::optional<double>& seconds, RejectReason reason) {
+  if (!seconds) return Verdict();
   const double value = *seconds;
-  if (std::isfinite(value) && value >= 0 && value <= kMaxLatencySeconds) return absl::OkStatus();
-  return Reject(reason, absl::StrCat(field, " = ", FormatDouble(value),
+  if (std::isfinite(value) && value >= 0 && value <= kMaxLatencySeconds) return Verdict();
+  return Verdict(reason, absl::StrCat(field, " = ", FormatDouble(value),
                                      ": must be finite, >= 0 and <= ", kMaxLatencySeconds, " seconds"));
 }
 
 }  // namespace
 
-absl::Status ValidateFields(const RecordFacts& f) {
+Verdict ValidateFields(const RecordFacts& f) {
   if (f.request_id.size() > kMaxRequestIdBytes) {
-    return Reject(RejectReason::kInvalidRequestId,
+    return Verdict(RejectReason::kInvalidRequestId,
                   absl::StrCat("request_id = ", Quote(f.request_id), " (", f.request_id.size(),
                                " bytes): must be at most ", kMaxRequestIdBytes, " bytes"));
   }
   if (f.model.empty() || f.model.size() > kMaxModelNameBytes || !PrintableWithoutSpaces(f.model)) {
-    return Reject(RejectReason::kInvalidModel,
+    return Verdict(RejectReason::kInvalidModel,
                   absl::StrCat("model = ", Quote(f.model), ": must be 1-", kMaxModelNameBytes,
                                " printable ASCII characters without spaces"));
   }
   if (f.tier_value < 0 || f.tier_value >= kTierCount) {
-    return Reject(RejectReason::kInvalidTier,
+    return Verdict(RejectReason::kInvalidTier,
                   absl::StrCat("tier = ", f.tier_value,
                                ": must be one of TIER_DEVICE (1), TIER_HOST (2), TIER_DISK (3), "
                                "TIER_REMOTE (4), or TIER_UNSPECIFIED (0) for a miss"));
   }
   if (f.prompt_tokens < 1 || f.prompt_tokens > kMaxPromptTokens) {
-    return Reject(RejectReason::kInvalidPromptTokens,
+    return Verdict(RejectReason::kInvalidPromptTokens,
                   absl::StrCat("prompt_tokens = ", f.prompt_tokens, ": must be in [1, ",
                                kMaxPromptTokens, "]"));
   }
   if (f.logical_match_tokens < 0 || f.logical_match_tokens > f.prompt_tokens) {
-    return Reject(RejectReason::kInvalidLogicalMatchTokens,
+    return Verdict(RejectReason::kInvalidLogicalMatchTokens,
                   absl::StrCat("logical_match_tokens = ", f.logical_match_tokens,
                                ": must be in [0, prompt_tokens = ", f.prompt_tokens, "]"));
   }
   if (f.tier_value == 0 && f.logical_match_tokens > 0) {
-    return Reject(RejectReason::kInvalidTier,
+    return Verdict(RejectReason::kInvalidTier,
                   absl::StrCat("tier = TIER_UNSPECIFIED: must be set when logical_match_tokens > 0 "
                                "(logical_match_tokens = ", f.logical_match_tokens, ")"));
   }
   if (f.recoverable_tokens &&
       (*f.recoverable_tokens < 0 || *f.recoverable_tokens > f.logical_match_tokens)) {
-    return Reject(RejectReason::kInvalidRecoverableTokens,
+    return Verdict(RejectReason::kInvalidRecoverableTokens,
                   absl::StrCat("recoverable_tokens = ", *f.recoverable_tokens,
                                ": must be in [0, logical_match_tokens = ", f.logical_match_tokens, "]"));
   }
@@ -78,7 +78,7 @@ absl::Status ValidateFields(const RecordFacts& f) {
           f.recoverable_tokens
               ? absl::StrCat("logical_match_tokens - recoverable_tokens = ", lo)
               : std::string("0");
-      return Reject(RejectReason::kInvalidRecomputeTokens,
+      return Verdict(RejectReason::kInvalidRecomputeTokens,
                     absl::StrCat("recompute_tokens = ", *f.recompute_tokens, ": must be in [", lo_text,
                                  ", logical_match_tokens = ", f.logical_match_tokens,
                                  "] (reused = logical_match - recompute may not exceed the recoverable boundary)"));
@@ -89,15 +89,15 @@ absl::Status ValidateFields(const RecordFacts& f) {
                             RejectReason::kInvalidSuffixPrefillSeconds); !s.ok()) return s;
   if (auto s = CheckLatency("ttft_seconds", f.ttft_seconds, RejectReason::kInvalidTtftSeconds); !s.ok()) return s;
   if (f.state_boundaries.size() > kMaxStateBoundaries) {
-    return Reject(RejectReason::kInvalidStateBoundaries,
+    return Verdict(RejectReason::kInvalidStateBoundaries,
                   absl::StrCat("state_boundaries: ", f.state_boundaries.size(),
                                " entries: must be at most ", kMaxStateBoundaries));
   }
-  return absl::OkStatus();
+  return Verdict();
 }
 
-absl::Status ValidateAgainstProfile(const RecordFacts& f, const Profile& profile) {
-  if (f.state_boundaries.empty()) return absl::OkStatus();
+Verdict ValidateAgainstProfile(const RecordFacts& f, const Profile& profile) {
+  if (f.state_boundaries.empty()) return Verdict();
   std::vector<bool> seen(profile.shape().groups.size(), false);
   int64_t minimum = f.logical_match_tokens;
   for (size_t i = 0; i < f.state_boundaries.size(); ++i) {
@@ -106,37 +106,37 @@ absl::Status ValidateAgainstProfile(const RecordFacts& f, const Profile& profile
     if (group < 0) {
       std::vector<std::string> names;
       for (const auto& g : profile.shape().groups) names.push_back(g.name);
-      return Reject(RejectReason::kInvalidStateBoundaries,
+      return Verdict(RejectReason::kInvalidStateBoundaries,
                     absl::StrCat("state_boundaries[", i, "].state_group = ", Quote(b.state_group),
                                  ": must name a layer group of profile '", profile.name(),
                                  "' (", absl::StrJoin(names, ", "), ")"));
     }
     if (seen[group]) {
-      return Reject(RejectReason::kInvalidStateBoundaries,
+      return Verdict(RejectReason::kInvalidStateBoundaries,
                     absl::StrCat("state_boundaries[", i, "].state_group = ", Quote(b.state_group),
                                  ": must appear only once"));
     }
     seen[group] = true;
     if (b.boundary_tokens < 0 || b.boundary_tokens > f.logical_match_tokens) {
-      return Reject(RejectReason::kInvalidStateBoundaries,
+      return Verdict(RejectReason::kInvalidStateBoundaries,
                     absl::StrCat("state_boundaries[", i, "].boundary_tokens = ", b.boundary_tokens,
                                  ": must be in [0, logical_match_tokens = ", f.logical_match_tokens, "]"));
     }
     minimum = std::min(minimum, b.boundary_tokens);
   }
   if (f.recoverable_tokens && *f.recoverable_tokens != minimum) {
-    return Reject(RejectReason::kInvalidStateBoundaries,
+    return Verdict(RejectReason::kInvalidStateBoundaries,
                   absl::StrCat("state_boundaries: minimum boundary_tokens = ", minimum,
                                ": must equal recoverable_tokens = ", *f.recoverable_tokens,
                                " (the recoverable boundary is the minimum over state groups)"));
   }
   if (f.recompute_tokens && *f.recompute_tokens < f.logical_match_tokens - minimum) {
-    return Reject(RejectReason::kInvalidRecomputeTokens,
+    return Verdict(RejectReason::kInvalidRecomputeTokens,
                   absl::StrCat("recompute_tokens = ", *f.recompute_tokens,
                                ": must be >= logical_match_tokens - min(state_boundaries) = ",
                                f.logical_match_tokens - minimum));
   }
-  return absl::OkStatus();
+  return Verdict();
 }
 
 }  // namespace kvledger

@@ -1,12 +1,12 @@
-// Record validation (docs/cost-model.md §1 invariants and field ranges). Every failure is an INVALID_ARGUMENT
-// made by Reject(): the message names the field, the value and the rule, the payload the reason.
+// Record validation (docs/cost-model.md §1 invariants and field ranges). Every failure is a Rejection:
+// a reason and a message naming the field, the value and the rule.
 #ifndef KVLEDGER_LIB_ACCOUNTING_VALIDATION_H_
 #define KVLEDGER_LIB_ACCOUNTING_VALIDATION_H_
 
 #include <cstdint>
 
-#include "absl/status/status.h"
 #include "lib/accounting/record_facts.h"
+#include "lib/accounting/rejection.h"
 #include "lib/cost_model/exact_int.h"
 #include "lib/profiles/profile.h"
 
@@ -19,12 +19,12 @@ inline constexpr size_t kMaxRequestIdBytes = 256;
 inline constexpr size_t kMaxStateBoundaries = 16;
 
 // Checks that do not need the model's profile: names, tier, token invariants, latencies.
-absl::Status ValidateFields(const RecordFacts& facts);
+Verdict ValidateFields(const RecordFacts& facts);
 
 // Checks that need the profile: state boundaries name the profile's layer groups, once each, lie in
 // [0, logical_match_tokens], agree with recoverable_tokens, and recompute_tokens covers the
 // alignment loss they imply. Call after ValidateFields succeeded.
-absl::Status ValidateAgainstProfile(const RecordFacts& facts, const Profile& profile);
+Verdict ValidateAgainstProfile(const RecordFacts& facts, const Profile& profile);
 
 }  // namespace kvledger
 

@@ -7,7 +7,7 @@
 #include "google/protobuf/stubs/logging.h"
 #include "kvledger/v1/ledger.pb.h"
 #include "lib/accounting/ledger.h"
-#include "lib/accounting/record_proto.h"
+#include "lib/wire/record_proto.h"
 #include "lib/profiles/profile_catalog.h"
 
 namespace {
@@ -36,12 +36,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const kvledger::RecordFacts facts = kvledger::FactsFromProto(record);
     auto explained = kvledger::Evaluate(facts, world->registry);
     if (explained.ok()) (void)kvledger::FiguresToProto(*explained, record.model());
-    const absl::Status status = world->ledger.Record(facts);
-    if (status.ok() != explained.ok()) std::abort();  // Explain and Record must agree
-    if (status.ok()) {
+    const kvledger::Verdict verdict = world->ledger.Record(facts);
+    if (verdict.ok() != explained.ok()) std::abort();  // Explain and Record must agree
+    if (verdict.ok()) {
       ++world->accepted;
     } else {
-      if (kvledger::ReasonOf(status) == kvledger::RejectReason::kOther) std::abort();
+      if (verdict.rejection().reason != explained.rejection().reason) std::abort();
+      if (verdict.rejection().message.empty()) std::abort();
       ++world->rejected;
     }
   }

@@ -35,12 +35,12 @@ TEST_F(LedgerTest, RejectionsAreCountedByReasonOnly) {
   ModelRegistry registry(catalog_, 4, UnknownModelPolicy::kReject);
   Aggregator aggregator(registry.label_slots());
   Ledger ledger(registry, aggregator);
-  EXPECT_THAT(ledger.Record(Hit("llama-3.1-8b")), IsOk());
+  EXPECT_THAT(ToStatus(ledger.Record(Hit("llama-3.1-8b"))), IsOk());
   RecordFacts bad = Hit("llama-3.1-8b");
   bad.logical_match_tokens = 2000;
-  EXPECT_THAT(ledger.Record(bad), StatusIs(absl::StatusCode::kInvalidArgument,
+  EXPECT_THAT(ToStatus(ledger.Record(bad)), StatusIs(absl::StatusCode::kInvalidArgument,
                                            HasSubstr("logical_match_tokens = 2000")));
-  EXPECT_THAT(ledger.Record(Hit("no-such-model")),
+  EXPECT_THAT(ToStatus(ledger.Record(Hit("no-such-model"))),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("known profiles:")));
   const AggregateSnapshot s = aggregator.Snapshot();
   ASSERT_EQ(s.cells.size(), 1u);
@@ -49,7 +49,7 @@ TEST_F(LedgerTest, RejectionsAreCountedByReasonOnly) {
   EXPECT_EQ(s.rejected[static_cast<int>(RejectReason::kUnknownModel)], 1u);
   RecordFacts bad_boundary = Hit("kimi-linear-48b-a3b");
   bad_boundary.state_boundaries = {{"nope", 1}};
-  EXPECT_THAT(ledger.Record(bad_boundary), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("state_group")));
+  EXPECT_THAT(ToStatus(ledger.Record(bad_boundary)), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("state_group")));
   // Only the catalog's profiles hold labels: rejected records never claim a slot.
   EXPECT_EQ(registry.Labels().size(), registry.known_slots());
 }
@@ -60,10 +60,10 @@ TEST_F(LedgerTest, FoldedRecordsAreCounted) {
   ModelRegistry registry(catalog_, 1, UnknownModelPolicy::kGeneric);
   Aggregator aggregator(registry.label_slots());
   Ledger ledger(registry, aggregator);
-  ASSERT_THAT(ledger.Record(Hit("junk-1")), IsOk());
-  ASSERT_THAT(ledger.Record(Hit("junk-2")), IsOk());
-  ASSERT_THAT(ledger.Record(Hit("junk-3")), IsOk());
-  ASSERT_THAT(ledger.Record(Hit("qwen3-8b")), IsOk());
+  ASSERT_THAT(ToStatus(ledger.Record(Hit("junk-1"))), IsOk());
+  ASSERT_THAT(ToStatus(ledger.Record(Hit("junk-2"))), IsOk());
+  ASSERT_THAT(ToStatus(ledger.Record(Hit("junk-3"))), IsOk());
+  ASSERT_THAT(ToStatus(ledger.Record(Hit("qwen3-8b"))), IsOk());
   const AggregateSnapshot s = aggregator.Snapshot();
   EXPECT_EQ(s.folded_records, 2u);
   ASSERT_EQ(s.cells.size(), 3u);  // qwen3-8b (a catalog slot), junk-1, other
@@ -100,6 +100,7 @@ TEST_F(LedgerTest, HostileRecordsAreCountedOrRejectedNeverLost) {
   auto pick_int = [&] { return ints[rng() % std::size(ints)]; };
   auto pick_double = [&] { return doubles[rng() % std::size(doubles)]; };
   uint64_t ok = 0, failed = 0;
+  std::array<uint64_t, kRejectReasonCount> per_reason{};
   for (int i = 0; i < 20000; ++i) {
     RecordFacts f;
     const std::string& model = models[rng() % std::size(models)];
@@ -113,13 +114,13 @@ TEST_F(LedgerTest, HostileRecordsAreCountedOrRejectedNeverLost) {
     f.suffix_prefill_seconds = pick_double();
     f.ttft_seconds = pick_double();
     for (uint64_t b = rng() % 3; b > 0; --b) f.state_boundaries.push_back({groups[rng() % 4], pick_int()});
-    const absl::Status status = ledger.Record(f);
-    if (status.ok()) {
+    const Verdict verdict = ledger.Record(f);
+    if (verdict.ok()) {
       ++ok;
     } else {
       ++failed;
-      ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-      ASSERT_NE(ReasonOf(status), RejectReason::kOther) << status;
+      ASSERT_FALSE(verdict.rejection().message.empty());
+      per_reason[static_cast<int>(verdict.rejection().reason)]++;
     }
   }
   const AggregateSnapshot s = aggregator.Snapshot();
@@ -129,7 +130,9 @@ TEST_F(LedgerTest, HostileRecordsAreCountedOrRejectedNeverLost) {
   EXPECT_EQ(counted, ok);
   EXPECT_EQ(rejected, failed);
   EXPECT_GT(ok, 20u);  // the generator does produce valid records too (37 with this seed)
-  EXPECT_EQ(s.rejected[static_cast<int>(RejectReason::kOther)], 0u);
+  for (RejectReason reason : kAllRejectReasons) {  // counted under the reason each verdict named
+    EXPECT_EQ(s.rejected[static_cast<int>(reason)], per_reason[static_cast<int>(reason)]) << RejectReasonLabel(reason);
+  }
 }
 
 }  // namespace

@@ -31,12 +31,13 @@ RecordFacts Valid() {
 }
 
 // Expects rejection with exactly this message and reason.
-void ExpectRejected(const absl::Status& status, const std::string& message, RejectReason reason) {
-  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, message));
-  EXPECT_EQ(ReasonOf(status), reason) << RejectReasonLabel(ReasonOf(status));
+void ExpectRejected(const Verdict& verdict, const std::string& message, RejectReason reason) {
+  ASSERT_FALSE(verdict.ok()) << message;
+  EXPECT_EQ(verdict.rejection().message, message);
+  EXPECT_EQ(verdict.rejection().reason, reason) << RejectReasonLabel(verdict.rejection().reason);
 }
 
-TEST(ValidationTest, ValidRecordPasses) { EXPECT_THAT(ValidateFields(Valid()), IsOk()); }
+TEST(ValidationTest, ValidRecordPasses) { EXPECT_THAT(ToStatus(ValidateFields(Valid())), IsOk()); }
 
 // Each rule names the field, its value and the rule, with its own reason.
 TEST(ValidationTest, EveryRuleNamesFieldValueAndRule) {
@@ -113,7 +114,7 @@ TEST(ValidationTest, EveryRuleNamesFieldValueAndRule) {
   const std::string long_id(300, 'x');
   f = Valid();
   f.request_id = long_id;
-  EXPECT_THAT(ValidateFields(f), StatusIs(absl::StatusCode::kInvalidArgument,
+  EXPECT_THAT(ToStatus(ValidateFields(f)), StatusIs(absl::StatusCode::kInvalidArgument,
                                           HasSubstr("(300 bytes): must be at most 256 bytes")));
 }
 
@@ -124,7 +125,7 @@ TEST(ValidationTest, MissNeedsNoTier) {
   f.logical_match_tokens = 0;
   f.recoverable_tokens.reset();
   f.recompute_tokens.reset();
-  EXPECT_THAT(ValidateFields(f), IsOk());
+  EXPECT_THAT(ToStatus(ValidateFields(f)), IsOk());
 }
 
 TEST(ValidationTest, StateBoundariesAgainstProfile) {
@@ -135,7 +136,7 @@ TEST(ValidationTest, StateBoundariesAgainstProfile) {
   f.recoverable_tokens = 512;
   f.recompute_tokens = 100;
   f.state_boundaries = {{"kda", 512}, {"mla", 592}};
-  EXPECT_THAT(ValidateAgainstProfile(f, kimi), IsOk());
+  EXPECT_THAT(ToStatus(ValidateAgainstProfile(f, kimi)), IsOk());
 
   f.state_boundaries = {{"attention", 512}};
   ExpectRejected(ValidateAgainstProfile(f, kimi),

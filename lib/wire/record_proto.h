@@ -1,6 +1,6 @@
 // Conversions between the wire messages (kvledger.v1, protobuf only, no gRPC) and the domain.
-#ifndef KVLEDGER_LIB_ACCOUNTING_RECORD_PROTO_H_
-#define KVLEDGER_LIB_ACCOUNTING_RECORD_PROTO_H_
+#ifndef KVLEDGER_LIB_WIRE_RECORD_PROTO_H_
+#define KVLEDGER_LIB_WIRE_RECORD_PROTO_H_
 
 #include "kvledger/v1/record.pb.h"
 #include "lib/accounting/derived_figures.h"
@@ -16,4 +16,4 @@ v1::DerivedFigures FiguresToProto(const DerivedFigures& figures, absl::string_vi
 
 }  // namespace kvledger
 
-#endif  // KVLEDGER_LIB_ACCOUNTING_RECORD_PROTO_H_
+#endif  // KVLEDGER_LIB_WIRE_RECORD_PROTO_H_

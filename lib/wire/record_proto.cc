@@ -1,4 +1,4 @@
-#include "lib/accounting/record_proto.h"
+#include "lib/wire/record_proto.h"
 
 #include <string>
 
