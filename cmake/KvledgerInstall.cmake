@@ -1,0 +1,24 @@
+# `cmake --install` puts the cost model and accounting libraries, their headers (under include/lib/
+# and include/kvledger/v1/) and a CMake package in the prefix, so a C++ scheduler can link the cost
+# model in-process:
+#   find_package(kvledger CONFIG REQUIRED)
+#   target_link_libraries(scheduler PRIVATE kvledger::cost_model kvledger::accounting)
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(KVLEDGER_INSTALLED_LIBS kvledger_base kvledger_proto_messages kvledger_cost_model kvledger_profiles
+    kvledger_accounting kvledger_wire)
+install(TARGETS ${KVLEDGER_INSTALLED_LIBS} EXPORT kvledgerTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/lib/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/lib
+        FILES_MATCHING PATTERN "*.h")
+install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/kvledger/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kvledger
+        FILES_MATCHING PATTERN "*.pb.h" PATTERN "*.grpc.pb.h" EXCLUDE)
+install(EXPORT kvledgerTargets NAMESPACE kvledger:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kvledger)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/kvledgerConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/kvledgerConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kvledger)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/kvledgerConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/kvledgerConfig.cmake ${PROJECT_BINARY_DIR}/kvledgerConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kvledger)
