@@ -1,7 +1,14 @@
 #include "server/kvledger_server.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -61,6 +68,42 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Serve
     ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(ssl);
+}
+
+// Connects to `address` and closes at once. civetweb's listener thread checks for a stop only when
+// its 2 s poll returns; a connection makes it return now.
+void Knock(const std::string& address) {
+  std::string host = HostOf(address);
+  const std::string port = address.substr(address.rfind(':') + 1);
+  if (host == "0.0.0.0" || host.empty()) host = "127.0.0.1";
+  if (host == "[::]") host = "::1";
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0) return;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const bool connected = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+    close(fd);
+    if (connected) break;
+  }
+  freeaddrinfo(found);
+}
+
+// Stops the metrics listener without waiting out civetweb's poll interval.
+void StopExposer(std::unique_ptr<prometheus::Exposer>& exposer, const std::string& address) {
+  std::atomic<bool> stopped{false};
+  std::thread knocker([&] {
+    while (!stopped.load()) {
+      Knock(address);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  exposer.reset();
+  stopped.store(true);
+  knocker.join();
 }
 
 }  // namespace
@@ -195,7 +238,7 @@ void KvledgerServer::Shutdown(bool patient) {
   state_->grpc_server->Wait();
   // 3. /metrics stays up for a last scrape of everything acknowledged.
   if (patient) absl::SleepFor(absl::Seconds(state_->options.shutdown_scrape_grace_seconds));
-  state_->exposer.reset();
+  StopExposer(state_->exposer, metrics_address_);
 }
 
 }  // namespace kvledger

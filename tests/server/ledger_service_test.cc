@@ -24,10 +24,11 @@ v1::Record HalfHit(const char* model = "llama-3.1-8b") {
   return r;
 }
 
+// Each test owns its server (starting and stopping one takes milliseconds), so no test sees
+// another's counters.
 class LedgerServiceTest : public ::testing::Test {
  protected:
-  // One server for the suite: stopping the metrics listener takes ~2 s.
-  static void SetUpTestSuite() {
+  void SetUp() override {
     ServerOptions options;
     options.shutdown_drain_seconds = 0;  // tests stop at once
     options.shutdown_scrape_grace_seconds = 0;
@@ -35,19 +36,12 @@ class LedgerServiceTest : public ::testing::Test {
     options.metrics_address = "127.0.0.1:0";
     auto server = KvledgerServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server).release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override {
+    server_ = *std::move(server);
     stub_ = v1::Ledger::NewStub(grpc::CreateChannel(server_->grpc_address(), grpc::InsecureChannelCredentials()));
   }
-  static KvledgerServer* server_;
+  std::unique_ptr<KvledgerServer> server_;
   std::unique_ptr<v1::Ledger::Stub> stub_;
 };
-KvledgerServer* LedgerServiceTest::server_ = nullptr;
 
 // Port 0 was replaced by the real bound ports.
 TEST_F(LedgerServiceTest, BoundPortsAreReported) {
@@ -84,7 +78,8 @@ TEST_F(LedgerServiceTest, RetriedBatchIsCountedOnce) {
   *batch.add_records() = HalfHit();
   batch.mutable_records(1)->set_prompt_tokens(0);
   batch.set_batch_id("retry-test-0001");
-  const uint64_t before = server_->accepted_records();
+  const uint64_t before = server_->accepted_records();  // 0: the test owns the server
+  ASSERT_EQ(before, 0u);
   v1::RecordBatchResponse first, second;
   grpc::ClientContext c1, c2;
   ASSERT_TRUE(stub_->RecordBatch(&c1, batch, &first).ok());
@@ -162,7 +157,8 @@ TEST_F(LedgerServiceTest, StreamBatchesAreCountedOnce) {
     if (with_bad) batch.mutable_records(1)->set_prompt_tokens(0);
     return batch;
   };
-  const uint64_t before = server_->accepted_records();
+  const uint64_t before = server_->accepted_records();  // 0: the test owns the server
+  ASSERT_EQ(before, 0u);
   v1::RecordBatchResponse applied;
   grpc::ClientContext c1;
   ASSERT_TRUE(stub_->RecordBatch(&c1, batch_of("stream-dedup-a", true), &applied).ok());
@@ -295,7 +291,8 @@ TEST_F(LedgerServiceTest, BatchCapsRejectionDetails) {
 TEST_F(LedgerServiceTest, OversizedBatchIsRefusedWhole) {
   v1::RecordBatchRequest batch;
   for (int i = 0; i < 10001; ++i) *batch.add_records() = HalfHit("qwen3-235b-a22b");
-  const uint64_t before = server_->accepted_records();
+  const uint64_t before = server_->accepted_records();  // 0: the test owns the server
+  ASSERT_EQ(before, 0u);
   grpc::ClientContext context;
   v1::RecordBatchResponse response;
   const grpc::Status status = stub_->RecordBatch(&context, batch, &response);
@@ -326,7 +323,8 @@ TEST_F(LedgerServiceTest, OversizedMessageIsRefused) {
   v1::Record big = HalfHit();
   big.set_request_id(std::string(200, 'r'));
   for (int i = 0; i < 20000; ++i) *batch.add_records() = big;  // ~5 MB
-  const uint64_t before = server_->accepted_records();
+  const uint64_t before = server_->accepted_records();  // 0: the test owns the server
+  ASSERT_EQ(before, 0u);
   grpc::ClientContext context;
   v1::RecordBatchResponse response;
   const grpc::Status status = stub_->RecordBatch(&context, batch, &response);
