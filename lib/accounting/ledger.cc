@@ -6,21 +6,25 @@
 #include "lib/accounting/validation.h"
 
 namespace kvledger {
-Checked<DerivedFigures> Evaluate(const RecordFacts& facts, const ModelRegistry& registry) {
+Checked<DerivedFigures> Evaluate(const RecordFacts& facts, const absl::StatusOr<Resolution>& model) {
   if (Verdict v = ValidateFields(facts); !v.ok()) return v;
-  auto profile = registry.ProfileFor(facts.model);
-  if (!profile.ok()) return Rejection{RejectReason::kUnknownModel, std::string(profile.status().message())};
-  if (Verdict v = ValidateAgainstProfile(facts, **profile); !v.ok()) return v;
-  return Derive(facts, **profile);
+  if (!model.ok()) return Rejection{RejectReason::kUnknownModel, std::string(model.status().message())};
+  if (Verdict v = ValidateAgainstProfile(facts, *model->profile); !v.ok()) return v;
+  return Derive(facts, *model->profile);
+}
+
+Checked<DerivedFigures> Evaluate(const RecordFacts& facts, const ModelRegistry& registry) {
+  return Evaluate(facts, registry.Resolve(facts.model));
 }
 
 Verdict Ledger::Record(const RecordFacts& facts) {
-  auto figures = Evaluate(facts, registry_);
+  const absl::StatusOr<Resolution> model = registry_.Resolve(facts.model);
+  auto figures = Evaluate(facts, model);
   if (!figures.ok()) {
     aggregator_.AddRejection(figures.rejection().reason);
     return figures.verdict();
   }
-  const LabelSlot label = registry_.ClaimLabel(facts.model, figures->profile);
+  const LabelSlot label = model->label ? *model->label : registry_.ClaimLabel(facts.model, figures->profile);
   aggregator_.Add(label.slot, *figures, label.folded);
   return Verdict();
 }

@@ -14,6 +14,8 @@ namespace kvledger {
 
 // Validates `facts` and derives its figures without recording anything or claiming a label slot.
 Checked<DerivedFigures> Evaluate(const RecordFacts& facts, const ModelRegistry& registry);
+// The same, with the model already resolved (the record path resolves once).
+Checked<DerivedFigures> Evaluate(const RecordFacts& facts, const absl::StatusOr<Resolution>& model);
 
 // Accounts records into an Aggregator. Thread-safe; the registry and aggregator must outlive it.
 class Ledger final : public RecordSink {

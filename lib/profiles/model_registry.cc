@@ -33,7 +33,7 @@ ModelRegistry::ModelRegistry(const ProfileCatalog& catalog, uint32_t max_models,
 
 void ModelRegistry::InsertLocked(absl::string_view model, const Profile* profile) {
   const auto slot = static_cast<uint32_t>(entries_.size());
-  entries_.push_back(std::make_unique<Entry>(Entry{std::string(model), slot}));
+  entries_.push_back(std::make_unique<Entry>(Entry{std::string(model), slot, profile}));
   labels_.push_back(ModelLabel{std::string(model), profile});
   size_t i = absl::Hash<absl::string_view>{}(model) & table_mask_;
   while (table_[i].load(std::memory_order_relaxed) != nullptr) i = (i + 1) & table_mask_;
@@ -47,12 +47,20 @@ const ModelRegistry::Entry* ModelRegistry::Find(absl::string_view model) const {
   }
 }
 
-absl::StatusOr<const Profile*> ModelRegistry::ProfileFor(absl::string_view model) const {
-  if (const Profile* profile = catalog_.Find(model)) return profile;
-  if (policy_ == UnknownModelPolicy::kGeneric && generic_ != nullptr) return generic_;
+absl::StatusOr<Resolution> ModelRegistry::Resolve(absl::string_view model) const {
+  if (const Entry* entry = Find(model)) {  // a catalog profile, or an unknown name with a slot
+    return Resolution{entry->profile, LabelSlot{entry->slot, false}};
+  }
+  if (policy_ == UnknownModelPolicy::kGeneric && generic_ != nullptr) return Resolution{generic_, std::nullopt};
   return absl::InvalidArgumentError(absl::StrCat(
       "model = \"", model, "\": no profile of that name; known profiles: ",
       absl::StrJoin(catalog_.Names(), ", "), " (or start the server with --unknown_model=generic)"));
+}
+
+absl::StatusOr<const Profile*> ModelRegistry::ProfileFor(absl::string_view model) const {
+  auto resolution = Resolve(model);
+  if (!resolution.ok()) return resolution.status();
+  return resolution->profile;
 }
 
 LabelSlot ModelRegistry::ClaimLabel(absl::string_view model, const Profile* profile) {

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,14 +38,24 @@ struct ModelLabel {
   const Profile* profile;  // profile of the first record that claimed the slot
 };
 
+// What the record path learns about a model name in one lookup.
+struct Resolution {
+  const Profile* profile = nullptr;
+  // The name's label slot when it already has one (every catalog profile, and unknown names that
+  // claimed one); otherwise ClaimLabel gives it one if the record is counted.
+  std::optional<LabelSlot> label;
+};
+
 class ModelRegistry {
  public:
   // `catalog` must outlive the registry. max_models >= 1: label slots for names without a profile.
   ModelRegistry(const ProfileCatalog& catalog, uint32_t max_models, UnknownModelPolicy policy);
 
-  // The profile that costs `model`, without claiming a label slot. INVALID_ARGUMENT for a model
-  // with no profile (policy kReject); the message lists the known profiles.
-  absl::StatusOr<const Profile*> ProfileFor(absl::string_view model) const;
+  // The profile that costs `model` and its label slot if it has one, in one lock-free lookup,
+  // without claiming a slot. INVALID_ARGUMENT for a model with no profile (policy kReject); the
+  // message lists the known profiles.
+  absl::StatusOr<Resolution> Resolve(absl::string_view model) const;
+  absl::StatusOr<const Profile*> ProfileFor(absl::string_view model) const;  // Resolve(model)->profile
 
   // The label slot of `model`, claiming a free one for a new name. Call only for a record that is
   // being counted (so rejected records never use up slots); `profile` is what ProfileFor returned,
@@ -66,6 +77,7 @@ class ModelRegistry {
   struct Entry {
     std::string model;
     uint32_t slot;
+    const Profile* profile;
   };
   // The entry for `model`, or nullptr. Lock-free.
   const Entry* Find(absl::string_view model) const;
