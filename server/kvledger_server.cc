@@ -130,7 +130,7 @@ size_t KvledgerServer::profile_count() const { return state_->catalog.Names().si
 
 uint64_t KvledgerServer::accepted_records() const {
   uint64_t total = 0;
-  for (const auto& cell : state_->aggregator->Snapshot().cells) total += cell.totals.requests;
+  for (const auto& cell : state_->aggregator->Snapshot().cells) total += cell.totals.requests();
   return total;
 }
 

@@ -3,17 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <utility>
 
 namespace kvledger {
 namespace {
-
-// `value` is finite and >= 0 (validated latencies, ratios, recompute estimates); estimates can
-// pass 2^64 nanoseconds for absurd records, so the result is 128-bit.
-Uint128 ToNanoUnits(double value) {
-  const double scaled = value * kNanoUnitsPerUnit;
-  if (scaled < 9.0e18) return static_cast<Uint128>(std::llround(scaled));
-  return static_cast<Uint128>(scaled);  // already an integer at this magnitude
-}
 
 // Bucket bounds in nanoseconds, rounded once.
 const std::array<Uint128, kLatencyBucketsSeconds.size()>& LatencyBoundsNanos() {
@@ -46,66 +39,32 @@ void ObserveRatio(RatioHistogram& h, uint64_t part, uint64_t whole) {
   ++h.count;
 }
 
+// Adds row I of kCounters; unrolled at compile time so every contribution is inlined.
+template <size_t I>
+void AddCounter(const DerivedFigures& d, Uint128* counters) {
+  constexpr CounterSpec spec = kCounters[I];
+  for (int i = 0; i < Width(spec.dimension); ++i) counters[kCounterOffsets[I] + i] += spec.contribution(d, i);
+}
+
+template <size_t... I>
+void AddCounters(const DerivedFigures& d, Uint128* counters, std::index_sequence<I...>) {
+  (AddCounter<I>(d, counters), ...);
+}
+
 }  // namespace
 
 void Totals::Add(const DerivedFigures& d) {
-  ++requests;
-  prompt_tokens += d.prompt_tokens;
-  logical_match_tokens += d.logical_match_tokens;
-  recoverable_tokens += d.recoverable_tokens;
-  reused_tokens += d.reused_tokens;
-  recompute_alignment_tokens += d.recompute_alignment_tokens;
-  recompute_restore_tokens += d.recompute_restore_tokens;
-  attention_baseline_flops += d.attention_baseline_flops;
-  prefill_baseline_flops += d.prefill_baseline_flops;
-  for (int b = 0; b < kBoundaryCount; ++b) {
-    attention_avoided_flops[b] += d.attention_avoided_flops[b];
-    prefill_avoided_flops[b] += d.prefill_avoided_flops[b];
+  AddCounters(d, counters.data(), std::make_index_sequence<kCounters.size()>());
+  for (size_t i = 0; i < kLatencies.size(); ++i) {
+    if (const auto& seconds = d.*kLatencies[i].seconds) ObserveLatency(latencies[i], *seconds);
   }
-  reused_bytes += d.reused_bytes;
-  if (d.reload_compared) {
-    ++reload_compared_requests;
-    estimated_recompute_nanoseconds += ToNanoUnits(*d.estimated_recompute_seconds);
-    compared_reload_nanoseconds += ToNanoUnits(*d.reload_seconds);
-    compared_suffix_prefill_nanoseconds += ToNanoUnits(d.suffix_prefill_seconds_used);
-    compared_reused_bytes += d.reused_bytes;
-    reload_slower_than_recompute += d.reload_slower_than_recompute ? 1 : 0;
-  }
-  recoverable_model_disagreements += d.model_disagrees ? 1 : 0;
-  if (d.reload_seconds) ObserveLatency(reload_seconds, *d.reload_seconds);
-  if (d.suffix_prefill_seconds) ObserveLatency(suffix_prefill_seconds, *d.suffix_prefill_seconds);
-  if (d.ttft_seconds) ObserveLatency(ttft_seconds, *d.ttft_seconds);
-  ObserveRatio(logical_hit_ratio, d.logical_match_tokens, d.prompt_tokens);
-  ObserveRatio(reused_hit_ratio, d.reused_tokens, d.prompt_tokens);
+  for (size_t i = 0; i < kRatios.size(); ++i) ObserveRatio(ratios[i], d.*kRatios[i].part, d.prompt_tokens);
 }
 
 void Totals::Merge(const Totals& o) {
-  requests += o.requests;
-  prompt_tokens += o.prompt_tokens;
-  logical_match_tokens += o.logical_match_tokens;
-  recoverable_tokens += o.recoverable_tokens;
-  reused_tokens += o.reused_tokens;
-  recompute_alignment_tokens += o.recompute_alignment_tokens;
-  recompute_restore_tokens += o.recompute_restore_tokens;
-  attention_baseline_flops += o.attention_baseline_flops;
-  prefill_baseline_flops += o.prefill_baseline_flops;
-  for (int b = 0; b < kBoundaryCount; ++b) {
-    attention_avoided_flops[b] += o.attention_avoided_flops[b];
-    prefill_avoided_flops[b] += o.prefill_avoided_flops[b];
-  }
-  reused_bytes += o.reused_bytes;
-  reload_compared_requests += o.reload_compared_requests;
-  estimated_recompute_nanoseconds += o.estimated_recompute_nanoseconds;
-  compared_reload_nanoseconds += o.compared_reload_nanoseconds;
-  compared_suffix_prefill_nanoseconds += o.compared_suffix_prefill_nanoseconds;
-  compared_reused_bytes += o.compared_reused_bytes;
-  reload_slower_than_recompute += o.reload_slower_than_recompute;
-  recoverable_model_disagreements += o.recoverable_model_disagreements;
-  reload_seconds.Merge(o.reload_seconds);
-  suffix_prefill_seconds.Merge(o.suffix_prefill_seconds);
-  ttft_seconds.Merge(o.ttft_seconds);
-  logical_hit_ratio.Merge(o.logical_hit_ratio);
-  reused_hit_ratio.Merge(o.reused_hit_ratio);
+  for (size_t i = 0; i < counters.size(); ++i) counters[i] += o.counters[i];
+  for (size_t i = 0; i < latencies.size(); ++i) latencies[i].Merge(o.latencies[i]);
+  for (size_t i = 0; i < ratios.size(); ++i) ratios[i].Merge(o.ratios[i]);
 }
 
 Aggregator::Aggregator(uint32_t label_slots) : label_slots_(label_slots) {

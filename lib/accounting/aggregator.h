@@ -18,6 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "lib/base/mutex.h"
 #include "lib/accounting/derived_figures.h"
+#include "lib/accounting/figure_schema.h"
 #include "lib/accounting/rejection.h"
 #include "lib/cost_model/exact_int.h"
 
@@ -29,9 +30,6 @@ inline constexpr std::array<double, 25> kLatencyBucketsSeconds = {
     0.75,  1,     2,     5,    10,   30,   60,   120,   300, 600, 1200, 2400};
 // Hit-ratio buckets: upper bounds k/20 for k = 1..20.
 inline constexpr int kRatioBuckets = 20;
-
-// Values are fixed-point with 1e-9 units (nanoseconds for latencies).
-inline constexpr double kNanoUnitsPerUnit = 1e9;
 
 template <size_t kBuckets>
 struct FixedHistogram {
@@ -47,35 +45,19 @@ struct FixedHistogram {
 using LatencyHistogram = FixedHistogram<kLatencyBucketsSeconds.size()>;
 using RatioHistogram = FixedHistogram<kRatioBuckets>;
 
-// Sums for one (model slot, tier).
+// Sums for one (model slot, tier): every figure of figure_schema.h.
 struct Totals {
-  uint64_t requests = 0;
-  Uint128 prompt_tokens = 0;
-  Uint128 logical_match_tokens = 0;
-  Uint128 recoverable_tokens = 0;
-  Uint128 reused_tokens = 0;
-  Uint128 recompute_alignment_tokens = 0;
-  Uint128 recompute_restore_tokens = 0;
-  Uint128 attention_baseline_flops = 0;
-  std::array<Uint128, kBoundaryCount> attention_avoided_flops{};
-  Uint128 prefill_baseline_flops = 0;
-  std::array<Uint128, kBoundaryCount> prefill_avoided_flops{};
-  Uint128 reused_bytes = 0;
-  // Over the records whose reload was compared with a recompute estimate (DerivedFigures::
-  // reload_compared) only, so that they form honest ratios with one denominator.
-  uint64_t reload_compared_requests = 0;
-  Uint128 estimated_recompute_nanoseconds = 0;
-  Uint128 compared_reload_nanoseconds = 0;
-  Uint128 compared_suffix_prefill_nanoseconds = 0;
-  Uint128 compared_reused_bytes = 0;
-  uint64_t reload_slower_than_recompute = 0;
-  uint64_t recoverable_model_disagreements = 0;
-  // Only records that reported the latency are observed.
-  LatencyHistogram reload_seconds;
-  LatencyHistogram suffix_prefill_seconds;
-  LatencyHistogram ttft_seconds;
-  RatioHistogram logical_hit_ratio;
-  RatioHistogram reused_hit_ratio;
+  std::array<Uint128, kCounterSlots> counters{};
+  std::array<LatencyHistogram, kLatencies.size()> latencies;
+  std::array<RatioHistogram, kRatios.size()> ratios;
+
+  // The sum of a counter, at index `i` of its dimension.
+  Uint128 counter(Counter c, int i = 0) const { return counters[kCounterOffsets[static_cast<size_t>(c)] + i]; }
+  Uint128 counter(Counter c, Cause cause) const { return counter(c, static_cast<int>(cause)); }
+  Uint128 counter(Counter c, Boundary b) const { return counter(c, static_cast<int>(b)); }
+  uint64_t requests() const { return static_cast<uint64_t>(counter(Counter::kRequests)); }
+  const LatencyHistogram& latency(Latency l) const { return latencies[static_cast<size_t>(l)]; }
+  const RatioHistogram& ratio(Ratio r) const { return ratios[static_cast<size_t>(r)]; }
 
   void Add(const DerivedFigures& figures);
   void Merge(const Totals& other);

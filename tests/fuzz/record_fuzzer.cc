@@ -48,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const kvledger::AggregateSnapshot snapshot = world->aggregator.Snapshot();
   uint64_t counted = 0, rejected = 0;
-  for (const auto& cell : snapshot.cells) counted += cell.totals.requests;
+  for (const auto& cell : snapshot.cells) counted += cell.totals.requests();
   for (uint64_t r : snapshot.rejected) rejected += r;
   if (counted != world->accepted || rejected != world->rejected) std::abort();  // nothing lost
   return 0;

@@ -33,7 +33,7 @@ int main() {
               verdict.rejection().message.c_str());
   if (!ledger.Record(hit).ok()) return 1;
   uint64_t counted = 0;
-  for (const auto& cell : aggregator.Snapshot().cells) counted += cell.totals.requests;
+  for (const auto& cell : aggregator.Snapshot().cells) counted += cell.totals.requests();
   std::printf("counted=%llu\n", static_cast<unsigned long long>(counted));
   return 0;
 }

@@ -74,11 +74,11 @@ TEST_F(AggregatorTest, TotalsEqualDirectSums) {
     match += in.match;
   }
   const Totals all = Sum(aggregator.Snapshot());
-  EXPECT_EQ(all.requests, inputs.size());
-  EXPECT_EQ(all.prompt_tokens, prompt);
-  EXPECT_EQ(all.logical_match_tokens, match);
-  EXPECT_EQ(all.recompute_alignment_tokens + all.recompute_restore_tokens + all.reused_tokens, match);
-  EXPECT_EQ(all.reload_seconds.count, inputs.size());
+  EXPECT_EQ(all.counter(Counter::kRequests), inputs.size());
+  EXPECT_EQ(all.counter(Counter::kPromptTokens), prompt);
+  EXPECT_EQ(all.counter(Counter::kLogicalMatchTokens), match);
+  EXPECT_EQ(all.counter(Counter::kRecomputeTokens, Cause::kAlignment) + all.counter(Counter::kRecomputeTokens, Cause::kRestore) + all.counter(Counter::kReusedTokens), match);
+  EXPECT_EQ(all.latency(Latency::kReload).count, inputs.size());
 }
 
 // The snapshot is a pure function of the set of records: shuffled order on 4 threads gives
@@ -105,15 +105,15 @@ TEST_F(AggregatorTest, OrderAndThreadsDoNotChangeTotals) {
 
   const Totals a = Sum(serial.Snapshot());
   const Totals b = Sum(parallel.Snapshot());
-  EXPECT_EQ(a.requests, b.requests);
-  EXPECT_EQ(a.attention_baseline_flops, b.attention_baseline_flops);
-  EXPECT_EQ(a.prefill_avoided_flops, b.prefill_avoided_flops);
-  EXPECT_EQ(a.reused_bytes, b.reused_bytes);
-  EXPECT_EQ(a.estimated_recompute_nanoseconds, b.estimated_recompute_nanoseconds);
-  EXPECT_EQ(a.reload_slower_than_recompute, b.reload_slower_than_recompute);
-  EXPECT_EQ(a.ttft_seconds.counts, b.ttft_seconds.counts);
-  EXPECT_EQ(a.ttft_seconds.sum_nanounits, b.ttft_seconds.sum_nanounits);
-  EXPECT_EQ(a.reused_hit_ratio.counts, b.reused_hit_ratio.counts);
+  EXPECT_EQ(a.counter(Counter::kRequests), b.counter(Counter::kRequests));
+  EXPECT_EQ(a.counter(Counter::kAttentionBaselineFlops), b.counter(Counter::kAttentionBaselineFlops));
+  EXPECT_EQ(a.counters, b.counters);  // every counter, every boundary and cause
+  EXPECT_EQ(a.counter(Counter::kReusedBytes), b.counter(Counter::kReusedBytes));
+  EXPECT_EQ(a.counter(Counter::kEstimatedRecomputeSeconds), b.counter(Counter::kEstimatedRecomputeSeconds));
+  EXPECT_EQ(a.counter(Counter::kReloadSlowerThanRecompute), b.counter(Counter::kReloadSlowerThanRecompute));
+  EXPECT_EQ(a.latency(Latency::kTtft).counts, b.latency(Latency::kTtft).counts);
+  EXPECT_EQ(a.latency(Latency::kTtft).sum_nanounits, b.latency(Latency::kTtft).sum_nanounits);
+  EXPECT_EQ(a.ratio(Ratio::kReusedHit).counts, b.ratio(Ratio::kReusedHit).counts);
 }
 
 // Bucket edges are inclusive ("le"): alpha = 0.05 exactly is in the first bucket, 0.06 in the
@@ -135,15 +135,15 @@ TEST_F(AggregatorTest, BucketEdgesAreExact) {
   add(100, 0, 0);
   add(100, 100, 5000);
   add(3, 1, 1);  // 1/3: 20/3 = 6.67 -> bucket 7 (le 0.35)
-  EXPECT_EQ(t.logical_hit_ratio.counts[0], 2u);   // 0.05 and 0
-  EXPECT_EQ(t.logical_hit_ratio.counts[1], 1u);   // 0.06
-  EXPECT_EQ(t.logical_hit_ratio.counts[6], 1u);   // 1/3
-  EXPECT_EQ(t.logical_hit_ratio.counts[19], 1u);  // 1.0
-  EXPECT_EQ(t.reload_seconds.counts[0], 2u);      // 0.001 and 0
-  EXPECT_EQ(t.reload_seconds.counts[1], 1u);      // 0.0011
-  EXPECT_EQ(t.reload_seconds.counts[14], 1u);     // 1 s
-  EXPECT_EQ(t.reload_seconds.counts[kLatencyBucketsSeconds.size()], 1u);  // 5000 s -> +Inf
-  EXPECT_EQ(t.reload_seconds.sum_nanounits, Uint128{5001002100000});
+  EXPECT_EQ(t.ratio(Ratio::kLogicalHit).counts[0], 2u);   // 0.05 and 0
+  EXPECT_EQ(t.ratio(Ratio::kLogicalHit).counts[1], 1u);   // 0.06
+  EXPECT_EQ(t.ratio(Ratio::kLogicalHit).counts[6], 1u);   // 1/3
+  EXPECT_EQ(t.ratio(Ratio::kLogicalHit).counts[19], 1u);  // 1.0
+  EXPECT_EQ(t.latency(Latency::kReload).counts[0], 2u);      // 0.001 and 0
+  EXPECT_EQ(t.latency(Latency::kReload).counts[1], 1u);      // 0.0011
+  EXPECT_EQ(t.latency(Latency::kReload).counts[14], 1u);     // 1 s
+  EXPECT_EQ(t.latency(Latency::kReload).counts[kLatencyBucketsSeconds.size()], 1u);  // 5000 s -> +Inf
+  EXPECT_EQ(t.latency(Latency::kReload).sum_nanounits, Uint128{5001002100000});
 }
 
 // Proves: an unmeasured latency is not observed as 0 s (it would drag every quantile down), and
@@ -159,24 +159,24 @@ TEST_F(AggregatorTest, UnmeasuredSecondsAreNotCounted) {
   f.logical_match_tokens = 2048;
   f.reload_seconds = 0.01;  // no suffix time: no rate
   t.Add(Derive(f, p));
-  EXPECT_EQ(t.reload_compared_requests, 0u);
-  EXPECT_EQ(t.reload_slower_than_recompute, 0u);
-  EXPECT_EQ(t.estimated_recompute_nanoseconds, 0u);
-  EXPECT_EQ(t.reload_seconds.count, 1u);
-  EXPECT_EQ(t.suffix_prefill_seconds.count, 0u);
-  EXPECT_EQ(t.ttft_seconds.count, 0u);
+  EXPECT_EQ(t.counter(Counter::kReloadComparedRequests), 0u);
+  EXPECT_EQ(t.counter(Counter::kReloadSlowerThanRecompute), 0u);
+  EXPECT_EQ(t.counter(Counter::kEstimatedRecomputeSeconds), 0u);
+  EXPECT_EQ(t.latency(Latency::kReload).count, 1u);
+  EXPECT_EQ(t.latency(Latency::kSuffixPrefill).count, 0u);
+  EXPECT_EQ(t.latency(Latency::kTtft).count, 0u);
   f.suffix_prefill_seconds = 0.2;  // now compared: estimate 0.2 x 29687350820864 / 31886374076416
   f.reload_seconds = 0.5;
   t.Add(Derive(f, p));
-  EXPECT_EQ(t.requests, 2u);
-  EXPECT_EQ(t.reload_compared_requests, 1u);
-  EXPECT_EQ(t.reload_slower_than_recompute, 1u);
-  EXPECT_EQ(t.estimated_recompute_nanoseconds, Uint128{186207129});  // 0.186207128786 s, rounded once
-  EXPECT_EQ(t.compared_reload_nanoseconds, Uint128{500000000});
-  EXPECT_EQ(t.compared_suffix_prefill_nanoseconds, Uint128{200000000});
-  EXPECT_EQ(t.compared_reused_bytes, Uint128{2048} * 131072);
-  EXPECT_EQ(t.reload_seconds.count, 2u);
-  EXPECT_EQ(t.suffix_prefill_seconds.count, 1u);
+  EXPECT_EQ(t.counter(Counter::kRequests), 2u);
+  EXPECT_EQ(t.counter(Counter::kReloadComparedRequests), 1u);
+  EXPECT_EQ(t.counter(Counter::kReloadSlowerThanRecompute), 1u);
+  EXPECT_EQ(t.counter(Counter::kEstimatedRecomputeSeconds), Uint128{186207129});  // 0.186207128786 s, rounded once
+  EXPECT_EQ(t.counter(Counter::kComparedReloadSeconds), Uint128{500000000});
+  EXPECT_EQ(t.counter(Counter::kComparedSuffixPrefillSeconds), Uint128{200000000});
+  EXPECT_EQ(t.counter(Counter::kComparedReusedBytes), Uint128{2048} * 131072);
+  EXPECT_EQ(t.latency(Latency::kReload).count, 2u);
+  EXPECT_EQ(t.latency(Latency::kSuffixPrefill).count, 1u);
 }
 
 // A record at the edge of every range: the recompute estimate passes 2^64 nanoseconds and is
@@ -197,9 +197,9 @@ TEST_F(AggregatorTest, ExtremeRecordSumsWithoutOverflow) {
   Totals t;
   t.Add(d);
   t.Add(d);
-  EXPECT_NEAR(Uint128ToDouble(t.estimated_recompute_nanoseconds) / 1e9, 2 * *d.estimated_recompute_seconds,
+  EXPECT_NEAR(Uint128ToDouble(t.counter(Counter::kEstimatedRecomputeSeconds)) / 1e9, 2 * *d.estimated_recompute_seconds,
               1e-9 * *d.estimated_recompute_seconds);
-  EXPECT_EQ(t.ttft_seconds.sum_nanounits, Uint128{2} * 86400 * 1000000000);
+  EXPECT_EQ(t.latency(Latency::kTtft).sum_nanounits, Uint128{2} * 86400 * 1000000000);
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ TEST_F(LedgerTest, RejectionsAreCountedByReasonOnly) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("known profiles:")));
   const AggregateSnapshot s = aggregator.Snapshot();
   ASSERT_EQ(s.cells.size(), 1u);
-  EXPECT_EQ(s.cells[0].totals.requests, 1u);
+  EXPECT_EQ(s.cells[0].totals.requests(), 1u);
   EXPECT_EQ(s.rejected[static_cast<int>(RejectReason::kInvalidLogicalMatchTokens)], 1u);
   EXPECT_EQ(s.rejected[static_cast<int>(RejectReason::kUnknownModel)], 1u);
   RecordFacts bad_boundary = Hit("kimi-linear-48b-a3b");
@@ -70,7 +70,7 @@ TEST_F(LedgerTest, FoldedRecordsAreCounted) {
   EXPECT_EQ(registry.Labels()[s.cells[0].model_slot].model, "qwen3-8b");
   EXPECT_EQ(registry.Labels()[s.cells[1].model_slot].model, "junk-1");
   EXPECT_EQ(s.cells[2].model_slot, registry.other_slot());
-  EXPECT_EQ(s.cells[2].totals.requests, 2u);
+  EXPECT_EQ(s.cells[2].totals.requests(), 2u);
 }
 
 // Evaluate explains without recording or claiming a slot.
@@ -125,7 +125,7 @@ TEST_F(LedgerTest, HostileRecordsAreCountedOrRejectedNeverLost) {
   }
   const AggregateSnapshot s = aggregator.Snapshot();
   uint64_t counted = 0, rejected = 0;
-  for (const auto& cell : s.cells) counted += cell.totals.requests;
+  for (const auto& cell : s.cells) counted += cell.totals.requests();
   for (uint64_t r : s.rejected) rejected += r;
   EXPECT_EQ(counted, ok);
   EXPECT_EQ(rejected, failed);
