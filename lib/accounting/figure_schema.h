@@ -58,6 +58,7 @@ enum class Counter : uint8_t {
   kComparedReusedBytes,
   kReloadSlowerThanRecompute,
   kRecoverableModelDisagreements,
+  kAlignmentLossRequests,
 };
 
 struct CounterSpec {
@@ -72,7 +73,7 @@ struct CounterSpec {
 
 // Only the records whose reload was compared with a recompute estimate feed the compared_* figures,
 // so that they form honest ratios with one denominator.
-inline constexpr std::array<CounterSpec, 18> kCounters = {{
+inline constexpr std::array<CounterSpec, 19> kCounters = {{
     {Counter::kRequests, "kvledger_requests_total", "Records accepted.", Dimension::kNone, false,
      [](const DerivedFigures&, int) -> Uint128 { return 1; }},
     {Counter::kPromptTokens, "kvledger_prompt_tokens_total", "Sum of prompt tokens N.", Dimension::kNone, false,
@@ -140,6 +141,11 @@ inline constexpr std::array<CounterSpec, 18> kCounters = {{
      "Records whose reported recoverable boundary differs from the profile's model (a sign of a stale "
      "profile).",
      Dimension::kNone, false, [](const DerivedFigures& d, int) -> Uint128 { return d.model_disagrees ? 1 : 0; }},
+    {Counter::kAlignmentLossRequests, "kvledger_alignment_loss_requests_total",
+     "Records whose recoverable boundary fell short of the logical match (P_rec < P_match): page or "
+     "checkpoint alignment cost them tokens.",
+     Dimension::kNone, false,
+     [](const DerivedFigures& d, int) -> Uint128 { return d.recompute_alignment_tokens > 0 ? 1 : 0; }},
 }};
 
 // Where each counter's values start in Totals::counters, and how many there are in all.

@@ -62,6 +62,18 @@ TEST_F(MetricsExpositionTest, ExactCountersForOneRecord) {
   EXPECT_THAT(text, HasSubstr("kvledger_model_info{model=\"gemma-2-9b\",profile=\"gemma-2-9b\",attention=\"sliding_window+full\""));
 }
 
+// A match that ends inside a 16-token KV page loses the partial page to alignment; one that ends on a
+// page boundary does not.
+TEST_F(MetricsExpositionTest, AlignmentLossIsCountedPerRecord) {
+  RecordFacts unaligned = HalfHit("llama-3.1-8b");
+  unaligned.logical_match_tokens = 2050;
+  ASSERT_TRUE(ledger_.Record(unaligned).ok());
+  ASSERT_TRUE(ledger_.Record(HalfHit("llama-3.1-8b")).ok());
+  const std::string text = Text();
+  EXPECT_THAT(text, HasSubstr("kvledger_alignment_loss_requests_total{model=\"llama-3.1-8b\",tier=\"remote\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_recompute_tokens_total{model=\"llama-3.1-8b\",tier=\"remote\",cause=\"alignment\"} 2\n"));
+}
+
 // Past --max_models (1 here) a second unknown model folds into "other" while a known one keeps its
 // label; an opted-in unknown model gets an info series saying it is costed as generic; no request
 // id ever becomes a label.
