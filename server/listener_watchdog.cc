@@ -74,6 +74,16 @@ absl::flat_hash_set<std::string> OwnSocketInodes() {
   return inodes;
 }
 
+// Descriptors this process has open (reads /proc/self/fd); -1 if it cannot tell.
+int64_t OpenDescriptors() {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int64_t count = 0;
+  while (readdir(dir) != nullptr) ++count;
+  closedir(dir);
+  return count - 3;  // ".", ".." and the directory's own descriptor
+}
+
 }  // namespace
 
 absl::StatusOr<uint64_t> RaiseDescriptorLimit() {
@@ -88,15 +98,6 @@ absl::StatusOr<uint64_t> RaiseDescriptorLimit() {
     }
   }
   return static_cast<uint64_t>(limit.rlim_cur);
-}
-
-int64_t OpenDescriptors() {
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  int64_t count = 0;
-  while (readdir(dir) != nullptr) ++count;
-  closedir(dir);
-  return count - 3;  // ".", ".." and the directory's own descriptor
 }
 
 absl::StatusOr<std::unique_ptr<ListenerWatchdog>> ListenerWatchdog::Start(

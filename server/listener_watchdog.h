@@ -26,9 +26,6 @@ namespace kvledger {
 // Raises the soft RLIMIT_NOFILE to the hard limit; returns the limit now in force.
 absl::StatusOr<uint64_t> RaiseDescriptorLimit();
 
-// Descriptors this process has open (reads /proc/self/fd); -1 if it cannot tell.
-int64_t OpenDescriptors();
-
 class ListenerWatchdog {
  public:
   // Watches the sockets this process listens on at `port`; checks every `interval`.

@@ -138,12 +138,25 @@ class RawConnection:
         host, port = address.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=30)
         self.sock.sendall(PREFACE + frame(SETTINGS, 0, 0))
-        if ack_settings:  # acknowledges the server's SETTINGS (sent as it accepts), enabling its limits
-            time.sleep(0.2)
+        if ack_settings:  # waits for the server's SETTINGS and acknowledges them, enabling its limits
+            self._read_until_settings()
             self.sock.sendall(frame(SETTINGS, 1, 0))
         self.closed = threading.Event()
         if read:
             threading.Thread(target=self._drain, daemon=True).start()
+
+    def _read_until_settings(self):
+        buffer = b""
+        while True:
+            while len(buffer) >= 9 and len(buffer) >= 9 + int.from_bytes(buffer[:3], "big"):
+                length, kind, flags = int.from_bytes(buffer[:3], "big"), buffer[3], buffer[4]
+                if kind == SETTINGS and not flags & 1:
+                    return
+                buffer = buffer[9 + length:]
+            data = self.sock.recv(65536)
+            if not data:
+                raise AssertionError("the server closed the connection before sending SETTINGS")
+            buffer += data
 
     def _drain(self):
         try:
