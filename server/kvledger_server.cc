@@ -1,14 +1,8 @@
 #include "server/kvledger_server.h"
 
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -21,7 +15,7 @@
 #include "lib/accounting/ledger.h"
 #include "lib/profiles/model_registry.h"
 #include "lib/profiles/profile_catalog.h"
-#include "prometheus/exposer.h"
+#include "server/http_listener.h"
 #include "server/ledger_service.h"
 #include "server/metrics_exposition.h"
 
@@ -70,42 +64,6 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Serve
   return grpc::SslServerCredentials(ssl);
 }
 
-// Connects to `address` and closes at once. civetweb's listener thread checks for a stop only when
-// its 2 s poll returns; a connection makes it return now.
-void Knock(const std::string& address) {
-  std::string host = HostOf(address);
-  const std::string port = address.substr(address.rfind(':') + 1);
-  if (host == "0.0.0.0" || host.empty()) host = "127.0.0.1";
-  if (host == "[::]") host = "::1";
-  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0) return;
-  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    const bool connected = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
-    close(fd);
-    if (connected) break;
-  }
-  freeaddrinfo(found);
-}
-
-// Stops the metrics listener without waiting out civetweb's poll interval.
-void StopExposer(std::unique_ptr<prometheus::Exposer>& exposer, const std::string& address) {
-  std::atomic<bool> stopped{false};
-  std::thread knocker([&] {
-    while (!stopped.load()) {
-      Knock(address);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
-  exposer.reset();
-  stopped.store(true);
-  knocker.join();
-}
-
 }  // namespace
 
 struct KvledgerServer::State {
@@ -116,8 +74,8 @@ struct KvledgerServer::State {
   std::unique_ptr<RecordSink> sink;  // when not the ledger
   std::unique_ptr<LedgerService> service;
   std::unique_ptr<grpc::Server> grpc_server;
-  std::shared_ptr<MetricsExposition> exposition;
-  std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<MetricsExposition> exposition;
+  std::unique_ptr<HttpListener> http;
   ServerOptions options;
   bool stopped = false;
 };
@@ -189,39 +147,35 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   }
   state->grpc_server->GetHealthCheckService()->SetServingStatus("kvledger.v1.Ledger", true);
 
-  std::string metrics_password;
+  std::optional<HttpListener::BasicAuth> auth;
   if (!options.metrics_auth_user.empty()) {
     auto password = ReadFile("metrics_auth_password_file", options.metrics_auth_password_file);
     if (!password.ok()) return password.status();
-    metrics_password = password->substr(0, password->find_first_of("\r\n"));
-    if (metrics_password.empty()) {
+    auth = HttpListener::BasicAuth{options.metrics_auth_user, password->substr(0, password->find_first_of("\r\n"))};
+    if (auth->password.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--metrics_auth_password_file = \"", options.metrics_auth_password_file,
           "\": the first line is empty; an empty password would let anyone scrape"));
     }
   }
-  try {
-    state->exposer = std::make_unique<prometheus::Exposer>(options.metrics_address);
-  } catch (const std::exception& e) {
+  state->exposition = std::make_unique<MetricsExposition>(*state->aggregator, *state->registry, kVersion);
+  std::vector<HttpListener::Route> routes;
+  routes.push_back({"/metrics", [exposition = state->exposition.get()](const HttpRequest&) {
+                      HttpResponse response = HttpResponse::Of(200, kExpositionContentType, "");
+                      response.stream = [exposition](const HttpResponse::Writer& write) { exposition->Write(write); };
+                      return response;
+                    }});
+  auto http = HttpListener::Start(options.metrics_address, std::move(auth), std::move(routes));
+  if (!http.ok()) {
     state->grpc_server->Shutdown();
-    return absl::UnavailableError(
-        absl::StrCat("--metrics_address = \"", options.metrics_address, "\": cannot listen: ", e.what()));
+    return http.status();
   }
-  state->exposition = std::make_shared<MetricsExposition>(*state->aggregator, *state->registry, kVersion);
-  state->exposer->RegisterCollectable(state->exposition);
-  if (!options.metrics_auth_user.empty()) {
-    state->exposer->RegisterAuth(
-        [user = options.metrics_auth_user, password = metrics_password](const std::string& u,
-                                                                        const std::string& p) {
-          return u == user && p == password;
-        },
-        "kvledger");
-  }
-  const auto ports = state->exposer->GetListeningPorts();
+  state->http = *std::move(http);
+  const int metrics_port = state->http->port();
   auto server = std::unique_ptr<KvledgerServer>(new KvledgerServer(std::move(state)));
   server->grpc_address_ = absl::StrCat(HostOf(options.grpc_address), ":", grpc_port);
   server->metrics_address_ =
-      absl::StrCat(HostOf(options.metrics_address), ":", ports.empty() ? 0 : ports.front());
+      absl::StrCat(HostOf(options.metrics_address), ":", metrics_port);
   return server;
 }
 
@@ -238,7 +192,7 @@ void KvledgerServer::Shutdown(bool patient) {
   state_->grpc_server->Wait();
   // 3. /metrics stays up for a last scrape of everything acknowledged.
   if (patient) absl::SleepFor(absl::Seconds(state_->options.shutdown_scrape_grace_seconds));
-  StopExposer(state_->exposer, metrics_address_);
+  state_->http.reset();
 }
 
 }  // namespace kvledger

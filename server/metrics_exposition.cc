@@ -1,143 +1,221 @@
 #include "server/metrics_exposition.h"
 
-#include <functional>
-#include <set>
+#include <array>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
 namespace kvledger {
 namespace {
 
-using prometheus::ClientMetric;
-using prometheus::MetricFamily;
-using prometheus::MetricType;
-
-MetricFamily Family(const char* name, const char* help, MetricType type) {
-  MetricFamily family;
-  family.name = name;
-  family.help = help;
-  family.type = type;
-  return family;
+// Label values escaped as the text format requires: backslash, double quote, newline.
+void AppendEscaped(std::string& out, absl::string_view value) {
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
 }
 
-ClientMetric CounterMetric(std::vector<ClientMetric::Label> labels, double value) {
-  ClientMetric metric;
-  metric.label = std::move(labels);
-  metric.counter.value = value;
-  return metric;
+void AppendInteger(std::string& out, Uint128 value) {
+  if (value <= UINT64_MAX) {
+    absl::StrAppend(&out, static_cast<uint64_t>(value));
+  } else {
+    out += Uint128ToString(value);
+  }
+}
+
+// A sum in 1e-9 units as an exact decimal: "0.5", "3", "0.000000001".
+void AppendNanoUnits(std::string& out, Uint128 nanos) {
+  constexpr uint64_t kPerUnit = 1'000'000'000;
+  AppendInteger(out, nanos / kPerUnit);
+  uint64_t fraction = static_cast<uint64_t>(nanos % kPerUnit);
+  if (fraction == 0) return;
+  int digits = 9;
+  while (fraction % 10 == 0) {
+    fraction /= 10;
+    --digits;
+  }
+  const std::string text = absl::StrCat(fraction);
+  out += '.';
+  out.append(static_cast<size_t>(digits) - text.size(), '0');
+  out += text;
+}
+
+void AppendHeader(std::string& out, const char* name, const char* help, const char* type) {
+  absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+}
+
+// `name{labels,extra}` then a space; `labels` is already escaped, `extra` may be empty.
+void AppendSeries(std::string& out, absl::string_view name, absl::string_view suffix, absl::string_view labels,
+                  absl::string_view extra = {}) {
+  out.append(name.data(), name.size());
+  out.append(suffix.data(), suffix.size());
+  out += '{';
+  out.append(labels.data(), labels.size());
+  if (!extra.empty()) {
+    if (!labels.empty()) out += ',';
+    out.append(extra.data(), extra.size());
+  }
+  out += "} ";
 }
 
 template <size_t kBuckets>
-ClientMetric Histogram(std::vector<ClientMetric::Label> labels, const FixedHistogram<kBuckets>& h,
-                       const std::function<double(size_t)>& bound) {
-  ClientMetric metric;
-  metric.label = std::move(labels);
-  metric.histogram.sample_count = h.count;
-  metric.histogram.sample_sum = Uint128ToDouble(h.sum_nanounits) / kNanoUnitsPerUnit;
+void AppendHistogram(std::string& out, const char* name, const std::string& labels, const FixedHistogram<kBuckets>& h,
+                     const std::array<std::string, kBuckets + 1>& le) {
   uint64_t cumulative = 0;
-  for (size_t i = 0; i < kBuckets; ++i) {
+  for (size_t i = 0; i <= kBuckets; ++i) {
     cumulative += h.counts[i];
-    metric.histogram.bucket.push_back({cumulative, bound(i)});
+    AppendSeries(out, name, "_bucket", labels, le[i]);
+    absl::StrAppend(&out, cumulative, "\n");
   }
-  cumulative += h.counts[kBuckets];
-  metric.histogram.bucket.push_back({cumulative, std::numeric_limits<double>::infinity()});
-  return metric;
+  AppendSeries(out, name, "_sum", labels);
+  AppendNanoUnits(out, h.sum_nanounits);
+  out += '\n';
+  AppendSeries(out, name, "_count", labels);
+  absl::StrAppend(&out, h.count, "\n");
 }
 
-double LatencyBound(size_t i) { return kLatencyBucketsSeconds[i]; }
-double RatioBound(size_t i) { return static_cast<double>(i + 1) / kRatioBuckets; }
+// le="..." per bucket, +Inf last.
+const std::array<std::string, kLatencyBucketsNanos.size() + 1>& LatencyLe() {
+  static const auto le = [] {
+    std::array<std::string, kLatencyBucketsNanos.size() + 1> out;
+    for (size_t i = 0; i < kLatencyBucketsNanos.size(); ++i) {
+      std::string bound;
+      AppendNanoUnits(bound, kLatencyBucketsNanos[i]);
+      out[i] = absl::StrCat("le=\"", bound, "\"");
+    }
+    out.back() = "le=\"+Inf\"";
+    return out;
+  }();
+  return le;
+}
+
+const std::array<std::string, kRatioBuckets + 1>& RatioLe() {
+  static const auto le = [] {
+    std::array<std::string, kRatioBuckets + 1> out;
+    for (int k = 1; k <= kRatioBuckets; ++k) {
+      std::string bound;
+      AppendNanoUnits(bound, Uint128{1'000'000'000} * k / kRatioBuckets);
+      out[k - 1] = absl::StrCat("le=\"", bound, "\"");
+    }
+    out.back() = "le=\"+Inf\"";
+    return out;
+  }();
+  return le;
+}
+
+std::string Label(const char* name, absl::string_view value) {
+  std::string out = absl::StrCat(name, "=\"");
+  AppendEscaped(out, value);
+  return out += '"';
+}
 
 }  // namespace
 
-std::vector<MetricFamily> MetricsExposition::Collect() const {
+std::string MetricsExposition::Text() const {
+  std::string text;
+  Write([&](std::string& piece) { text += piece; });
+  return text;
+}
+
+void MetricsExposition::Write(const std::function<void(std::string& piece)>& emit, size_t chunk_bytes) const {
   const AggregateSnapshot snapshot = aggregator_.Snapshot();
-  const std::vector<ModelLabel> labels = registry_.Labels();
-  auto model_of = [&](uint32_t slot) {
-    return slot < labels.size() ? labels[slot].model : std::string(kOtherModelLabel);
+  const std::vector<ModelLabel> models = registry_.Labels();
+  std::vector<std::string> labels;  // `model="…",tier="…"` per cell
+  labels.reserve(snapshot.cells.size());
+  for (const auto& cell : snapshot.cells) {
+    const absl::string_view model =
+        cell.model_slot < models.size() ? absl::string_view(models[cell.model_slot].model) : kOtherModelLabel;
+    labels.push_back(absl::StrCat(Label("model", model), ",", Label("tier", TierLabel(cell.tier))));
+  }
+  std::string out;
+  out.reserve(chunk_bytes + 16384);
+  auto flush_if_full = [&] {
+    if (out.size() < chunk_bytes) return;
+    emit(out);
+    out.clear();
   };
 
   // The figures of figure_schema.h, one family per row, in table order.
-  std::vector<MetricFamily> families;
-  for (const CounterSpec& spec : kCounters) families.push_back(Family(spec.name, spec.help, MetricType::Counter));
-  for (const LatencySpec& spec : kLatencies) families.push_back(Family(spec.name, spec.help, MetricType::Histogram));
-  for (const RatioSpec& spec : kRatios) families.push_back(Family(spec.name, spec.help, MetricType::Histogram));
-
-  for (const auto& cell : snapshot.cells) {
-    const Totals& t = cell.totals;
-    const std::vector<ClientMetric::Label> base = {{"model", model_of(cell.model_slot)},
-                                                   {"tier", TierLabel(cell.tier)}};
-    auto with = [&](const char* name, const char* value) {
-      auto l = base;
-      l.push_back({name, value});
-      return l;
-    };
-    size_t f = 0;
-    for (const CounterSpec& spec : kCounters) {
-      auto& metrics = families[f++].metric;
-      const double scale = spec.nanounits ? 1 / kNanoUnitsPerUnit : 1;
-      auto value = [&](int i) { return Uint128ToDouble(t.counter(spec.id, i)) * scale; };
-      switch (spec.dimension) {
-        case Dimension::kNone:
-          metrics.push_back(CounterMetric(base, value(0)));
-          break;
-        case Dimension::kCause:
-          for (Cause c : kAllCauses) metrics.push_back(CounterMetric(with("cause", CauseLabel(c)), value(static_cast<int>(c))));
-          break;
-        case Dimension::kBoundary:
-          for (Boundary b : kAllBoundaries) {
-            metrics.push_back(CounterMetric(with("boundary", BoundaryLabel(b)), value(static_cast<int>(b))));
-          }
-          break;
+  for (const CounterSpec& spec : kCounters) {
+    AppendHeader(out, spec.name, spec.help, "counter");
+    for (size_t c = 0; c < snapshot.cells.size(); ++c) {
+      const Totals& t = snapshot.cells[c].totals;
+      for (int i = 0; i < Width(spec.dimension); ++i) {
+        std::string extra;
+        if (spec.dimension == Dimension::kCause) extra = Label("cause", CauseLabel(kAllCauses[i]));
+        if (spec.dimension == Dimension::kBoundary) extra = Label("boundary", BoundaryLabel(kAllBoundaries[i]));
+        AppendSeries(out, spec.name, "", labels[c], extra);
+        if (spec.nanounits) {
+          AppendNanoUnits(out, t.counter(spec.id, i));
+        } else {
+          AppendInteger(out, t.counter(spec.id, i));
+        }
+        out += '\n';
       }
+      flush_if_full();
     }
-    for (const LatencySpec& spec : kLatencies) families[f++].metric.push_back(Histogram(base, t.latency(spec.id), LatencyBound));
-    for (const RatioSpec& spec : kRatios) families[f++].metric.push_back(Histogram(base, t.ratio(spec.id), RatioBound));
+  }
+  for (const LatencySpec& spec : kLatencies) {
+    AppendHeader(out, spec.name, spec.help, "histogram");
+    for (size_t c = 0; c < snapshot.cells.size(); ++c) {
+      const LatencyHistogram& h = snapshot.cells[c].totals.latency(spec.id);
+      if (h.count > 0) AppendHistogram(out, spec.name, labels[c], h, LatencyLe());
+      flush_if_full();
+    }
+  }
+  for (const RatioSpec& spec : kRatios) {
+    AppendHeader(out, spec.name, spec.help, "histogram");
+    for (size_t c = 0; c < snapshot.cells.size(); ++c) {
+      AppendHistogram(out, spec.name, labels[c], snapshot.cells[c].totals.ratio(spec.id), RatioLe());
+      flush_if_full();
+    }
   }
 
-  auto rejected = Family("kvledger_records_rejected_total", "Records rejected, by reason.",
-                         MetricType::Counter);
+  AppendHeader(out, "kvledger_records_rejected_total", "Records rejected, by reason.", "counter");
   for (RejectReason reason : kAllRejectReasons) {
-    rejected.metric.push_back(CounterMetric({{"reason", RejectReasonLabel(reason)}},
-                                      static_cast<double>(snapshot.rejected[static_cast<size_t>(reason)])));
+    AppendSeries(out, "kvledger_records_rejected_total", "", Label("reason", RejectReasonLabel(reason)));
+    absl::StrAppend(&out, snapshot.rejected[static_cast<size_t>(reason)], "\n");
   }
-  auto folded = Family("kvledger_model_label_folded_records_total",
-                       "Records counted under model=\"other\" because --max_models distinct model "
-                       "labels were already in use.",
-                       MetricType::Counter);
-  folded.metric.push_back(CounterMetric({}, static_cast<double>(snapshot.folded_records)));
+  AppendHeader(out, "kvledger_model_label_folded_records_total",
+               "Records counted under model=\"other\" because --max_models distinct model labels were already "
+               "in use.",
+               "counter");
+  absl::StrAppend(&out, "kvledger_model_label_folded_records_total ", snapshot.folded_records, "\n");
 
   // One info series per profile in the catalog, and per label whose name costs with another
   // profile (an opted-in unknown model costed as "generic").
-  auto info = Family("kvledger_model_info",
-                     "Profile facts per model label, value 1; join on model.", MetricType::Gauge);
+  AppendHeader(out, "kvledger_model_info", "Profile facts per model label, value 1; join on model.", "gauge");
   auto add_info = [&](const std::string& model, const Profile& p) {
-    ClientMetric metric;
     uint64_t layers = 0;
     for (const auto& g : p.shape().groups) layers += g.num_layers;
     const auto& serving = p.definition().serving();
-    metric.label = {{"model", model},
-                    {"profile", p.name()},
-                    {"attention", p.attention_summary()},
-                    {"layers", absl::StrCat(layers)},
-                    {"kv_page_tokens", absl::StrCat(serving.kv_page_tokens())},
-                    {"recurrent_checkpoint_tokens", absl::StrCat(serving.recurrent_checkpoint_tokens())}};
-    metric.gauge.value = 1;
-    info.metric.push_back(std::move(metric));
+    AppendSeries(out, "kvledger_model_info", "",
+                 absl::StrCat(Label("model", model), ",", Label("profile", p.name()), ",",
+                              Label("attention", p.attention_summary()), ",", Label("layers", absl::StrCat(layers)),
+                              ",", Label("kv_page_tokens", absl::StrCat(serving.kv_page_tokens())), ",",
+                              Label("recurrent_checkpoint_tokens",
+                                    absl::StrCat(serving.recurrent_checkpoint_tokens()))));
+    out += "1\n";
+    flush_if_full();
   };
   const ProfileCatalog& catalog = registry_.catalog();
   for (const auto& name : catalog.Names()) add_info(name, *catalog.Find(name));
-  for (const auto& label : labels) {
-    if (catalog.Find(label.model) == nullptr) add_info(label.model, *label.profile);
+  for (const auto& model : models) {
+    if (catalog.Find(model.model) == nullptr) add_info(model.model, *model.profile);
   }
 
-  auto build = Family("kvledger_build_info", "Build facts, value 1.", MetricType::Gauge);
-  ClientMetric build_metric;
-  build_metric.label = {{"version", version_}};
-  build_metric.gauge.value = 1;
-  build.metric.push_back(std::move(build_metric));
-
-  for (auto* f : {&rejected, &folded, &info, &build}) families.push_back(std::move(*f));
-  return families;
+  AppendHeader(out, "kvledger_build_info", "Build facts, value 1.", "gauge");
+  AppendSeries(out, "kvledger_build_info", "", Label("version", version_));
+  out += "1\n";
+  emit(out);
 }
 
 }  // namespace kvledger

@@ -1,26 +1,32 @@
-// Prometheus exposition of the aggregate (docs/operations.md, "Metrics"): a prometheus::Collectable that turns an
-// Aggregator snapshot into metric families at scrape time. Nothing on the record path touches
-// prometheus-cpp. Thread-safe.
+// Prometheus exposition of the aggregate (docs/operations.md, "Metrics"): turns an Aggregator
+// snapshot into the text format (version 0.0.4) at scrape time, walking the tables of
+// lib/accounting/figure_schema.h. Counters are printed exactly (integers in full, seconds to the
+// nanosecond), not through a double. Nothing on the record path touches it. Thread-safe.
 #ifndef KVLEDGER_SERVER_METRICS_EXPOSITION_H_
 #define KVLEDGER_SERVER_METRICS_EXPOSITION_H_
 
+#include <functional>
 #include <string>
-#include <vector>
 
 #include "lib/accounting/aggregator.h"
 #include "lib/profiles/model_registry.h"
-#include "prometheus/collectable.h"
-#include "prometheus/metric_family.h"
 
 namespace kvledger {
 
-class MetricsExposition final : public prometheus::Collectable {
+inline constexpr char kExpositionContentType[] = "text/plain; version=0.0.4; charset=utf-8";
+
+class MetricsExposition {
  public:
   // All references must outlive the exposition.
   MetricsExposition(const Aggregator& aggregator, const ModelRegistry& registry, std::string version)
       : aggregator_(aggregator), registry_(registry), version_(std::move(version)) {}
 
-  std::vector<prometheus::MetricFamily> Collect() const override;
+  // The whole exposition. Per populated (model, tier): every counter of the schema, the ratio
+  // histograms, and each latency histogram once the cell has observed that latency.
+  std::string Text() const;
+  // The same text in pieces of about `chunk_bytes`: `emit` receives each piece and may consume it.
+  // A scrape of 1,000 models then never holds its 40 MB at once.
+  void Write(const std::function<void(std::string& piece)>& emit, size_t chunk_bytes = 256 * 1024) const;
 
  private:
   const Aggregator& aggregator_;

@@ -8,31 +8,27 @@
 namespace kvledger {
 namespace {
 
-// Bucket bounds in nanoseconds, rounded once.
-const std::array<Uint128, kLatencyBucketsSeconds.size()>& LatencyBoundsNanos() {
-  static const auto bounds = [] {
-    std::array<Uint128, kLatencyBucketsSeconds.size()> out{};
-    for (size_t i = 0; i < out.size(); ++i) out[i] = ToNanoUnits(kLatencyBucketsSeconds[i]);
-    return out;
-  }();
-  return bounds;
-}
-
 void ObserveLatency(LatencyHistogram& h, double seconds) {
   const Uint128 nanos = ToNanoUnits(seconds);
-  // First bucket whose bound is >= the value ("le" semantics); past the last bound: +Inf.
-  const auto& bounds = LatencyBoundsNanos();
-  const size_t i = static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), nanos) - bounds.begin());
+  // The bucket is the number of bounds below the value ("le" semantics: a value equal to a bound
+  // falls in that bound's bucket); past the last bound, +Inf. A branch-free count over 17 integers,
+  // not a search.
+  const uint64_t v = nanos > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(nanos);
+  size_t i = 0;
+  for (uint64_t bound : kLatencyBucketsNanos) i += v > bound ? 1 : 0;
   ++h.counts[i];
   h.sum_nanounits += nanos;
   ++h.count;
 }
 
-// alpha = part / whole falls in bucket k (upper bound k/20), the smallest k >= 1 with
-// 20 part <= k whole; exact in integers.
+// alpha = part / whole falls in bucket k (upper bound k/10), the smallest k >= 1 with
+// 10 part <= k whole; exact in integers.
 void ObserveRatio(RatioHistogram& h, uint64_t part, uint64_t whole) {
-  const Uint128 scaled = Uint128{kRatioBuckets} * part;
-  uint64_t k = static_cast<uint64_t>((scaled + whole - 1) / whole);
+  // 64-bit division when it cannot overflow (every realistic prompt); 128-bit otherwise.
+  const uint64_t k64 = part <= UINT64_MAX / (2 * kRatioBuckets) && whole <= UINT64_MAX / 2
+                           ? (kRatioBuckets * part + whole - 1) / whole
+                           : static_cast<uint64_t>((Uint128{kRatioBuckets} * part + whole - 1) / whole);
+  uint64_t k = k64;
   k = std::max<uint64_t>(k, 1);
   ++h.counts[k - 1];
   h.sum_nanounits += ToNanoUnits(static_cast<double>(part) / static_cast<double>(whole));
@@ -98,23 +94,37 @@ void Aggregator::AddRejection(RejectReason reason) {
 }
 
 AggregateSnapshot Aggregator::Snapshot() const {
-  std::vector<std::unique_ptr<Totals>> merged(static_cast<size_t>(label_slots_) * kTierCount);
-  AggregateSnapshot snapshot;
+  // Two passes, so the totals are merged in place, in (slot, tier) order, without a temporary per
+  // cell: first which cells exist, then the sums. A cell first written between the passes shows
+  // from the next snapshot on.
+  const size_t cell_count = static_cast<size_t>(label_slots_) * kTierCount;
+  constexpr int32_t kPresent = INT32_MAX;
+  std::vector<int32_t> position(cell_count, -1);
   for (const auto& shard : shards_) {
     MutexLock lock(&shard.mu);
-    for (size_t i = 0; i < shard.cells.size(); ++i) {
-      if (!shard.cells[i]) continue;
-      if (!merged[i]) merged[i] = std::make_unique<Totals>();
-      merged[i]->Merge(*shard.cells[i]);
+    for (size_t i = 0; i < cell_count; ++i) {
+      if (shard.cells[i]) position[i] = kPresent;
+    }
+  }
+  AggregateSnapshot snapshot;
+  int32_t next = 0;
+  for (size_t i = 0; i < cell_count; ++i) {
+    if (position[i] == kPresent) position[i] = next++;
+  }
+  snapshot.cells.resize(static_cast<size_t>(next));
+  for (size_t i = 0; i < cell_count; ++i) {
+    if (position[i] < 0) continue;
+    auto& cell = snapshot.cells[static_cast<size_t>(position[i])];
+    cell.model_slot = static_cast<uint32_t>(i / kTierCount);
+    cell.tier = static_cast<Tier>(i % kTierCount);
+  }
+  for (const auto& shard : shards_) {
+    MutexLock lock(&shard.mu);
+    for (size_t i = 0; i < cell_count; ++i) {
+      if (shard.cells[i] && position[i] >= 0) snapshot.cells[static_cast<size_t>(position[i])].totals.Merge(*shard.cells[i]);
     }
     for (int r = 0; r < kRejectReasonCount; ++r) snapshot.rejected[r] += shard.rejected[r];
     snapshot.folded_records += shard.folded;
-  }
-  for (size_t i = 0; i < merged.size(); ++i) {
-    if (!merged[i]) continue;
-    snapshot.cells.push_back(AggregateSnapshot::Cell{static_cast<uint32_t>(i / kTierCount),
-                                                     static_cast<Tier>(i % kTierCount),
-                                                     std::move(*merged[i])});
   }
   return snapshot;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# lib/ on its own: configures kvledger with -DKVLEDGER_LIB_ONLY=ON while gRPC and prometheus-cpp are
+# lib/ on its own: configures kvledger with -DKVLEDGER_LIB_ONLY=ON while gRPC and civetweb are
 # forbidden from being found, builds and installs it into a temporary prefix, then builds the
 # out-of-tree consumer in tests/install/consumer against the installed package and checks what it
 # prints (the figures are hand-checkable: a 2048-token hit on a 4096-token prompt avoids
@@ -11,12 +11,12 @@ work="$2"
 rm -rf "$work"
 mkdir -p "$work"
 cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DKVLEDGER_LIB_ONLY=ON -DKVLEDGER_BUILD_TESTS=OFF \
-  -DCMAKE_DISABLE_FIND_PACKAGE_gRPC=ON -DCMAKE_DISABLE_FIND_PACKAGE_prometheus-cpp=ON \
+  -DCMAKE_DISABLE_FIND_PACKAGE_gRPC=ON -DCMAKE_DISABLE_FIND_PACKAGE_civetweb=ON \
   -DCMAKE_INSTALL_PREFIX="$work/prefix" --no-warn-unused-cli >/dev/null
 cmake --build "$work/build" -j"$(nproc)" >/dev/null
 cmake --install "$work/build" >/dev/null
-if grep -rqE "gRPC::|prometheus-cpp::|grpc\+\+" "$work/prefix/lib/cmake/kvledger"; then
-  echo "FAIL: the installed package mentions gRPC or prometheus-cpp" >&2
+if grep -rqE "gRPC::|civetweb::|grpc\+\+" "$work/prefix/lib/cmake/kvledger"; then
+  echo "FAIL: the installed package mentions gRPC or civetweb" >&2
   exit 1
 fi
 cmake -S "$src/tests/install/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null

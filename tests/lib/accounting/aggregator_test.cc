@@ -116,7 +116,7 @@ TEST_F(AggregatorTest, OrderAndThreadsDoNotChangeTotals) {
   EXPECT_EQ(a.ratio(Ratio::kReusedHit).counts, b.ratio(Ratio::kReusedHit).counts);
 }
 
-// Bucket edges are inclusive ("le"): alpha = 0.05 exactly is in the first bucket, 0.06 in the
+// Bucket edges are inclusive ("le"): alpha = 0.1 exactly is in the first bucket, 0.11 in the
 // second; latencies likewise, and values past the last bound go to +Inf.
 TEST_F(AggregatorTest, BucketEdgesAreExact) {
   const Profile& p = *catalog_.Find("llama-3.1-8b");
@@ -130,19 +130,19 @@ TEST_F(AggregatorTest, BucketEdgesAreExact) {
     f.reload_seconds = reload;
     t.Add(Derive(f, p));
   };
-  add(100, 5, 0.001);
-  add(100, 6, 0.0011);
+  add(100, 10, 0.001);
+  add(100, 11, 0.0011);
   add(100, 0, 0);
   add(100, 100, 5000);
-  add(3, 1, 1);  // 1/3: 20/3 = 6.67 -> bucket 7 (le 0.35)
-  EXPECT_EQ(t.ratio(Ratio::kLogicalHit).counts[0], 2u);   // 0.05 and 0
-  EXPECT_EQ(t.ratio(Ratio::kLogicalHit).counts[1], 1u);   // 0.06
-  EXPECT_EQ(t.ratio(Ratio::kLogicalHit).counts[6], 1u);   // 1/3
-  EXPECT_EQ(t.ratio(Ratio::kLogicalHit).counts[19], 1u);  // 1.0
-  EXPECT_EQ(t.latency(Latency::kReload).counts[0], 2u);      // 0.001 and 0
-  EXPECT_EQ(t.latency(Latency::kReload).counts[1], 1u);      // 0.0011
-  EXPECT_EQ(t.latency(Latency::kReload).counts[14], 1u);     // 1 s
-  EXPECT_EQ(t.latency(Latency::kReload).counts[kLatencyBucketsSeconds.size()], 1u);  // 5000 s -> +Inf
+  add(3, 1, 1);  // 1/3: 10/3 = 3.33 -> bucket 4 (le 0.4)
+  EXPECT_EQ(t.ratio(Ratio::kLogicalHit).counts[0], 2u);  // 0.1 and 0
+  EXPECT_EQ(t.ratio(Ratio::kLogicalHit).counts[1], 1u);  // 0.11
+  EXPECT_EQ(t.ratio(Ratio::kLogicalHit).counts[3], 1u);  // 1/3
+  EXPECT_EQ(t.ratio(Ratio::kLogicalHit).counts[9], 1u);  // 1.0
+  EXPECT_EQ(t.latency(Latency::kReload).counts[0], 2u);   // 0.001 (le 0.001 exactly) and 0
+  EXPECT_EQ(t.latency(Latency::kReload).counts[1], 1u);   // 0.0011 (le 0.0025)
+  EXPECT_EQ(t.latency(Latency::kReload).counts[9], 1u);   // 1 s (le 1)
+  EXPECT_EQ(t.latency(Latency::kReload).counts[kLatencyBucketsNanos.size()], 1u);  // 5000 s -> +Inf
   EXPECT_EQ(t.latency(Latency::kReload).sum_nanounits, Uint128{5001002100000});
 }
 
