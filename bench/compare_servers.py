@@ -1,6 +1,9 @@
 """Runs `kvledger bench` against kvledger-server and kvledger-noop-server side by side, alternating
 runs so both see the same machine noise, and prints medians and ratios as a Markdown table.
 
+Then measures stream ingest into kvledger-server while /metrics is scraped 10 times a second, with
+64 models x 5 tiers populated, against the same ingest without scrapes (alternating runs).
+
 Usage: compare_servers.py BUILD_DIR [--duration S] [--repetitions R] [--connections C] [--batch-size N]
 """
 import argparse
@@ -11,21 +14,26 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 
-LISTENING = re.compile(r"listening: grpc=(\S+) metrics=")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "client", "python"))
+import kvledger  # noqa: E402
+
+LISTENING = re.compile(r"listening: grpc=(\S+) metrics=(\S+)")
 
 
-def start(binary, log_path):
+def start(binary, log_path, extra=()):
     log = open(log_path, "w+")
-    proc = subprocess.Popen([binary, "--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0"],
+    proc = subprocess.Popen([binary, "--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0", *extra],
                             stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         with open(log_path) as f:
             m = LISTENING.search(f.read())
         if m:
-            return proc, m.group(1)
+            return proc, m.group(1), m.group(2)
         if proc.poll() is not None:
             sys.exit(f"{binary} exited: see {log_path}")
         time.sleep(0.05)
@@ -50,7 +58,7 @@ def main():
         for mode in ("unary", "batch", "stream"):
             runs = {name: [] for name in servers}
             for _ in range(args.repetitions):
-                for name, (_, address) in servers.items():
+                for name, (_, address, _) in servers.items():
                     out = subprocess.run([cli, "bench", "--target", address, "--mode", mode, "--duration",
                                           str(args.duration), "--connections", str(args.connections),
                                           "--batch-size", str(args.batch_size), "--json"],
@@ -67,10 +75,65 @@ def main():
         print("| mode | kvledger-server records/s | noop records/s | ratio | p50 ms (server / noop) | p99 ms (server / noop) |")
         print("|---|---|---|---|---|---|")
         print("\n".join(rows))
+        print()
+        scrape_while_ingesting(cli, tmp, args)
     finally:
-        for proc, _ in servers.values():
+        for proc, _, _ in servers.values():
             proc.terminate()
             proc.wait(timeout=30)
+
+
+def scrape_while_ingesting(cli, tmp, args):
+    proc, address, metrics = start(os.path.join(args.build_dir, "server", "kvledger-server"),
+                                   os.path.join(tmp, "scraped.log"), ["--unknown_model=generic", "--max_models=64"])
+    try:
+        with kvledger.Reporter(address) as reporter:
+            for m in range(64):
+                for tier in ("none", "device", "host", "disk", "remote"):
+                    reporter.report(model=f"finetune-{m}", tier=tier, prompt_tokens=8192,
+                                    logical_match_tokens=0 if tier == "none" else 4096,
+                                    reload_seconds=None if tier == "none" else 0.004,
+                                    suffix_prefill_seconds=0.3, ttft_seconds=0.31)
+            reporter.flush(30)
+        scrapes = {"count": 0, "seconds": []}
+
+        def scraper(stop):
+            while not stop.wait(0.1):
+                begin = time.monotonic()
+                with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as response:
+                    size = len(response.read())
+                scrapes["seconds"].append(time.monotonic() - begin)
+                scrapes["count"] += 1
+                scrapes["bytes"] = size
+
+        runs = {"without scrapes": [], "scraped 10/s": []}
+        for _ in range(args.repetitions):
+            for name in runs:
+                stop = threading.Event()
+                thread = threading.Thread(target=scraper, args=(stop,)) if name == "scraped 10/s" else None
+                if thread:
+                    thread.start()
+                out = subprocess.run([cli, "bench", "--target", address, "--mode", "stream", "--duration",
+                                      str(args.duration), "--connections", str(args.connections),
+                                      "--batch-size", str(args.batch_size), "--json"],
+                                     capture_output=True, text=True, check=True)
+                stop.set()
+                if thread:
+                    thread.join()
+                runs[name].append(json.loads(out.stdout)["records_per_second"])
+        plain = statistics.median(runs["without scrapes"])
+        scraped = statistics.median(runs["scraped 10/s"])
+        print(f"Stream ingest while /metrics is scraped 10 times a second (64 models x 5 tiers populated, "
+              f"{scrapes.get('bytes', 0):,} bytes per scrape, {scrapes['count']} scrapes, median scrape "
+              f"{statistics.median(scrapes['seconds']) * 1000:.1f} ms wall), median of {args.repetitions} "
+              f"alternating runs\n")
+        print("| ingest | records/s | ratio |")
+        print("|---|---|---|")
+        print(f"| without scrapes | {plain:,.0f} | 1.00 |")
+        print(f"| scraped 10/s | {scraped:,.0f} | {scraped / plain:.2f} |")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 if __name__ == "__main__":

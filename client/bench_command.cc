@@ -11,7 +11,7 @@
 #include "client/commands.h"
 #include "client/connection.h"
 #include "client/flag_set.h"
-#include "client/json_writer.h"
+#include "lib/wire/json_writer.h"
 #include "grpcpp/grpcpp.h"
 #include "kvledger/v1/ledger.grpc.pb.h"
 

@@ -16,7 +16,8 @@ int Explain(const Args& args);  // derived figures for one record: offline, or v
 int Send(const Args& args);     // one record via the Record RPC
 int Replay(const Args& args);   // a JSON-lines trace via RecordBatch
 int Bench(const Args& args);    // load generator
-int Health(const Args& args);   // grpc.health.v1 Check: exit 0 when SERVING
+int Health(const Args& args);
+int Advise(const Args& args);   // reload or recompute, via the Advise RPC   // grpc.health.v1 Check: exit 0 when SERVING
 
 }  // namespace kvledger::cli
 

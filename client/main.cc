@@ -17,6 +17,7 @@ constexpr char kUsage[] =
     "  send       one record\n"
     "  replay     a JSON-lines trace of records, in batches\n"
     "  bench      load generator (unary, batch or stream)\n"
+    "  advise     reload or recompute: estimated seconds per candidate tier, and a recommendation\n"
     "  health     gRPC health check: exit 0 when the server is SERVING (container health checks)\n";
 
 }  // namespace
@@ -27,7 +28,7 @@ int main(int argc, char** argv) {
       {"calc", kvledger::cli::Calc},       {"kv-bytes", kvledger::cli::KvBytes},
       {"explain", kvledger::cli::Explain}, {"send", kvledger::cli::Send},
       {"replay", kvledger::cli::Replay},   {"bench", kvledger::cli::Bench},
-      {"health", kvledger::cli::Health}};
+      {"health", kvledger::cli::Health},   {"advise", kvledger::cli::Advise}};
   if (argc < 2) {
     std::cerr << kUsage;
     return 2;

@@ -13,10 +13,10 @@
 #include "client/commands.h"
 #include "client/connection.h"
 #include "client/flag_set.h"
-#include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "kvledger/v1/ledger.grpc.pb.h"
 #include "lib/accounting/ledger.h"
+#include "lib/wire/calculators.h"
 #include "lib/wire/record_proto.h"
 #include "lib/profiles/model_registry.h"
 
@@ -155,14 +155,6 @@ void PrintFigures(const v1::DerivedFigures& d) {
   }
 }
 
-std::string ToJson(const google::protobuf::Message& message) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions options;
-  options.always_print_primitive_fields = true;
-  options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
-  return out;
-}
 
 }  // namespace
 
@@ -215,7 +207,7 @@ int Explain(const Args& args) {
     figures = FiguresToProto(*derived, request->model());
   }
   if (json) {
-    std::cout << ToJson(figures) << "\n";
+    std::cout << ProtoToJson(figures) << "\n";
   } else {
     PrintFigures(figures);
   }

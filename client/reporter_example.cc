@@ -9,7 +9,7 @@
 
 #include "absl/time/time.h"
 #include "client/flag_set.h"
-#include "client/json_writer.h"
+#include "lib/wire/json_writer.h"
 #include "client/reporter.h"
 
 int main(int argc, char** argv) {
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   }
   const bool flushed = reporter.Flush(absl::Seconds(flush_timeout.value_or(3)));
   const kvledger::ReporterStats s = reporter.Shutdown(absl::Seconds(shutdown_timeout.value_or(1)));
-  kvledger::cli::JsonObject o;
+  kvledger::JsonObject o;
   o.Integer("queued", s.queued).Integer("sent", s.sent).Integer("rejected", s.rejected);
   o.Integer("retried", s.retried).Integer("dropped", s.dropped).Integer("reported", s.reported);
   o.Bool("flushed", flushed);

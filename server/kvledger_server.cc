@@ -15,6 +15,7 @@
 #include "lib/accounting/ledger.h"
 #include "lib/profiles/model_registry.h"
 #include "lib/profiles/profile_catalog.h"
+#include "server/http_api.h"
 #include "server/http_listener.h"
 #include "server/ledger_service.h"
 #include "server/metrics_exposition.h"
@@ -70,6 +71,7 @@ struct KvledgerServer::State {
   ProfileCatalog catalog;
   std::unique_ptr<ModelRegistry> registry;
   std::unique_ptr<Aggregator> aggregator;
+  std::unique_ptr<LiveRates> rates;
   std::unique_ptr<Ledger> ledger;
   std::unique_ptr<RecordSink> sink;  // when not the ledger
   std::unique_ptr<LedgerService> service;
@@ -102,7 +104,8 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   state->catalog = *std::move(catalog);
   state->registry = std::make_unique<ModelRegistry>(state->catalog, options.max_models, options.unknown_model);
   state->aggregator = std::make_unique<Aggregator>(state->registry->label_slots());
-  state->ledger = std::make_unique<Ledger>(*state->registry, *state->aggregator);
+  state->rates = std::make_unique<LiveRates>(state->registry->label_slots(), options.advice_half_life_seconds);
+  state->ledger = std::make_unique<Ledger>(*state->registry, *state->aggregator, state->rates.get());
   LedgerServiceOptions service_options;
   service_options.max_batch_records = options.max_batch_records;
   service_options.max_listed_rejections = options.max_listed_rejections;
@@ -111,7 +114,7 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   service_options.dedup_age = absl::Seconds(options.batch_dedup_seconds);
   state->sink = std::move(sink);
   RecordSink& records = state->sink ? *state->sink : static_cast<RecordSink&>(*state->ledger);
-  state->service = std::make_unique<LedgerService>(records, *state->registry, service_options);
+  state->service = std::make_unique<LedgerService>(records, *state->registry, service_options, state->rates.get());
 
   auto credentials = Credentials(options);
   if (!credentials.ok()) return credentials.status();
@@ -158,13 +161,15 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
           "\": the first line is empty; an empty password would let anyone scrape"));
     }
   }
-  state->exposition = std::make_unique<MetricsExposition>(*state->aggregator, *state->registry, kVersion);
+  state->exposition = std::make_unique<MetricsExposition>(*state->aggregator, *state->registry, kVersion,
+                                                          state->rates.get());
   std::vector<HttpListener::Route> routes;
   routes.push_back({"/metrics", [exposition = state->exposition.get()](const HttpRequest&) {
                       HttpResponse response = HttpResponse::Of(200, kExpositionContentType, "");
                       response.stream = [exposition](const HttpResponse::Writer& write) { exposition->Write(write); };
                       return response;
                     }});
+  for (auto& route : HttpApiRoutes(*state->registry, *state->aggregator, *state->rates)) routes.push_back(std::move(route));
   auto http = HttpListener::Start(options.metrics_address, std::move(auth), std::move(routes));
   if (!http.ok()) {
     state->grpc_server->Shutdown();

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "lib/wire/advice_proto.h"
 #include "lib/wire/record_proto.h"
 #include "lib/accounting/rejection.h"
 
@@ -151,8 +152,9 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
   absl::Time last_read_ ABSL_GUARDED_BY(mu_);
 };
 
-LedgerService::LedgerService(RecordSink& sink, const ModelRegistry& registry, const LedgerServiceOptions& options)
-    : sink_(sink), registry_(registry), options_(options), dedup_(options.dedup_entries, options.dedup_age) {
+LedgerService::LedgerService(RecordSink& sink, const ModelRegistry& registry, const LedgerServiceOptions& options,
+                             const LiveRates* rates)
+    : sink_(sink), registry_(registry), rates_(rates), options_(options), dedup_(options.dedup_entries, options.dedup_age) {
   if (options_.stream_idle_timeout > absl::ZeroDuration()) {
     reaper_ = std::thread([this] {
       while (!stop_reaper_.WaitForNotificationWithTimeout(absl::Seconds(1))) EndIdleStreams(absl::Now());
@@ -251,6 +253,19 @@ grpc::ServerUnaryReactor* LedgerService::Explain(grpc::CallbackServerContext* co
   auto figures = Evaluate(FactsFromProto(*request), registry_);
   if (figures.ok()) *response = FiguresToProto(*figures, request->model());
   reactor->Finish(ToGrpcStatus(figures.verdict()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LedgerService::Advise(grpc::CallbackServerContext* context,
+                                                const v1::AdviceRequest* request, v1::Advice* response) {
+  auto* reactor = context->DefaultReactor();
+  auto advice = kvledger::Advise(AdviceRequestFromProto(*request), registry_, rates_);
+  if (!advice.ok()) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(advice.status().message())));
+    return reactor;
+  }
+  *response = AdviceToProto(*advice);
+  reactor->Finish(grpc::Status::OK);
   return reactor;
 }
 

@@ -12,6 +12,7 @@
 #include "grpcpp/grpcpp.h"
 #include "kvledger/v1/ledger.grpc.pb.h"
 #include "lib/accounting/ledger.h"
+#include "lib/accounting/live_rates.h"
 #include "lib/accounting/record_sink.h"
 #include "server/batch_dedup.h"
 
@@ -29,10 +30,12 @@ struct LedgerServiceOptions {
   absl::Duration dedup_age = absl::Minutes(10);
 };
 
-// Thread-safe; `sink` and `registry` (for Explain) must outlive the service.
+// Thread-safe; `sink`, `registry` (for Explain and Advise) and `rates` (for Advise; may be null)
+// must outlive the service.
 class LedgerService final : public v1::Ledger::CallbackService {
  public:
-  LedgerService(RecordSink& sink, const ModelRegistry& registry, const LedgerServiceOptions& options);
+  LedgerService(RecordSink& sink, const ModelRegistry& registry, const LedgerServiceOptions& options,
+                const LiveRates* rates = nullptr);
   ~LedgerService() override;
 
   grpc::ServerUnaryReactor* Record(grpc::CallbackServerContext* context, const v1::Record* request,
@@ -44,6 +47,8 @@ class LedgerService final : public v1::Ledger::CallbackService {
       grpc::CallbackServerContext* context, v1::RecordBatchResponse* response) override;
   grpc::ServerUnaryReactor* Explain(grpc::CallbackServerContext* context, const v1::Record* request,
                                     v1::DerivedFigures* response) override;
+  grpc::ServerUnaryReactor* Advise(grpc::CallbackServerContext* context, const v1::AdviceRequest* request,
+                                   v1::Advice* response) override;
 
   // Ends every open StreamRecords call with its summary (status OK, the counts so far); batches
   // that arrive afterwards are not counted. New streams opened later end at their first batch.
@@ -61,6 +66,7 @@ class LedgerService final : public v1::Ledger::CallbackService {
   grpc::Status ApplyBatch(const v1::RecordBatchRequest& batch, v1::RecordBatchResponse* outcome);
   RecordSink& sink_;
   const ModelRegistry& registry_;
+  const LiveRates* const rates_;
   const LedgerServiceOptions options_;
   BatchDeduplicator dedup_;
   Mutex streams_mu_;

@@ -1,6 +1,7 @@
 #include "server/metrics_exposition.h"
 
 #include <array>
+#include <charconv>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -111,6 +112,12 @@ const std::array<std::string, kRatioBuckets + 1>& RatioLe() {
   return le;
 }
 
+void AppendDouble(std::string& out, double value) {
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  out.append(buffer, result.ptr);
+}
+
 std::string Label(const char* name, absl::string_view value) {
   std::string out = absl::StrCat(name, "=\"");
   AppendEscaped(out, value);
@@ -210,6 +217,45 @@ void MetricsExposition::Write(const std::function<void(std::string& piece)>& emi
   for (const auto& name : catalog.Names()) add_info(name, *catalog.Find(name));
   for (const auto& model : models) {
     if (catalog.Find(model.model) == nullptr) add_info(model.model, *model.profile);
+  }
+
+  if (rates_ != nullptr) {
+    // Live rates (soft state of this replica, decayed with --advice_half_life_seconds) and the
+    // decayed weight of the records behind each.
+    const auto entries = rates_->Snapshot();
+    auto model_label = [&](uint32_t slot) {
+      return Label("model", slot < models.size() ? absl::string_view(models[slot].model) : kOtherModelLabel);
+    };
+    struct Gauge {
+      const char* name;
+      const char* help;
+      bool reload;
+      bool weight;
+    };
+    for (const Gauge& g : {
+             Gauge{"kvledger_reload_bandwidth_bytes_per_second",
+                   "Effective reload bandwidth, reused bytes per reload second, decayed over recent records.", true,
+                   false},
+             Gauge{"kvledger_reload_bandwidth_weight",
+                   "Decayed weight of the records behind kvledger_reload_bandwidth_bytes_per_second (1 per record "
+                   "now, 0.5 one half-life ago).",
+                   true, true},
+             Gauge{"kvledger_prefill_flops_per_second",
+                   "Prefill compute rate, suffix-prefill FLOPs per suffix-prefill second, decayed over recent "
+                   "records.",
+                   false, false},
+             Gauge{"kvledger_prefill_flops_weight",
+                   "Decayed weight of the records behind kvledger_prefill_flops_per_second.", false, true}}) {
+      AppendHeader(out, g.name, g.help, "gauge");
+      for (const auto& e : entries) {
+        if (e.tier.has_value() != g.reload) continue;
+        std::string labels = model_label(e.model_slot);
+        if (e.tier) absl::StrAppend(&labels, ",", Label("tier", TierLabel(*e.tier)));
+        AppendSeries(out, g.name, "", labels);
+        AppendDouble(out, g.weight ? e.evidence.weight : e.evidence.rate);
+        out += '\n';
+      }
+    }
   }
 
   AppendHeader(out, "kvledger_build_info", "Build facts, value 1.", "gauge");

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "lib/accounting/aggregator.h"
+#include "lib/accounting/live_rates.h"
 #include "lib/profiles/model_registry.h"
 
 namespace kvledger {
@@ -18,8 +19,9 @@ inline constexpr char kExpositionContentType[] = "text/plain; version=0.0.4; cha
 class MetricsExposition {
  public:
   // All references must outlive the exposition.
-  MetricsExposition(const Aggregator& aggregator, const ModelRegistry& registry, std::string version)
-      : aggregator_(aggregator), registry_(registry), version_(std::move(version)) {}
+  MetricsExposition(const Aggregator& aggregator, const ModelRegistry& registry, std::string version,
+                    const LiveRates* rates = nullptr)
+      : aggregator_(aggregator), registry_(registry), version_(std::move(version)), rates_(rates) {}
 
   // The whole exposition. Per populated (model, tier): every counter of the schema, the ratio
   // histograms, and each latency histogram once the cell has observed that latency.
@@ -32,6 +34,7 @@ class MetricsExposition {
   const Aggregator& aggregator_;
   const ModelRegistry& registry_;
   const std::string version_;
+  const LiveRates* const rates_;
 };
 
 }  // namespace kvledger

@@ -41,6 +41,8 @@ ABSL_FLAG(uint32_t, max_connection_idle_seconds, 300, "A connection without call
 ABSL_FLAG(uint32_t, max_connection_age_seconds, 3600, "A connection is closed gracefully after this long (clients reconnect and rebalance)");
 ABSL_FLAG(uint32_t, keepalive_min_ping_seconds, 30, "Least interval between client keepalive pings; more often closes the connection");
 ABSL_FLAG(uint32_t, stream_idle_seconds, 300, "A stream that sends no batch for this long ends with its summary (0 = never)");
+ABSL_FLAG(uint32_t, advice_half_life_seconds, 300,
+          "Half-life of the live reload-bandwidth and prefill-compute rates Advise uses, seconds");
 ABSL_FLAG(uint64_t, grpc_memory_quota_bytes, uint64_t{512} << 20, "Memory gRPC may use for connection and call buffers, bytes");
 ABSL_FLAG(uint32_t, shutdown_drain_seconds, 5,
           "On SIGTERM: seconds gRPC health reports NOT_SERVING while calls are still served");
@@ -147,6 +149,7 @@ int ServerMain(int argc, char** argv, const char* program, const char* summary, 
   options.keepalive_min_ping_seconds = absl::GetFlag(FLAGS_keepalive_min_ping_seconds);
   options.grpc_memory_quota_bytes = absl::GetFlag(FLAGS_grpc_memory_quota_bytes);
   options.stream_idle_seconds = absl::GetFlag(FLAGS_stream_idle_seconds);
+  options.advice_half_life_seconds = absl::GetFlag(FLAGS_advice_half_life_seconds);
   options.shutdown_drain_seconds = absl::GetFlag(FLAGS_shutdown_drain_seconds);
   options.shutdown_scrape_grace_seconds = absl::GetFlag(FLAGS_shutdown_scrape_grace_seconds);
   options.batch_dedup_entries = absl::GetFlag(FLAGS_batch_dedup_entries);

@@ -46,6 +46,7 @@ absl::Status ServerOptions::Validate() const {
                          Bound{"keepalive_min_ping_seconds", keepalive_min_ping_seconds, 1, 3600},
                          Bound{"shutdown_drain_seconds", shutdown_drain_seconds, 0, 3600},
                          Bound{"stream_idle_seconds", stream_idle_seconds, 0, 86400},
+                         Bound{"advice_half_life_seconds", advice_half_life_seconds, 1, 86400},
                          Bound{"shutdown_scrape_grace_seconds", shutdown_scrape_grace_seconds, 0, 3600},
                          Bound{"grpc_memory_quota_bytes", grpc_memory_quota_bytes, uint64_t{16} << 20,
                                uint64_t{64} << 30}}) {

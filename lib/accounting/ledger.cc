@@ -26,6 +26,8 @@ Verdict Ledger::Record(const RecordFacts& facts) {
   }
   const LabelSlot label = model->label ? *model->label : registry_.ClaimLabel(facts.model, figures->profile);
   aggregator_.Add(label.slot, *figures, label.folded);
+  // Rates are per model: a record folded into "other" would mix models.
+  if (rates_ != nullptr && !label.folded) rates_->Observe(label.slot, *figures);
   return Verdict();
 }
 

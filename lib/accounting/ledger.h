@@ -5,6 +5,7 @@
 
 #include "lib/accounting/aggregator.h"
 #include "lib/accounting/derived_figures.h"
+#include "lib/accounting/live_rates.h"
 #include "lib/accounting/record_facts.h"
 #include "lib/accounting/record_sink.h"
 #include "lib/accounting/rejection.h"
@@ -17,11 +18,12 @@ Checked<DerivedFigures> Evaluate(const RecordFacts& facts, const ModelRegistry& 
 // The same, with the model already resolved (the record path resolves once).
 Checked<DerivedFigures> Evaluate(const RecordFacts& facts, const absl::StatusOr<Resolution>& model);
 
-// Accounts records into an Aggregator. Thread-safe; the registry and aggregator must outlive it.
+// Accounts records into an Aggregator, and into LiveRates when given. Thread-safe; the registry,
+// aggregator and rates must outlive it.
 class Ledger final : public RecordSink {
  public:
-  Ledger(ModelRegistry& registry, Aggregator& aggregator)
-      : registry_(registry), aggregator_(aggregator) {}
+  Ledger(ModelRegistry& registry, Aggregator& aggregator, LiveRates* rates = nullptr)
+      : registry_(registry), aggregator_(aggregator), rates_(rates) {}
 
   // Counts an accepted record, or counts the rejection by reason and returns it. A record is
   // either counted once or rejected; never both, never partly.
@@ -32,6 +34,7 @@ class Ledger final : public RecordSink {
  private:
   ModelRegistry& registry_;
   Aggregator& aggregator_;
+  LiveRates* const rates_;
 };
 
 }  // namespace kvledger

@@ -113,6 +113,15 @@ absl::StatusOr<Profile> Profile::Make(const v1::ModelProfile& definition) {
     check.Fail("serving.prefill_flops_per_second",
                absl::StrCat(FormatDouble(fps), ": must be 0 (unknown) or in [1e9, 1e22] FLOP/s"));
   }
+  for (const auto& [field, bandwidth] :
+       {std::pair{"serving.device_reload_bytes_per_second", serving->device_reload_bytes_per_second()},
+        std::pair{"serving.host_reload_bytes_per_second", serving->host_reload_bytes_per_second()},
+        std::pair{"serving.disk_reload_bytes_per_second", serving->disk_reload_bytes_per_second()},
+        std::pair{"serving.remote_reload_bytes_per_second", serving->remote_reload_bytes_per_second()}}) {
+    if (!(bandwidth == 0 || (bandwidth >= 1e3 && bandwidth <= 1e15))) {
+      check.Fail(field, absl::StrCat(FormatDouble(bandwidth), ": must be 0 (unknown) or in [1e3, 1e15] bytes/s"));
+    }
+  }
 
   const uint64_t cache_bytes = serving->cache_bytes_per_element();
   const uint64_t state_bytes = serving->state_bytes_per_element();

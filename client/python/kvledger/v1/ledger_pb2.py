@@ -11,24 +11,25 @@ from google.protobuf import symbol_database as _symbol_database
 _sym_db = _symbol_database.Default()
 
 
+from kvledger.v1 import advice_pb2 as kvledger_dot_v1_dot_advice__pb2
 from kvledger.v1 import record_pb2 as kvledger_dot_v1_dot_record__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18kvledger/v1/ledger.proto\x12\x0bkvledger.v1\x1a\x18kvledger/v1/record.proto\"\x10\n\x0eRecordResponse\"L\n\x12RecordBatchRequest\x12$\n\x07records\x18\x01 \x03(\x0b\x32\x13.kvledger.v1.Record\x12\x10\n\x08\x62\x61tch_id\x18\x02 \x01(\t\";\n\tRejection\x12\r\n\x05index\x18\x01 \x01(\x04\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"e\n\x13RecordBatchResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x04\x12\x10\n\x08rejected\x18\x02 \x01(\x04\x12*\n\nrejections\x18\x03 \x03(\x0b\x32\x16.kvledger.v1.Rejection2\xa9\x02\n\x06Ledger\x12:\n\x06Record\x12\x13.kvledger.v1.Record\x1a\x1b.kvledger.v1.RecordResponse\x12P\n\x0bRecordBatch\x12\x1f.kvledger.v1.RecordBatchRequest\x1a .kvledger.v1.RecordBatchResponse\x12T\n\rStreamRecords\x12\x1f.kvledger.v1.RecordBatchRequest\x1a .kvledger.v1.RecordBatchResponse(\x01\x12;\n\x07\x45xplain\x12\x13.kvledger.v1.Record\x1a\x1b.kvledger.v1.DerivedFiguresb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18kvledger/v1/ledger.proto\x12\x0bkvledger.v1\x1a\x18kvledger/v1/advice.proto\x1a\x18kvledger/v1/record.proto\"\x10\n\x0eRecordResponse\"L\n\x12RecordBatchRequest\x12$\n\x07records\x18\x01 \x03(\x0b\x32\x13.kvledger.v1.Record\x12\x10\n\x08\x62\x61tch_id\x18\x02 \x01(\t\";\n\tRejection\x12\r\n\x05index\x18\x01 \x01(\x04\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"e\n\x13RecordBatchResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x04\x12\x10\n\x08rejected\x18\x02 \x01(\x04\x12*\n\nrejections\x18\x03 \x03(\x0b\x32\x16.kvledger.v1.Rejection2\xe4\x02\n\x06Ledger\x12:\n\x06Record\x12\x13.kvledger.v1.Record\x1a\x1b.kvledger.v1.RecordResponse\x12P\n\x0bRecordBatch\x12\x1f.kvledger.v1.RecordBatchRequest\x1a .kvledger.v1.RecordBatchResponse\x12T\n\rStreamRecords\x12\x1f.kvledger.v1.RecordBatchRequest\x1a .kvledger.v1.RecordBatchResponse(\x01\x12;\n\x07\x45xplain\x12\x13.kvledger.v1.Record\x1a\x1b.kvledger.v1.DerivedFigures\x12\x39\n\x06\x41\x64vise\x12\x1a.kvledger.v1.AdviceRequest\x1a\x13.kvledger.v1.Adviceb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kvledger.v1.ledger_pb2', globals())
 if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
-  _RECORDRESPONSE._serialized_start=67
-  _RECORDRESPONSE._serialized_end=83
-  _RECORDBATCHREQUEST._serialized_start=85
-  _RECORDBATCHREQUEST._serialized_end=161
-  _REJECTION._serialized_start=163
-  _REJECTION._serialized_end=222
-  _RECORDBATCHRESPONSE._serialized_start=224
-  _RECORDBATCHRESPONSE._serialized_end=325
-  _LEDGER._serialized_start=328
-  _LEDGER._serialized_end=625
+  _RECORDRESPONSE._serialized_start=93
+  _RECORDRESPONSE._serialized_end=109
+  _RECORDBATCHREQUEST._serialized_start=111
+  _RECORDBATCHREQUEST._serialized_end=187
+  _REJECTION._serialized_start=189
+  _REJECTION._serialized_end=248
+  _RECORDBATCHRESPONSE._serialized_start=250
+  _RECORDBATCHRESPONSE._serialized_end=351
+  _LEDGER._serialized_start=354
+  _LEDGER._serialized_end=710
 # @@protoc_insertion_point(module_scope)

@@ -2,6 +2,7 @@
 """Client and server classes corresponding to protobuf-defined services."""
 import grpc
 
+from kvledger.v1 import advice_pb2 as kvledger_dot_v1_dot_advice__pb2
 from kvledger.v1 import ledger_pb2 as kvledger_dot_v1_dot_ledger__pb2
 from kvledger.v1 import record_pb2 as kvledger_dot_v1_dot_record__pb2
 
@@ -34,6 +35,11 @@ class LedgerStub(object):
                 '/kvledger.v1.Ledger/Explain',
                 request_serializer=kvledger_dot_v1_dot_record__pb2.Record.SerializeToString,
                 response_deserializer=kvledger_dot_v1_dot_record__pb2.DerivedFigures.FromString,
+                )
+        self.Advise = channel.unary_unary(
+                '/kvledger.v1.Ledger/Advise',
+                request_serializer=kvledger_dot_v1_dot_advice__pb2.AdviceRequest.SerializeToString,
+                response_deserializer=kvledger_dot_v1_dot_advice__pb2.Advice.FromString,
                 )
 
 
@@ -75,6 +81,16 @@ class LedgerServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Advise(self, request, context):
+        """Reload or recompute, before scheduling: for each candidate tier holding a prefix of the
+        request, the estimated reload, recompute and prefill seconds, the basis of each rate (live,
+        profile or none) and the recommendation. INVALID_ARGUMENT names the field, like Record.
+        Nothing is counted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LedgerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -97,6 +113,11 @@ def add_LedgerServicer_to_server(servicer, server):
                     servicer.Explain,
                     request_deserializer=kvledger_dot_v1_dot_record__pb2.Record.FromString,
                     response_serializer=kvledger_dot_v1_dot_record__pb2.DerivedFigures.SerializeToString,
+            ),
+            'Advise': grpc.unary_unary_rpc_method_handler(
+                    servicer.Advise,
+                    request_deserializer=kvledger_dot_v1_dot_advice__pb2.AdviceRequest.FromString,
+                    response_serializer=kvledger_dot_v1_dot_advice__pb2.Advice.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -173,5 +194,22 @@ class Ledger(object):
         return grpc.experimental.unary_unary(request, target, '/kvledger.v1.Ledger/Explain',
             kvledger_dot_v1_dot_record__pb2.Record.SerializeToString,
             kvledger_dot_v1_dot_record__pb2.DerivedFigures.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Advise(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/kvledger.v1.Ledger/Advise',
+            kvledger_dot_v1_dot_advice__pb2.AdviceRequest.SerializeToString,
+            kvledger_dot_v1_dot_advice__pb2.Advice.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

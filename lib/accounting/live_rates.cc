@@ -1,0 +1,118 @@
+#include "lib/accounting/live_rates.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+
+namespace kvledger {
+
+void DecayedRate::Observe(double amount, double seconds, double now, double half_life) {
+  if (samples_ == 0 || now >= at_) {
+    const double keep = samples_ == 0 ? 0 : std::exp2(-(now - at_) / half_life);
+    amount_ = amount_ * keep + amount;
+    seconds_ = seconds_ * keep + seconds;
+    weight_ = weight_ * keep + 1;
+    at_ = now;
+  } else {  // a sample older than the sums (another thread's clock read): decay it instead
+    const double keep = std::exp2(-(at_ - now) / half_life);
+    amount_ += amount * keep;
+    seconds_ += seconds * keep;
+    weight_ += keep;
+  }
+  ++samples_;
+}
+
+void DecayedRate::AddDecayedTo(DecayedRate& into, double now, double half_life) const {
+  if (samples_ == 0) return;
+  const double keep = std::exp2(-(now - at_) / half_life);  // > 1 only for a clock read before at_
+  into.amount_ += amount_ * keep;
+  into.seconds_ += seconds_ * keep;
+  into.weight_ += weight_ * keep;
+  into.samples_ += samples_;
+  into.at_ = now;
+}
+
+std::optional<RateEvidence> DecayedRate::Evidence() const {
+  if (samples_ == 0 || seconds_ <= 0) return std::nullopt;
+  return RateEvidence{amount_ / seconds_, samples_, weight_};
+}
+
+LiveRates::LiveRates(uint32_t label_slots, double half_life_seconds, Clock clock)
+    : label_slots_(label_slots), half_life_(half_life_seconds), clock_(std::move(clock)) {
+  for (auto& shard : shards_) {
+    MutexLock lock(&shard.mu);
+    shard.cells.reload.resize(static_cast<size_t>(label_slots) * kTierCount);
+    shard.cells.compute.resize(label_slots);
+  }
+}
+
+LiveRates::Shard& LiveRates::ShardForThisThread() {
+  static std::atomic<uint32_t> next{0};
+  thread_local const uint32_t index = next.fetch_add(1, std::memory_order_relaxed) % kShards;
+  return shards_[index];
+}
+
+void LiveRates::Observe(uint32_t model_slot, const DerivedFigures& d) {
+  if (model_slot >= label_slots_) return;
+  const bool reload = d.tier != Tier::kNone && d.reused_bytes > 0 && d.reload_seconds && *d.reload_seconds > 0;
+  const Uint128 suffix_flops = d.prefill_baseline_flops - d.prefill_avoided_flops[static_cast<size_t>(Boundary::kReused)];
+  const bool compute = suffix_flops > 0 && d.suffix_prefill_seconds && *d.suffix_prefill_seconds > 0;
+  if (!reload && !compute) return;
+  const double now = clock_();
+  Shard& shard = ShardForThisThread();
+  MutexLock lock(&shard.mu);
+  if (reload) {
+    shard.cells.reload[static_cast<size_t>(model_slot) * kTierCount + static_cast<size_t>(d.tier)].Observe(
+        Uint128ToDouble(d.reused_bytes), *d.reload_seconds, now, half_life_);
+  }
+  if (compute) {
+    shard.cells.compute[model_slot].Observe(Uint128ToDouble(suffix_flops), *d.suffix_prefill_seconds, now,
+                                            half_life_);
+  }
+}
+
+std::optional<RateEvidence> LiveRates::Merge(bool reload, size_t index, double now) const {
+  DecayedRate merged;
+  for (const auto& shard : shards_) {
+    MutexLock lock(&shard.mu);
+    const auto& cells = reload ? shard.cells.reload : shard.cells.compute;
+    cells[index].AddDecayedTo(merged, now, half_life_);
+  }
+  return merged.Evidence();
+}
+
+std::optional<RateEvidence> LiveRates::ReloadBandwidth(uint32_t model_slot, Tier tier) const {
+  if (model_slot >= label_slots_) return std::nullopt;
+  return Merge(true, static_cast<size_t>(model_slot) * kTierCount + static_cast<size_t>(tier), clock_());
+}
+
+std::optional<RateEvidence> LiveRates::PrefillCompute(uint32_t model_slot) const {
+  if (model_slot >= label_slots_) return std::nullopt;
+  return Merge(false, model_slot, clock_());
+}
+
+std::vector<LiveRates::Entry> LiveRates::Snapshot() const {
+  const double now = clock_();
+  std::vector<DecayedRate> reload(static_cast<size_t>(label_slots_) * kTierCount), compute(label_slots_);
+  for (const auto& shard : shards_) {
+    MutexLock lock(&shard.mu);
+    for (size_t i = 0; i < reload.size(); ++i) shard.cells.reload[i].AddDecayedTo(reload[i], now, half_life_);
+    for (size_t i = 0; i < compute.size(); ++i) shard.cells.compute[i].AddDecayedTo(compute[i], now, half_life_);
+  }
+  std::vector<Entry> entries;
+  for (uint32_t slot = 0; slot < label_slots_; ++slot) {
+    if (auto e = compute[slot].Evidence()) entries.push_back({slot, std::nullopt, *e});
+    for (int t = 0; t < kTierCount; ++t) {
+      if (auto e = reload[static_cast<size_t>(slot) * kTierCount + t].Evidence()) {
+        entries.push_back({slot, static_cast<Tier>(t), *e});
+      }
+    }
+  }
+  return entries;
+}
+
+double MonotonicSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace kvledger

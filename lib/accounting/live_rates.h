@@ -1,0 +1,101 @@
+// Live rates for advice (docs/cost-model.md §9): per (model slot, tier) the effective reload
+// bandwidth (reused bytes / reload seconds), per model slot the prefill compute rate (suffix-prefill
+// FLOPs / suffix-prefill seconds), each as a ratio of exponentially decayed sums with a half-life,
+// so the newest records weigh most and an old burst fades.
+//
+// Each sum decays as 2^(-age / half_life); the rate is the ratio of two sums decayed alike (the
+// decay cancels when all samples are of one age), and the evidence is the number of samples and
+// their decayed weight (1 per sample, fading with age). Soft state: per process, lost on restart,
+// never exported as a counter.
+//
+// Thread-safe. Writers go to one of a fixed set of shards chosen per thread, like Aggregator.
+#ifndef KVLEDGER_LIB_ACCOUNTING_LIVE_RATES_H_
+#define KVLEDGER_LIB_ACCOUNTING_LIVE_RATES_H_
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "lib/accounting/derived_figures.h"
+#include "lib/base/mutex.h"
+
+namespace kvledger {
+
+// A rate and the evidence behind it.
+struct RateEvidence {
+  double rate = 0;     // numerator units per second (bytes/s, FLOP/s)
+  uint64_t samples = 0;  // records that contributed, ever
+  double weight = 0;   // their decayed weight now: 1 for a sample this instant, 0.5 one half-life ago
+};
+
+// Decayed sums of one rate. Plain value; the caller serializes access.
+class DecayedRate {
+ public:
+  // Adds a sample of `amount` over `seconds` (> 0) observed at `now` (seconds on any monotonic clock).
+  void Observe(double amount, double seconds, double now, double half_life);
+  // The sums decayed to `now` and added into `into` (which must be at `now` too).
+  void AddDecayedTo(DecayedRate& into, double now, double half_life) const;
+  // Empty when no sample was ever seen.
+  std::optional<RateEvidence> Evidence() const;
+
+ private:
+  double amount_ = 0;
+  double seconds_ = 0;
+  double weight_ = 0;
+  double at_ = 0;  // the time the sums are decayed to
+  uint64_t samples_ = 0;
+};
+
+// Seconds on the monotonic clock: LiveRates' default clock.
+double MonotonicSeconds();
+
+class LiveRates {
+ public:
+  using Clock = std::function<double()>;
+  // Slots 0..label_slots-1, like Aggregator; `half_life_seconds` > 0. `clock` is read only for
+  // records that carry a rate, and for queries.
+  LiveRates(uint32_t label_slots, double half_life_seconds, Clock clock = MonotonicSeconds);
+
+  // Feeds a derived record: its reload (when reload_seconds > 0 and bytes were reused, tier not
+  // none) and its suffix prefill (when suffix_prefill_seconds > 0 and FLOPs remained).
+  void Observe(uint32_t model_slot, const DerivedFigures& figures);
+
+  std::optional<RateEvidence> ReloadBandwidth(uint32_t model_slot, Tier tier) const;
+  std::optional<RateEvidence> PrefillCompute(uint32_t model_slot) const;
+
+  // Every rate with evidence, by slot then tier; `tier` is absent for a prefill compute rate.
+  struct Entry {
+    uint32_t model_slot;
+    std::optional<Tier> tier;
+    RateEvidence evidence;
+  };
+  std::vector<Entry> Snapshot() const;
+
+  double half_life_seconds() const { return half_life_; }
+  uint32_t label_slots() const { return label_slots_; }
+
+ private:
+  static constexpr int kShards = 16;
+  struct Cells {
+    std::vector<DecayedRate> reload;   // slot * kTierCount + tier
+    std::vector<DecayedRate> compute;  // slot
+  };
+  struct alignas(64) Shard {
+    mutable Mutex mu;
+    Cells cells ABSL_GUARDED_BY(mu);
+  };
+  Shard& ShardForThisThread();
+  std::optional<RateEvidence> Merge(bool reload, size_t index, double now) const;
+
+  const uint32_t label_slots_;
+  const double half_life_;
+  const Clock clock_;
+  std::array<Shard, kShards> shards_;
+};
+
+}  // namespace kvledger
+
+#endif  // KVLEDGER_LIB_ACCOUNTING_LIVE_RATES_H_

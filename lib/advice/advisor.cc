@@ -1,0 +1,153 @@
+#include "lib/advice/advisor.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "lib/accounting/ledger.h"
+
+namespace kvledger {
+namespace {
+
+double ProfileBandwidth(const Profile& profile, Tier tier) {
+  const auto& serving = profile.definition().serving();
+  switch (tier) {
+    case Tier::kDevice:
+      return serving.device_reload_bytes_per_second();
+    case Tier::kHost:
+      return serving.host_reload_bytes_per_second();
+    case Tier::kDisk:
+      return serving.disk_reload_bytes_per_second();
+    case Tier::kRemote:
+      return serving.remote_reload_bytes_per_second();
+    case Tier::kNone:
+      break;
+  }
+  return 0;
+}
+
+// Live when this replica has seen the rate, else the profile's figure when it states one (> 0).
+RateUsed Choose(const std::optional<RateEvidence>& live, double stated) {
+  RateUsed used;
+  if (live && live->rate > 0) {
+    used.basis = Basis::kLive;
+    used.rate = live->rate;
+    used.samples = live->samples;
+    used.weight = live->weight;
+  } else if (stated > 0) {
+    used.basis = Basis::kProfile;
+    used.rate = stated;
+  }
+  return used;
+}
+
+std::optional<double> Seconds(Uint128 amount, const RateUsed& rate) {
+  if (amount == 0) return 0.0;
+  if (!rate.rate) return std::nullopt;
+  return Uint128ToDouble(amount) / *rate.rate;
+}
+
+}  // namespace
+
+const char* BasisLabel(Basis basis) {
+  switch (basis) {
+    case Basis::kLive:
+      return "live";
+    case Basis::kProfile:
+      return "profile";
+    case Basis::kNone:
+      break;
+  }
+  return "none";
+}
+
+std::string Advice::recommendation() const {
+  if (!recommended) return "";
+  if (*recommended < 0) return "recompute";
+  return TierLabel(candidates[static_cast<size_t>(*recommended)].tier);
+}
+
+absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegistry& registry,
+                              const LiveRates* rates) {
+  if (request.candidates.size() > kMaxAdviceCandidates) {
+    return absl::InvalidArgumentError(absl::StrCat("candidates (", request.candidates.size(),
+                                                   " of them): at most ", kMaxAdviceCandidates));
+  }
+  // The request itself, as a miss: validates model and prompt_tokens and gives F(N).
+  RecordFacts whole;
+  whole.model = request.model;
+  whole.prompt_tokens = request.prompt_tokens;
+  const absl::StatusOr<Resolution> model = registry.Resolve(request.model);
+  auto baseline = Evaluate(whole, model);
+  if (!baseline.ok()) return absl::InvalidArgumentError(baseline.rejection().message);
+  const Profile& profile = *model->profile;
+  // Live rates are kept per label slot; a model without its own slot has none.
+  const bool own_slot = model->label && !model->label->folded;
+  const LiveRates* live = own_slot ? rates : nullptr;
+  const uint32_t slot = own_slot ? model->label->slot : 0;
+
+  Advice advice;
+  advice.model = request.model;
+  advice.prompt_tokens = baseline->prompt_tokens;
+  advice.prefill_flops = baseline->prefill_baseline_flops;
+  advice.compute = Choose(live != nullptr ? live->PrefillCompute(slot) : std::nullopt,
+                          profile.prefill_flops_per_second());
+  advice.recompute_all_seconds = Seconds(advice.prefill_flops, advice.compute);
+
+  for (size_t i = 0; i < request.candidates.size(); ++i) {
+    const AdviceCandidateInput& in = request.candidates[i];
+    const std::string at = absl::StrCat("candidates[", i, "].");
+    if (in.tier_value < 1 || in.tier_value >= kTierCount) {
+      return absl::InvalidArgumentError(absl::StrCat(at, "tier = ", in.tier_value,
+                                                     ": must be the tier holding the prefix: 1 (device), 2 (host), "
+                                                     "3 (disk) or 4 (remote)"));
+    }
+    if (in.logical_match_tokens < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, "logical_match_tokens = ", in.logical_match_tokens, ": must be >= 1 (a cached prefix)"));
+    }
+    RecordFacts facts = whole;
+    facts.tier_value = in.tier_value;
+    facts.logical_match_tokens = in.logical_match_tokens;
+    facts.recoverable_tokens = in.recoverable_tokens;
+    auto figures = Evaluate(facts, model);
+    if (!figures.ok()) return absl::InvalidArgumentError(absl::StrCat(at, figures.rejection().message));
+
+    CandidateAdvice c;
+    c.tier = figures->tier;
+    c.logical_match_tokens = figures->logical_match_tokens;
+    c.reused_tokens = figures->reused_tokens;
+    c.reused_bytes = figures->reused_bytes;
+    c.reused_flops = figures->prefill_avoided_flops[static_cast<size_t>(Boundary::kReused)];
+    c.bandwidth = Choose(live != nullptr ? live->ReloadBandwidth(slot, c.tier) : std::nullopt,
+                         ProfileBandwidth(profile, c.tier));
+    c.reload_seconds = Seconds(c.reused_bytes, c.bandwidth);
+    c.recompute_seconds = Seconds(c.reused_flops, advice.compute);
+    const auto suffix_seconds = Seconds(advice.prefill_flops - c.reused_flops, advice.compute);
+    if (c.reload_seconds && suffix_seconds) c.prefill_seconds = *c.reload_seconds + *suffix_seconds;
+    // Nothing to reload needs no bandwidth; otherwise the weaker of the two rates.
+    c.basis = c.reused_bytes == 0 ? advice.compute.basis : std::min(c.bandwidth.basis, advice.compute.basis);
+    advice.candidates.push_back(c);
+  }
+
+  if (advice.recompute_all_seconds) {
+    int best = -1;
+    double best_seconds = *advice.recompute_all_seconds;
+    bool any_known = advice.candidates.empty();
+    for (size_t i = 0; i < advice.candidates.size(); ++i) {
+      const auto& seconds = advice.candidates[i].prefill_seconds;
+      if (!seconds) continue;
+      any_known = true;
+      if (*seconds < best_seconds) {  // a tie keeps the choice that moves no bytes
+        best = static_cast<int>(i);
+        best_seconds = *seconds;
+      }
+    }
+    if (any_known) {
+      advice.recommended = best;
+      advice.saving_seconds = *advice.recompute_all_seconds - best_seconds;
+    }
+  }
+  return advice;
+}
+
+}  // namespace kvledger

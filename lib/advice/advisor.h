@@ -1,0 +1,89 @@
+// Reload or recompute (docs/cost-model.md §9): for one request about to be scheduled, which cached
+// prefix to reload (from the candidate tiers that hold one) or whether to recompute it all, with
+// estimated seconds for each choice and the evidence each estimate rests on.
+//
+// Per candidate, with P_eff its reusable boundary (alignment and recurrent checkpoints applied, as
+// for a record), bytes(P_eff) its KV/state bytes and F(p) the prefill FLOPs of the first p tokens:
+//   reload_seconds    = bytes(P_eff) / bandwidth(model, tier)
+//   recompute_seconds = F(P_eff) / compute(model)             (the reused part, computed instead)
+//   prefill_seconds   = reload_seconds + (F(N) - F(P_eff)) / compute(model)
+// and recomputing from scratch costs F(N) / compute(model). Reusing only part of a candidate's
+// prefix is never better than all or none of it (§9), so these are the only choices.
+//
+// A rate is live (decayed records of this replica), else the profile's stated figure, else
+// unknown: an estimate that needs an unknown rate is absent, never guessed.
+#ifndef KVLEDGER_LIB_ADVICE_ADVISOR_H_
+#define KVLEDGER_LIB_ADVICE_ADVISOR_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/accounting/live_rates.h"
+#include "lib/accounting/record_facts.h"
+#include "lib/profiles/model_registry.h"
+
+namespace kvledger {
+
+inline constexpr int kMaxAdviceCandidates = 16;
+
+struct AdviceCandidateInput {
+  int tier_value = 0;  // raw wire enum value: device, host, disk or remote
+  int64_t logical_match_tokens = 0;
+  std::optional<int64_t> recoverable_tokens;
+};
+
+struct AdviceRequestInput {
+  std::string model;
+  int64_t prompt_tokens = 0;
+  std::vector<AdviceCandidateInput> candidates;
+};
+
+enum class Basis : uint8_t { kNone = 0, kProfile = 1, kLive = 2 };
+const char* BasisLabel(Basis basis);  // "none", "profile", "live"
+
+struct RateUsed {
+  Basis basis = Basis::kNone;
+  std::optional<double> rate;  // bytes/s or FLOP/s; absent with basis none
+  uint64_t samples = 0;        // live records behind it (0 unless live)
+  double weight = 0;           // their decayed weight
+};
+
+struct CandidateAdvice {
+  Tier tier = Tier::kNone;
+  uint64_t logical_match_tokens = 0;
+  uint64_t reused_tokens = 0;  // P_eff
+  Uint128 reused_bytes = 0;
+  Uint128 reused_flops = 0;  // F(P_eff): prefill FLOPs the reload saves
+  RateUsed bandwidth;
+  std::optional<double> reload_seconds;
+  std::optional<double> recompute_seconds;
+  std::optional<double> prefill_seconds;
+  Basis basis = Basis::kNone;  // the weaker of the bandwidth's and the compute rate's
+};
+
+struct Advice {
+  std::string model;
+  uint64_t prompt_tokens = 0;
+  Uint128 prefill_flops = 0;  // F(N)
+  RateUsed compute;
+  std::optional<double> recompute_all_seconds;
+  std::vector<CandidateAdvice> candidates;
+  // Index of the recommended candidate, -1 to recompute from scratch; absent when no choice can be
+  // estimated (the compute rate is unknown, or every candidate's bandwidth is).
+  std::optional<int> recommended;
+  std::optional<double> saving_seconds;  // recompute_all_seconds - the recommended prefill_seconds
+  // "host", "disk", ... for a candidate, "recompute", or "" when there is no recommendation.
+  std::string recommendation() const;
+};
+
+// Validates the request (INVALID_ARGUMENT naming the field, its value and the rule, as for a
+// record) and advises. `rates` may be null (no live rates).
+absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegistry& registry,
+                              const LiveRates* rates);
+
+}  // namespace kvledger
+
+#endif  // KVLEDGER_LIB_ADVICE_ADVISOR_H_

@@ -1,0 +1,140 @@
+#include "lib/wire/advice_proto.h"
+
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "lib/wire/json_writer.h"
+
+namespace kvledger {
+namespace {
+
+void RateToProto(const RateUsed& rate, v1::Rate* out) {
+  out->set_basis(static_cast<v1::Basis>(rate.basis));
+  if (rate.rate) out->set_value(*rate.rate);
+  out->set_samples(rate.samples);
+  out->set_weight(rate.weight);
+}
+
+std::optional<double> Optional(bool has, double value) { return has ? std::optional<double>(value) : std::nullopt; }
+
+const char* BasisName(v1::Basis basis) { return BasisLabel(static_cast<Basis>(basis)); }
+
+JsonObject RateJson(const v1::Rate& rate) {
+  JsonObject o;
+  o.String("basis", BasisName(rate.basis()))
+      .Number("value", Optional(rate.has_value(), rate.value()))
+      .Integer("samples", Uint128{rate.samples()})
+      .Number("weight", rate.weight());
+  return o;
+}
+
+std::optional<Uint128> Decimal(const std::string& text) {
+  Uint128 value = 0;
+  for (char c : text) {
+    if (!absl::ascii_isdigit(c)) return std::nullopt;
+    value = value * 10 + static_cast<unsigned>(c - '0');
+  }
+  return text.empty() ? std::nullopt : std::optional<Uint128>(value);
+}
+
+}  // namespace
+
+absl::StatusOr<v1::AdviceCandidate> ParseCandidate(absl::string_view text, absl::string_view what) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  auto fail = [&](absl::string_view rule) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " = \"", text.substr(0, 64), "\": ", rule));
+  };
+  if (parts.size() != 2 && parts.size() != 3) return fail("must be TIER:MATCH_TOKENS[:RECOVERABLE_TOKENS]");
+  v1::AdviceCandidate candidate;
+  int tier = 0;
+  for (int t = 1; t < kTierCount; ++t) {
+    if (parts[0] == TierLabel(static_cast<Tier>(t))) tier = t;
+  }
+  if (tier == 0) return fail("the tier must be device, host, disk or remote");
+  candidate.set_tier(static_cast<v1::Tier>(tier));
+  int64_t tokens = 0;
+  if (!absl::SimpleAtoi(parts[1], &tokens)) return fail("MATCH_TOKENS must be an integer");
+  candidate.set_logical_match_tokens(tokens);
+  if (parts.size() == 3) {
+    if (!absl::SimpleAtoi(parts[2], &tokens)) return fail("RECOVERABLE_TOKENS must be an integer");
+    candidate.set_recoverable_tokens(tokens);
+  }
+  return candidate;
+}
+
+AdviceRequestInput AdviceRequestFromProto(const v1::AdviceRequest& request) {
+  AdviceRequestInput in;
+  in.model = request.model();
+  in.prompt_tokens = request.prompt_tokens();
+  for (const auto& c : request.candidates()) {
+    AdviceCandidateInput candidate;
+    candidate.tier_value = c.tier();
+    candidate.logical_match_tokens = c.logical_match_tokens();
+    if (c.has_recoverable_tokens()) candidate.recoverable_tokens = c.recoverable_tokens();
+    in.candidates.push_back(candidate);
+  }
+  return in;
+}
+
+v1::Advice AdviceToProto(const Advice& advice) {
+  v1::Advice out;
+  out.set_model(advice.model);
+  out.set_prompt_tokens(static_cast<int64_t>(advice.prompt_tokens));
+  out.set_prefill_flops(Uint128ToString(advice.prefill_flops));
+  RateToProto(advice.compute, out.mutable_compute());
+  if (advice.recompute_all_seconds) out.set_recompute_all_seconds(*advice.recompute_all_seconds);
+  for (const CandidateAdvice& c : advice.candidates) {
+    v1::CandidateAdvice* o = out.add_candidates();
+    o->set_tier(static_cast<v1::Tier>(c.tier));
+    o->set_logical_match_tokens(static_cast<int64_t>(c.logical_match_tokens));
+    o->set_reused_tokens(static_cast<int64_t>(c.reused_tokens));
+    o->set_reused_bytes(Uint128ToString(c.reused_bytes));
+    o->set_reused_flops(Uint128ToString(c.reused_flops));
+    RateToProto(c.bandwidth, o->mutable_bandwidth());
+    if (c.reload_seconds) o->set_reload_seconds(*c.reload_seconds);
+    if (c.recompute_seconds) o->set_recompute_seconds(*c.recompute_seconds);
+    if (c.prefill_seconds) o->set_prefill_seconds(*c.prefill_seconds);
+    o->set_basis(static_cast<v1::Basis>(c.basis));
+  }
+  out.set_recommendation(advice.recommendation());
+  if (advice.recommended && *advice.recommended >= 0) out.set_recommended_candidate(*advice.recommended);
+  if (advice.saving_seconds) out.set_saving_seconds(*advice.saving_seconds);
+  return out;
+}
+
+std::string AdviceToJson(const v1::Advice& advice) {
+  std::vector<JsonObject> candidates;
+  for (const auto& c : advice.candidates()) {
+    JsonObject o;
+    o.String("tier", TierLabel(static_cast<Tier>(c.tier())))
+        .Integer("match_tokens", Uint128{static_cast<uint64_t>(c.logical_match_tokens())})
+        .Integer("reused_tokens", Uint128{static_cast<uint64_t>(c.reused_tokens())})
+        .Integer("reused_bytes", Decimal(c.reused_bytes()))
+        .Integer("reused_flops", Decimal(c.reused_flops()))
+        .Number("reload_seconds", Optional(c.has_reload_seconds(), c.reload_seconds()))
+        .Number("recompute_seconds", Optional(c.has_recompute_seconds(), c.recompute_seconds()))
+        .Number("prefill_seconds", Optional(c.has_prefill_seconds(), c.prefill_seconds()))
+        .String("basis", BasisName(c.basis()))
+        .Integer("samples", Uint128{c.bandwidth().samples()})
+        .Object("bandwidth", RateJson(c.bandwidth()));
+    candidates.push_back(o);
+  }
+  JsonObject o;
+  o.String("model", advice.model()).Integer("prompt_tokens", Uint128{static_cast<uint64_t>(advice.prompt_tokens())});
+  if (advice.recommendation().empty()) {
+    o.Null("recommendation");
+  } else {
+    o.String("recommendation", advice.recommendation());
+  }
+  o.Number("saving_seconds", Optional(advice.has_saving_seconds(), advice.saving_seconds()))
+      .Number("recompute_all_seconds", Optional(advice.has_recompute_all_seconds(), advice.recompute_all_seconds()))
+      .Integer("prefill_flops", Decimal(advice.prefill_flops()))
+      .Object("compute", RateJson(advice.compute()))
+      .Array("candidates", candidates);
+  return o.str();
+}
+
+}  // namespace kvledger

@@ -1,0 +1,170 @@
+#include "lib/wire/calculators.h"
+
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "google/protobuf/util/json_util.h"
+#include "lib/cost_model/kv_capacity.h"
+#include "lib/cost_model/number_format.h"
+#include "lib/wire/json_writer.h"
+
+namespace kvledger {
+namespace {
+
+// True when the decimal text states a value above 1 that its nearest double (1) would hide.
+bool DecimalAboveOne(absl::string_view text) {
+  const size_t point = text.find('.');
+  absl::string_view whole = text.substr(0, point);
+  while (!whole.empty() && whole.front() == '0') whole.remove_prefix(1);
+  if (whole.size() > 1 || (!whole.empty() && whole != "1")) return true;
+  if (whole.empty() || point == absl::string_view::npos) return false;
+  return text.substr(point + 1).find_first_not_of('0') != absl::string_view::npos;
+}
+
+// CalculateAlpha names inputs after their fields at the start of its message ("prompt_tokens = 0: ...").
+std::string Renamed(absl::string_view message, InputNamer name) {
+  size_t end = 0;
+  while (end < message.size() && (absl::ascii_islower(message[end]) || message[end] == '_')) ++end;
+  if (end == 0 || !absl::StartsWith(message.substr(end), " = ")) return std::string(message);
+  return absl::StrCat(name(message.substr(0, end)), message.substr(end));
+}
+
+}  // namespace
+
+std::string FieldName(absl::string_view field) { return std::string(field); }
+std::string FlagName(absl::string_view field) { return absl::StrCat("--", absl::StrReplaceAll(field, {{"_", "-"}})); }
+
+absl::StatusOr<AlphaResult> RunCalc(const CalcParams& p, InputNamer name) {
+  AlphaInputs in;
+  if (!absl::SimpleAtod(p.alpha, &in.alpha)) {
+    return absl::InvalidArgumentError(absl::StrCat(name("alpha"), " = \"", p.alpha.substr(0, 64), "\": must be a number"));
+  }
+  if (FloorDecimalTimes(p.alpha, 1) && DecimalAboveOne(p.alpha)) {
+    return absl::InvalidArgumentError(absl::StrCat(name("alpha"), " = ", p.alpha, ": must be in [0, 1]"));
+  }
+  if (p.prompt_tokens && *p.prompt_tokens >= 1 && *p.prompt_tokens <= kMaxTokens) {
+    // floor(alpha N) from the digits as typed: exact, no tolerance (docs/cost-model.md §4.1).
+    if (auto match = FloorDecimalTimes(p.alpha, *p.prompt_tokens)) in.match_tokens = static_cast<uint64_t>(*match);
+  }
+  if (p.attention == "full") {
+    in.kind = MixerKind::kFullCausal;
+  } else if (p.attention == "swa") {
+    in.kind = MixerKind::kSlidingWindow;
+  } else if (p.attention == "recurrent") {
+    in.kind = MixerKind::kLinear;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name("attention"), " = \"", p.attention.substr(0, 64), "\": must be full, swa or recurrent"));
+  }
+  in.window_fraction = p.window_fraction;
+  in.window_tokens = p.window;
+  in.prompt_tokens = p.prompt_tokens;
+  in.checkpoint_tokens = p.checkpoint;
+  in.beta = p.beta;
+  in.overhead = p.overhead;
+  auto result = CalculateAlpha(in);
+  if (!result.ok()) return absl::InvalidArgumentError(Renamed(result.status().message(), name));
+  return result;
+}
+
+std::string CalcToJson(const AlphaResult& r, const CalcParams& p) {
+  JsonObject o;
+  o.Number("attention_remaining", r.attention_remaining).Number("attention_speedup", r.attention_speedup);
+  if (r.block_remaining) o.Number("block_remaining", *r.block_remaining).Number("block_speedup", r.block_speedup);
+  if (p.overhead) o.Number("e2e_speedup", r.e2e_speedup);
+  if (r.aligned_tokens) o.Integer("aligned_tokens", *r.aligned_tokens).Integer("replay_tokens", *r.replay_tokens);
+  return o.str();
+}
+
+absl::StatusOr<KvBytesResult> RunKvBytes(const KvBytesParams& p, const ProfileCatalog& catalog, InputNamer name) {
+  if (!p.tokens) return absl::InvalidArgumentError(absl::StrCat(name("tokens"), ": required"));
+  const uint64_t s = p.sequences.value_or(1);
+  const uint64_t tokens = *p.tokens;
+  KvBytesResult r;
+  if (!p.model.empty()) {
+    if (p.layers || p.kv_heads || p.head_dim || p.bytes_per_element) {
+      return absl::InvalidArgumentError(absl::StrCat(name("model"), ": give either ", name("model"),
+                                                     " or an explicit shape, not both"));
+    }
+    const Profile* profile = catalog.Find(p.model);
+    if (profile == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name("model"), " = \"", p.model.substr(0, 64), "\": no profile of that name"));
+    }
+    // A profile's per-sequence bytes fit 2^115 for any 64-bit token count (docs/cost-model.md §7);
+    // only the product with the sequence count can overflow.
+    const auto total = CheckedProduct({CacheBytes(profile->shape(), tokens), s});
+    if (!total) {
+      return absl::InvalidArgumentError(absl::StrCat(name("tokens"), " ", tokens, " x ", name("sequences"), " ", s,
+                                                     ": the cache would exceed 2^128 bytes; check the inputs"));
+    }
+    r.kv_bytes = *total;
+    r.bytes_per_token = BytesPerCachedToken(profile->shape());
+    r.state_bytes = Uint128{StateBytesPerSequence(profile->shape())} * s;
+  } else {
+    if (!p.layers || !p.kv_heads || !p.head_dim || !p.bytes_per_element) {
+      return absl::InvalidArgumentError(absl::StrCat(name("layers"), ", ", name("kv_heads"), ", ", name("head_dim"),
+                                                     " and ", name("bytes_per_element"), ": required without ",
+                                                     name("model")));
+    }
+    const KvShape shape{*p.layers, *p.kv_heads, *p.head_dim, *p.bytes_per_element};
+    const auto per_token = KvBytesPerToken(shape);
+    const auto total = per_token ? CheckedProduct({*per_token, s, tokens}) : std::nullopt;
+    if (!total) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "2 x ", name("layers"), " ", *p.layers, " x ", name("kv_heads"), " ", *p.kv_heads, " x ", name("head_dim"),
+          " ", *p.head_dim, " x ", name("bytes_per_element"), " ", *p.bytes_per_element, " x ", name("sequences"), " ",
+          s, " x ", name("tokens"), " ", tokens, ": exceeds 2^128 bytes; check the inputs"));
+    }
+    r.bytes_per_token = *per_token;
+    r.kv_bytes = *total;
+  }
+  if (p.budget_bytes) {
+    r.max_tokens = MaxCachedTokens(*p.budget_bytes, p.reserved_bytes.value_or(0), r.state_bytes.value_or(0),
+                                   r.bytes_per_token);
+  }
+  return r;
+}
+
+std::string KvBytesToJson(const KvBytesResult& r) {
+  JsonObject o;
+  o.Integer("kv_bytes", r.kv_bytes).Integer("bytes_per_token", r.bytes_per_token);
+  if (r.state_bytes) o.Integer("state_bytes", *r.state_bytes);
+  if (r.max_tokens) o.Integer("max_tokens", *r.max_tokens);
+  return o.str();
+}
+
+std::string ProtoToJson(const google::protobuf::Message& message) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  return out;
+}
+
+std::string ProfilesToJson(const ProfileCatalog& catalog) {
+  std::vector<JsonObject> profiles;
+  for (const auto& profile_name : catalog.Names()) {
+    const Profile& p = *catalog.Find(profile_name);
+    uint64_t layers = 0;
+    for (const auto& g : p.shape().groups) layers += g.num_layers;
+    JsonObject o;
+    o.String("name", p.name())
+        .String("attention", p.attention_summary())
+        .Integer("layers", Uint128{layers})
+        .Integer("bytes_per_cached_token", Uint128{BytesPerCachedToken(p.shape())})
+        .Integer("state_bytes_per_sequence", Uint128{StateBytesPerSequence(p.shape())})
+        .Json("definition", ProtoToJson(p.definition()));
+    profiles.push_back(o);
+  }
+  JsonObject out;
+  out.Array("profiles", profiles);
+  return out.str();
+}
+
+}  // namespace kvledger

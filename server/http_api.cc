@@ -1,0 +1,202 @@
+#include "server/http_api.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "kvledger/v1/record.pb.h"
+#include "lib/accounting/ledger.h"
+#include "lib/cost_model/number_format.h"
+#include "lib/wire/advice_proto.h"
+#include "lib/wire/calculators.h"
+#include "lib/wire/json_writer.h"
+#include "lib/wire/record_proto.h"
+#include "server/explore_page.h"
+
+namespace kvledger {
+namespace {
+
+HttpResponse Json(std::string body) { return HttpResponse::Of(200, "application/json", std::move(body)); }
+
+HttpResponse BadRequest(absl::string_view message) {
+  JsonObject o;
+  o.String("error", message);
+  return HttpResponse::Of(400, "application/json", o.str());
+}
+
+// A query parameter that is a number: absent, a value, or a message naming it.
+template <typename T>
+absl::Status Number(const HttpRequest& r, const char* name, std::optional<T>* out) {
+  const auto text = r.Param(name);
+  if (!text) return absl::OkStatus();
+  T value{};
+  bool ok;
+  if constexpr (std::is_floating_point_v<T>) {
+    ok = absl::SimpleAtod(*text, &value);
+  } else {
+    ok = absl::SimpleAtoi(*text, &value);
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " = \"", text->substr(0, 64), "\": must be ",
+                                                   std::is_floating_point_v<T> ? "a number" : "an integer"));
+  }
+  *out = value;
+  return absl::OkStatus();
+}
+
+std::string Text(const HttpRequest& r, const char* name, std::string fallback = "") {
+  return r.Param(name).value_or(std::move(fallback));
+}
+
+HttpResponse Calc(const HttpRequest& r) {
+  CalcParams p;
+  p.alpha = Text(r, "alpha");
+  p.attention = Text(r, "attention", "full");
+  for (absl::Status s : {Number(r, "window_fraction", &p.window_fraction), Number(r, "beta", &p.beta),
+                         Number(r, "overhead", &p.overhead), Number(r, "window", &p.window),
+                         Number(r, "prompt_tokens", &p.prompt_tokens), Number(r, "checkpoint", &p.checkpoint)}) {
+    if (!s.ok()) return BadRequest(s.message());
+  }
+  if (!r.Param("alpha")) return BadRequest("alpha: required");
+  auto result = RunCalc(p);
+  if (!result.ok()) return BadRequest(result.status().message());
+  return Json(CalcToJson(*result, p));
+}
+
+HttpResponse KvBytes(const HttpRequest& r, const ProfileCatalog& catalog) {
+  KvBytesParams p;
+  p.model = Text(r, "model");
+  for (absl::Status s : {Number(r, "layers", &p.layers), Number(r, "kv_heads", &p.kv_heads),
+                         Number(r, "head_dim", &p.head_dim), Number(r, "bytes_per_element", &p.bytes_per_element),
+                         Number(r, "sequences", &p.sequences), Number(r, "tokens", &p.tokens),
+                         Number(r, "budget_bytes", &p.budget_bytes), Number(r, "reserved_bytes", &p.reserved_bytes)}) {
+    if (!s.ok()) return BadRequest(s.message());
+  }
+  auto result = RunKvBytes(p, catalog);
+  if (!result.ok()) return BadRequest(result.status().message());
+  return Json(KvBytesToJson(*result));
+}
+
+int TierValue(const std::string& label) {
+  for (int t = 0; t < kTierCount; ++t) {
+    if (label == TierLabel(static_cast<Tier>(t))) return t;
+  }
+  return -1;
+}
+
+HttpResponse Explain(const HttpRequest& r, const ModelRegistry& registry) {
+  v1::Record record;
+  record.set_model(Text(r, "model"));
+  const std::string tier = Text(r, "tier", "none");
+  const int tier_value = TierValue(tier);
+  if (tier_value < 0) {
+    return BadRequest(absl::StrCat("tier = \"", tier.substr(0, 64), "\": must be none, device, host, disk or remote"));
+  }
+  record.set_tier(static_cast<v1::Tier>(tier_value));
+  std::optional<int64_t> prompt, match, recoverable, recompute;
+  std::optional<double> reload, suffix, ttft;
+  for (absl::Status s : {Number(r, "prompt_tokens", &prompt), Number(r, "logical_match_tokens", &match),
+                         Number(r, "recoverable_tokens", &recoverable), Number(r, "recompute_tokens", &recompute),
+                         Number(r, "reload_seconds", &reload), Number(r, "suffix_prefill_seconds", &suffix),
+                         Number(r, "ttft_seconds", &ttft)}) {
+    if (!s.ok()) return BadRequest(s.message());
+  }
+  record.set_prompt_tokens(prompt.value_or(0));
+  record.set_logical_match_tokens(match.value_or(0));
+  // Or the match as a hit ratio: floor(alpha N) from the digits as typed, exactly as calc takes it.
+  if (const auto alpha = r.Param("alpha")) {
+    if (match) return BadRequest("alpha: give either alpha or logical_match_tokens, not both");
+    const auto tokens = prompt && *prompt > 0 ? FloorDecimalTimes(*alpha, static_cast<uint64_t>(*prompt)) : std::nullopt;
+    if (!tokens || *tokens > static_cast<Uint128>(*prompt)) {
+      return BadRequest(absl::StrCat("alpha = \"", alpha->substr(0, 64), "\": must be a decimal in [0, 1], with prompt_tokens >= 1"));
+    }
+    record.set_logical_match_tokens(static_cast<int64_t>(*tokens));
+  }
+  if (recoverable) record.set_recoverable_tokens(*recoverable);
+  if (recompute) record.set_recompute_tokens(*recompute);
+  if (reload) record.set_reload_seconds(*reload);
+  if (suffix) record.set_suffix_prefill_seconds(*suffix);
+  if (ttft) record.set_ttft_seconds(*ttft);
+  auto figures = Evaluate(FactsFromProto(record), registry);
+  if (!figures.ok()) return BadRequest(figures.rejection().message);
+  return Json(ProtoToJson(FiguresToProto(*figures, record.model())));
+}
+
+HttpResponse Advise(const HttpRequest& r, const ModelRegistry& registry, const LiveRates& rates) {
+  v1::AdviceRequest request;
+  request.set_model(Text(r, "model"));
+  std::optional<int64_t> prompt;
+  if (absl::Status s = Number(r, "prompt_tokens", &prompt); !s.ok()) return BadRequest(s.message());
+  request.set_prompt_tokens(prompt.value_or(0));
+  for (int i = 0; i <= kMaxAdviceCandidates; ++i) {
+    const auto text = r.Param("candidate", i);
+    if (!text) break;
+    auto candidate = ParseCandidate(*text, absl::StrCat("candidate[", i, "]"));
+    if (!candidate.ok()) return BadRequest(candidate.status().message());
+    *request.add_candidates() = *candidate;
+  }
+  auto advice = kvledger::Advise(AdviceRequestFromProto(request), registry, &rates);
+  if (!advice.ok()) return BadRequest(advice.status().message());
+  return Json(AdviceToJson(AdviceToProto(*advice)));
+}
+
+// This replica's totals per model (summed over tiers), with the fleet ratios the explorer shows.
+HttpResponse TotalsJson(const ModelRegistry& registry, const Aggregator& aggregator) {
+  const auto snapshot = aggregator.Snapshot();
+  const auto labels = registry.Labels();
+  std::vector<kvledger::Totals> per_slot(registry.label_slots());
+  std::vector<bool> seen(registry.label_slots(), false);
+  for (const auto& cell : snapshot.cells) {
+    per_slot[cell.model_slot].Merge(cell.totals);
+    seen[cell.model_slot] = true;
+  }
+  auto ratio = [](Uint128 part, Uint128 whole) {
+    return whole == 0 ? std::optional<double>() : Uint128ToDouble(part) / Uint128ToDouble(whole);
+  };
+  std::vector<JsonObject> models;
+  for (uint32_t slot = 0; slot < per_slot.size(); ++slot) {
+    if (!seen[slot]) continue;
+    const kvledger::Totals& t = per_slot[slot];
+    const Uint128 prompt = t.counter(Counter::kPromptTokens);
+    const Uint128 attention = t.counter(Counter::kAttentionBaselineFlops);
+    const Uint128 prefill = t.counter(Counter::kPrefillBaselineFlops);
+    JsonObject o;
+    o.String("model", slot < labels.size() ? labels[slot].model : std::string(kOtherModelLabel))
+        .Integer("requests", t.counter(Counter::kRequests))
+        .Integer("prompt_tokens", prompt)
+        .Integer("logical_match_tokens", t.counter(Counter::kLogicalMatchTokens))
+        .Integer("recoverable_tokens", t.counter(Counter::kRecoverableTokens))
+        .Integer("reused_tokens", t.counter(Counter::kReusedTokens))
+        .Integer("attention_baseline_flops", attention)
+        .Integer("attention_avoided_flops", t.counter(Counter::kAttentionAvoidedFlops, Boundary::kReused))
+        .Integer("prefill_baseline_flops", prefill)
+        .Integer("prefill_avoided_flops", t.counter(Counter::kPrefillAvoidedFlops, Boundary::kReused))
+        .Number("logical_hit_ratio", ratio(t.counter(Counter::kLogicalMatchTokens), prompt))
+        .Number("reused_hit_ratio", ratio(t.counter(Counter::kReusedTokens), prompt))
+        .Number("attention_avoided_fraction",
+                ratio(t.counter(Counter::kAttentionAvoidedFlops, Boundary::kReused), attention))
+        .Number("prefill_avoided_fraction", ratio(t.counter(Counter::kPrefillAvoidedFlops, Boundary::kReused), prefill));
+    models.push_back(o);
+  }
+  JsonObject out;
+  out.Array("models", models);
+  return Json(out.str());
+}
+
+}  // namespace
+
+std::vector<HttpListener::Route> HttpApiRoutes(const ModelRegistry& registry, const Aggregator& aggregator,
+                                               const LiveRates& rates) {
+  const ProfileCatalog& catalog = registry.catalog();
+  return {
+      {"/api/v1/calc", [](const HttpRequest& r) { return Calc(r); }},
+      {"/api/v1/kv-bytes", [&catalog](const HttpRequest& r) { return KvBytes(r, catalog); }},
+      {"/api/v1/explain", [&registry](const HttpRequest& r) { return Explain(r, registry); }},
+      {"/api/v1/advise", [&registry, &rates](const HttpRequest& r) { return Advise(r, registry, rates); }},
+      {"/api/v1/profiles", [&catalog](const HttpRequest&) { return Json(ProfilesToJson(catalog)); }},
+      {"/api/v1/totals", [&registry, &aggregator](const HttpRequest&) { return TotalsJson(registry, aggregator); }},
+      {"/explore", [](const HttpRequest&) {
+         return HttpResponse::Of(200, "text/html; charset=utf-8", std::string(kExplorePage));
+       }},
+  };
+}
+
+}  // namespace kvledger
