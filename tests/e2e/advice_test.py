@@ -1,0 +1,265 @@
+"""Reload or recompute, end to end: records with known bytes, seconds and FLOPs go in over gRPC; the
+Advise RPC, `kvledger advise --json` and GET /api/v1/advise must agree with each other and with a
+hand calculation from the server's own exported totals. The JSON API answers like the CLI, with
+the same errors, behind the same auth as /metrics.
+
+Usage: advice_test.py KVLEDGER_SERVER KVLEDGER_CLI PYTHON_STUBS_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+import urllib.error
+import urllib.parse
+import urllib.request
+
+SERVER, CLI = sys.argv[1], sys.argv[2]
+sys.path.insert(0, sys.argv[3])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+del sys.argv[1:4]
+
+import grpc  # noqa: E402
+
+from harness import Server, parse_exposition, sample  # noqa: E402
+from kvledger.v1 import advice_pb2, ledger_pb2_grpc, record_pb2  # noqa: E402
+
+BYTES_PER_TOKEN = 131072  # llama-3.1-8b: 2 x 32 layers x 8 KV heads x 128 x 2 bytes
+
+
+def get(server, path, auth=None):
+    request = urllib.request.Request(f"http://{server.metrics_address}{path}")
+    if auth:
+        import base64
+        request.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
+    try:
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def assert_same(test, a, b, path="$"):
+    """Equal JSON, floats to 12 significant digits (a decayed rate is recomputed per call, so its
+    last bits can move between two calls)."""
+    if isinstance(a, float) or isinstance(b, float):
+        test.assertAlmostEqual(a / b if b else a, 1 if b else 0, delta=1e-12, msg=path)
+    elif isinstance(a, dict):
+        test.assertEqual(sorted(a), sorted(b), path)
+        for k in a:
+            assert_same(test, a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        test.assertEqual(len(a), len(b), path)
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(test, x, y, f"{path}[{i}]")
+    else:
+        test.assertEqual(a, b, path)
+
+
+def cli(*args):
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=60)
+
+
+def without(d, key):
+    """The JSON with every `key` removed at any depth (decayed weights change with the clock)."""
+    if isinstance(d, dict):
+        return {k: without(v, key) for k, v in d.items() if k != key}
+    if isinstance(d, list):
+        return [without(v, key) for v in d]
+    return d
+
+
+class AdviceTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="kvledger-advice-")
+        self.server = Server(SERVER, "--advice_half_life_seconds=86400", log_dir=self.tmp)
+        self.addCleanup(self.server.stop)
+        self.channel = grpc.insecure_channel(self.server.grpc_address)
+        self.addCleanup(self.channel.close)
+        self.stub = ledger_pb2_grpc.LedgerStub(self.channel)
+
+    def record(self, tier, match, reload, suffix):
+        self.stub.Record(record_pb2.Record(model="llama-3.1-8b", tier=tier, prompt_tokens=8192,
+                                           logical_match_tokens=match, reload_seconds=reload,
+                                           suffix_prefill_seconds=suffix), timeout=10)
+
+    def advise(self, *candidates):
+        request = advice_pb2.AdviceRequest(model="llama-3.1-8b", prompt_tokens=8192)
+        for tier, match in candidates:
+            request.candidates.add(tier=tier, logical_match_tokens=match)
+        return self.stub.Advise(request, timeout=10)
+
+    # Two host records with different bandwidths and two suffix prefills: with a one-day half-life
+    # the decay over the test's seconds is below 1e-4, so the live rates are the ratios of the
+    # exported totals: compared reused bytes / compared reload seconds, and (prefill baseline -
+    # prefill avoided at the reused boundary) / suffix prefill seconds.
+    def test_advice_matches_a_hand_calculation_from_the_totals(self):
+        self.record(record_pb2.TIER_HOST, 4096, 0.05, 0.4)
+        self.record(record_pb2.TIER_HOST, 2048, 0.04, 0.5)
+        s = parse_exposition(self.server.scrape())
+        host = dict(model="llama-3.1-8b", tier="host")
+        self.assertEqual(sample(s, "kvledger_compared_reused_bytes_total", **host), (4096 + 2048) * BYTES_PER_TOKEN)
+        bandwidth = (sample(s, "kvledger_compared_reused_bytes_total", **host)
+                     / sample(s, "kvledger_compared_reload_seconds_total", **host))
+        suffix_flops = (sample(s, "kvledger_prefill_baseline_flops_total", **host)
+                        - sample(s, "kvledger_prefill_avoided_flops_total", boundary="reused", **host))
+        compute = suffix_flops / sample(s, "kvledger_suffix_prefill_seconds_sum", **host)
+        self.assertAlmostEqual(bandwidth, 6144 * BYTES_PER_TOKEN / 0.09, delta=1)
+        # The exported gauges are the same rates.
+        self.assertAlmostEqual(sample(s, "kvledger_reload_bandwidth_bytes_per_second", **host) / bandwidth, 1,
+                               delta=1e-4)
+        self.assertAlmostEqual(sample(s, "kvledger_prefill_flops_per_second", model="llama-3.1-8b") / compute, 1,
+                               delta=1e-4)
+
+        advice = self.advise((record_pb2.TIER_HOST, 6000), (record_pb2.TIER_DISK, 6000))
+        prefill_flops = int(advice.prefill_flops)
+        self.assertEqual(prefill_flops, sample(s, "kvledger_prefill_baseline_flops_total", **host) / 2)
+        self.assertEqual(advice.compute.basis, advice_pb2.BASIS_LIVE)
+        self.assertEqual(advice.compute.samples, 2)
+        self.assertAlmostEqual(advice.recompute_all_seconds / (prefill_flops / compute), 1, delta=1e-4)
+        host_advice, disk_advice = advice.candidates
+        # 6000 tokens end on a 16-token page: all of them are reusable.
+        self.assertEqual(host_advice.reused_tokens, 6000)
+        self.assertEqual(int(host_advice.reused_bytes), 6000 * BYTES_PER_TOKEN)
+        self.assertEqual(host_advice.basis, advice_pb2.BASIS_LIVE)
+        self.assertAlmostEqual(host_advice.reload_seconds / (6000 * BYTES_PER_TOKEN / bandwidth), 1, delta=1e-4)
+        self.assertAlmostEqual(host_advice.recompute_seconds / (int(host_advice.reused_flops) / compute), 1,
+                               delta=1e-4)
+        self.assertAlmostEqual(
+            host_advice.prefill_seconds / (host_advice.reload_seconds
+                                           + (prefill_flops - int(host_advice.reused_flops)) / compute), 1,
+            delta=1e-9)
+        # Nothing was ever reloaded from disk, and the profile states no disk bandwidth.
+        self.assertEqual(disk_advice.basis, advice_pb2.BASIS_NONE)
+        self.assertFalse(disk_advice.HasField("reload_seconds"))
+        self.assertEqual(advice.recommendation, "host")
+        self.assertAlmostEqual(advice.saving_seconds, advice.recompute_all_seconds - host_advice.prefill_seconds,
+                               delta=1e-12)
+
+    # The RPC (through the CLI) and the HTTP API give the same JSON; errors name the same field.
+    def test_cli_and_http_agree(self):
+        self.record(record_pb2.TIER_HOST, 4096, 0.05, 0.4)
+        self.record(record_pb2.TIER_HOST, 4096, 0.05, 0.4)  # one ratio: the rate does not move with time
+        result = cli("advise", "--target", self.server.grpc_address, "--model", "llama-3.1-8b",
+                     "--prompt-tokens", "8192", "--candidate", "host:3000", "--candidate", "disk:6000", "--json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        from_cli = json.loads(result.stdout)
+        status, body = get(self.server, "/api/v1/advise?" + urllib.parse.urlencode(
+            [("model", "llama-3.1-8b"), ("prompt_tokens", "8192"), ("candidate", "host:3000"),
+             ("candidate", "disk:6000")]))
+        self.assertEqual(status, 200, body)
+        from_http = json.loads(body)
+        assert_same(self, without(from_cli, "weight"), without(from_http, "weight"))
+        self.assertEqual(from_cli["recommendation"], "host")
+        self.assertEqual([c["tier"] for c in from_cli["candidates"]], ["host", "disk"])
+        self.assertEqual(from_cli["candidates"][0]["match_tokens"], 3000)
+        self.assertEqual(from_cli["candidates"][0]["reused_tokens"], 2992)  # the last 16-token page
+        self.assertEqual(from_cli["candidates"][0]["basis"], "live")
+        self.assertEqual(from_cli["candidates"][0]["samples"], 2)
+        self.assertIsNone(from_cli["candidates"][1]["reload_seconds"])
+        self.assertEqual(from_cli["candidates"][1]["basis"], "none")
+
+        bad = cli("advise", "--target", self.server.grpc_address, "--model", "llama-3.1-8b",
+                  "--prompt-tokens", "8192", "--candidate", "host:9000")
+        self.assertEqual(bad.returncode, 2)
+        rule = "candidates[0].logical_match_tokens = 9000: must be in [0, prompt_tokens = 8192]"
+        self.assertEqual(bad.stderr.strip(), "kvledger advise: " + rule)
+        status, body = get(self.server, "/api/v1/advise?model=llama-3.1-8b&prompt_tokens=8192&candidate=host:9000")
+        self.assertEqual((status, json.loads(body)), (400, {"error": rule}))
+        with self.assertRaises(grpc.RpcError) as rpc:
+            self.advise((record_pb2.TIER_HOST, 9000))
+        self.assertEqual(rpc.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(rpc.exception.details(), rule)
+        status, body = get(self.server, "/api/v1/advise?model=llama-3.1-8b&prompt_tokens=8192&candidate=ssd:10")
+        self.assertEqual(status, 400)
+        self.assertEqual(json.loads(body)["error"],
+                         'candidate[0] = "ssd:10": the tier must be device, host, disk or remote')
+
+    # Before any traffic, and without rates in the profile: every estimate is null, no recommendation.
+    def test_unknown_rates_give_null(self):
+        status, body = get(self.server, "/api/v1/advise?model=llama-3.1-8b&prompt_tokens=8192&candidate=host:4096")
+        self.assertEqual(status, 200)
+        advice = json.loads(body)
+        self.assertIsNone(advice["recommendation"])
+        self.assertIsNone(advice["saving_seconds"])
+        self.assertIsNone(advice["recompute_all_seconds"])
+        self.assertEqual(advice["compute"]["basis"], "none")
+        candidate = advice["candidates"][0]
+        self.assertEqual((candidate["reload_seconds"], candidate["recompute_seconds"], candidate["basis"]),
+                         (None, None, "none"))
+        self.assertEqual(candidate["reused_bytes"], 4096 * BYTES_PER_TOKEN)
+        self.assertNotIn("kvledger_reload_bandwidth_bytes_per_second{", self.server.scrape())
+
+    # The calculators answer over HTTP exactly as the CLI prints them, errors named by field.
+    def test_calculators_match_the_cli(self):
+        for path, args in [
+            ("/api/v1/calc?alpha=0.5&prompt_tokens=8192", ["calc", "--alpha", "0.5", "--prompt-tokens", "8192"]),
+            ("/api/v1/calc?alpha=0.3&attention=swa&window=1024&prompt_tokens=8192&beta=0.3&overhead=0.05",
+             ["calc", "--alpha", "0.3", "--attention", "swa", "--window", "1024", "--prompt-tokens", "8192",
+              "--beta", "0.3", "--overhead", "0.05"]),
+            ("/api/v1/calc?alpha=0.5&attention=recurrent&checkpoint=256&prompt_tokens=1000",
+             ["calc", "--alpha", "0.5", "--attention", "recurrent", "--checkpoint", "256", "--prompt-tokens", "1000"]),
+            ("/api/v1/kv-bytes?model=gemma-3-12b&tokens=32768&budget_bytes=42949672960",
+             ["kv-bytes", "--model", "gemma-3-12b", "--tokens", "32768", "--budget-bytes", "42949672960"]),
+            ("/api/v1/explain?model=kimi-linear-48b-a3b&tier=host&prompt_tokens=8192&logical_match_tokens=5000",
+             ["explain", "--model", "kimi-linear-48b-a3b", "--tier", "host", "--prompt-tokens", "8192",
+              "--logical-match-tokens", "5000"]),
+        ]:
+            status, body = get(self.server, path)
+            self.assertEqual(status, 200, (path, body))
+            result = cli(*args, "--json")
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertEqual(json.loads(body), json.loads(result.stdout), path)
+        # alpha= on explain takes floor(alpha N) exactly as calc does.
+        status, body = get(self.server, "/api/v1/explain?model=llama-3.1-8b&tier=host&prompt_tokens=1000&alpha=0.3")
+        self.assertEqual(json.loads(body)["logical_match_tokens"], "300")
+        for path, error in [
+            ("/api/v1/calc?alpha=2", "alpha = 2: must be in [0, 1]"),
+            ("/api/v1/calc?alpha=0.5&attention=ring", 'attention = "ring": must be full, swa or recurrent'),
+            ("/api/v1/calc?alpha=0.5&prompt_tokens=x", 'prompt_tokens = "x": must be an integer'),
+            ("/api/v1/calc", "alpha: required"),
+            ("/api/v1/kv-bytes?tokens=5", "layers, kv_heads, head_dim and bytes_per_element: required without model"),
+            ("/api/v1/explain?model=llama-3.1-8b&prompt_tokens=4096&logical_match_tokens=5000",
+             "logical_match_tokens = 5000: must be in [0, prompt_tokens = 4096]"),
+        ]:
+            status, body = get(self.server, path)
+            self.assertEqual((status, json.loads(body)), (400, {"error": error}), path)
+        status, body = get(self.server, "/api/v1/profiles")
+        profiles = {p["name"]: p for p in json.loads(body)["profiles"]}
+        self.assertEqual(profiles["llama-3.1-8b"]["bytes_per_cached_token"], BYTES_PER_TOKEN)
+        self.assertEqual(profiles["llama-3.1-8b"]["definition"]["hidden_size"], 4096)
+        self.assertEqual(len(profiles), 14)
+        # Unknown paths are 404; an oversized query is refused and the server keeps serving.
+        self.assertEqual(get(self.server, "/api/v1/nothing")[0], 404)
+        self.assertEqual(get(self.server, "/api/v1/calc/more")[0], 404)
+        self.assertGreaterEqual(get(self.server, "/api/v1/calc?alpha=" + "1" * 40000)[0], 400)
+        self.assertEqual(get(self.server, "/api/v1/calc?alpha=0.5")[0], 200)
+
+    # Totals per model: this replica's records, with the fleet ratios.
+    def test_totals(self):
+        self.record(record_pb2.TIER_HOST, 4096, 0.05, 0.4)
+        status, body = get(self.server, "/api/v1/totals")
+        (llama,) = json.loads(body)["models"]
+        self.assertEqual((llama["model"], llama["requests"], llama["reused_tokens"]), ("llama-3.1-8b", 1, 4096))
+        self.assertEqual(llama["logical_hit_ratio"], 0.5)
+        self.assertAlmostEqual(llama["attention_avoided_fraction"], 4096 * 4097 / (8192 * 8193), places=12)
+
+
+class AuthTest(unittest.TestCase):
+    # With basic auth on, every route of the metrics port needs it.
+    def test_every_route_needs_the_password(self):
+        tmp = tempfile.mkdtemp(prefix="kvledger-advice-auth-")
+        password = os.path.join(tmp, "password")
+        with open(password, "w") as f:
+            f.write("s3cret\n")
+        server = Server(SERVER, "--metrics_auth_user=prom", f"--metrics_auth_password_file={password}", log_dir=tmp)
+        self.addCleanup(server.stop)
+        for path in ["/metrics", "/api/v1/profiles", "/api/v1/calc?alpha=0.5", "/explore"]:
+            self.assertEqual(get(server, path)[0], 401, path)
+            self.assertEqual(get(server, path, auth="prom:wrong")[0], 401, path)
+            self.assertEqual(get(server, path, auth="prom:s3cret")[0], 200, path)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,127 @@
+// Live rates: decayed sums worked by hand, order independence, and which records feed them.
+#include "lib/accounting/live_rates.h"
+
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "lib/accounting/ledger.h"
+#include "lib/profiles/profile_catalog.h"
+
+namespace kvledger {
+namespace {
+
+// One half-life is 300 s: a sample of 300 s ago weighs 1/2.
+TEST(DecayedRateTest, HandWorkedDecay) {
+  DecayedRate r;
+  r.Observe(100, 1, /*now=*/0, /*half_life=*/300);
+  r.Observe(300, 1, 300, 300);
+  const auto e = r.Evidence();
+  ASSERT_TRUE(e.has_value());
+  // (100/2 + 300) / (1/2 + 1) = 350 / 1.5
+  EXPECT_DOUBLE_EQ(e->rate, 350.0 / 1.5);
+  EXPECT_DOUBLE_EQ(e->weight, 1.5);
+  EXPECT_EQ(e->samples, 2u);
+  // Read 600 s later: both sums halve twice, the rate stays, the weight falls to 1.5 / 4.
+  DecayedRate later;
+  r.AddDecayedTo(later, 900, 300);
+  EXPECT_DOUBLE_EQ(later.Evidence()->rate, 350.0 / 1.5);
+  EXPECT_DOUBLE_EQ(later.Evidence()->weight, 1.5 / 4);
+}
+
+// A sample read from another thread's clock, older than the sums, is decayed instead: the same
+// sums whatever the order of arrival.
+TEST(DecayedRateTest, OrderOfArrivalDoesNotMatter) {
+  DecayedRate in_order, reversed;
+  in_order.Observe(100, 1, 0, 300);
+  in_order.Observe(300, 1, 300, 300);
+  reversed.Observe(300, 1, 300, 300);
+  reversed.Observe(100, 1, 0, 300);
+  EXPECT_DOUBLE_EQ(in_order.Evidence()->rate, reversed.Evidence()->rate);
+  EXPECT_DOUBLE_EQ(in_order.Evidence()->weight, reversed.Evidence()->weight);
+}
+
+TEST(DecayedRateTest, NoSampleNoRate) { EXPECT_FALSE(DecayedRate().Evidence().has_value()); }
+
+class LiveRatesTest : public ::testing::Test {
+ protected:
+  RecordFacts Hit(double reload, std::optional<double> suffix) {
+    RecordFacts f;
+    f.model = "llama-3.1-8b";
+    f.tier_value = 2;  // host
+    f.prompt_tokens = 8192;
+    f.logical_match_tokens = 4096;
+    f.reload_seconds = reload;
+    f.suffix_prefill_seconds = suffix;
+    return f;
+  }
+  ProfileCatalog catalog_ = ProfileCatalog::Builtin();
+  ModelRegistry registry_{catalog_, 1, UnknownModelPolicy::kGeneric};
+  Aggregator aggregator_{registry_.label_slots()};
+  double now_ = 0;
+  LiveRates rates_{registry_.label_slots(), 300, [this] { return now_; }};
+  Ledger ledger_{registry_, aggregator_, &rates_};
+  uint32_t slot_ = registry_.Resolve("llama-3.1-8b")->label->slot;
+};
+
+// llama-3.1-8b, N = 8192, 4096 reused: 4096 x 131072 = 536870912 bytes; the suffix prefill is
+// 131943542816768 - 61573724897280 = 70369817919488 FLOPs (the figures Explain shows).
+TEST_F(LiveRatesTest, RatesFromRecordsByHand) {
+  ASSERT_TRUE(ledger_.Record(Hit(0.05, 0.4)).ok());
+  now_ = 300;
+  ASSERT_TRUE(ledger_.Record(Hit(0.1, 0.2)).ok());
+  const auto bandwidth = rates_.ReloadBandwidth(slot_, Tier::kHost);
+  ASSERT_TRUE(bandwidth.has_value());
+  // (536870912 / 2 + 536870912) / (0.05 / 2 + 0.1)
+  EXPECT_DOUBLE_EQ(bandwidth->rate, 805306368.0 / 0.125);
+  EXPECT_DOUBLE_EQ(bandwidth->weight, 1.5);
+  EXPECT_EQ(bandwidth->samples, 2u);
+  const auto compute = rates_.PrefillCompute(slot_);
+  ASSERT_TRUE(compute.has_value());
+  EXPECT_DOUBLE_EQ(compute->rate, 70369817919488.0 * 1.5 / 0.4);
+  EXPECT_FALSE(rates_.ReloadBandwidth(slot_, Tier::kDisk).has_value());
+
+  const auto entries = rates_.Snapshot();
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_FALSE(entries[0].tier.has_value());  // compute first, then the tiers
+  EXPECT_EQ(entries[1].tier, Tier::kHost);
+  EXPECT_DOUBLE_EQ(entries[1].evidence.rate, bandwidth->rate);
+}
+
+// Only measured, positive times feed a rate; a miss has no reload; a record folded into "other"
+// feeds nothing (it would mix models).
+TEST_F(LiveRatesTest, WhatFeedsTheRates) {
+  ASSERT_TRUE(ledger_.Record(Hit(0, std::nullopt)).ok());  // reload 0 s, suffix not measured
+  RecordFacts miss = Hit(0.05, std::nullopt);
+  miss.tier_value = 0;
+  miss.logical_match_tokens = 0;
+  miss.reload_seconds.reset();
+  ASSERT_TRUE(ledger_.Record(miss).ok());
+  EXPECT_FALSE(rates_.ReloadBandwidth(slot_, Tier::kHost).has_value());
+  EXPECT_FALSE(rates_.PrefillCompute(slot_).has_value());
+
+  RecordFacts a = Hit(0.05, 0.4), b = Hit(0.05, 0.4);
+  a.model = "finetune-a";  // takes the one slot for unknown names
+  b.model = "finetune-b";  // folded into "other"
+  ASSERT_TRUE(ledger_.Record(a).ok());
+  ASSERT_TRUE(ledger_.Record(b).ok());
+  EXPECT_EQ(rates_.Snapshot().size(), 2u);  // finetune-a's compute and host bandwidth only
+  EXPECT_FALSE(rates_.PrefillCompute(registry_.other_slot()).has_value());
+}
+
+// Two writer threads land in different shards; the merged rate counts every sample.
+TEST_F(LiveRatesTest, ShardsMerge) {
+  auto feed = [&] {
+    for (int i = 0; i < 500; ++i) ASSERT_TRUE(ledger_.Record(Hit(0.05, 0.4)).ok());
+  };
+  std::thread one(feed), two(feed);
+  one.join();
+  two.join();
+  const auto bandwidth = rates_.ReloadBandwidth(slot_, Tier::kHost);
+  EXPECT_EQ(bandwidth->samples, 1000u);
+  EXPECT_DOUBLE_EQ(bandwidth->weight, 1000);
+  // 1,000 floating-point additions: equal to 12 significant digits.
+  EXPECT_NEAR(bandwidth->rate, 536870912.0 / 0.05, 536870912.0 / 0.05 * 1e-12);
+}
+
+}  // namespace
+}  // namespace kvledger

@@ -1,0 +1,194 @@
+// Advice: hand-worked answers on profile rates and on live rates, unknown rates never guessed,
+// validation naming the field, and the all-or-nothing rule checked by brute force over every
+// reusable boundary of every catalog model.
+#include "lib/advice/advisor.h"
+
+#include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+#include "lib/accounting/ledger.h"
+#include "lib/profiles/profile_catalog.h"
+
+namespace kvledger {
+namespace {
+
+using ::testing::HasSubstr;
+
+ProfileCatalog CatalogWithRates() {
+  v1::ProfileCatalog overrides;
+  google::protobuf::TextFormat::ParseFromString(
+      R"pb(profiles {
+             name: "llama-3.1-8b"
+             serving { prefill_flops_per_second: 1e14 host_reload_bytes_per_second: 1e10 }
+           })pb",
+      &overrides);
+  return *ProfileCatalog::Make(overrides);
+}
+
+AdviceRequestInput Request(std::vector<AdviceCandidateInput> candidates) {
+  AdviceRequestInput r;
+  r.model = "llama-3.1-8b";
+  r.prompt_tokens = 8192;
+  r.candidates = std::move(candidates);
+  return r;
+}
+
+// llama-3.1-8b, N = 8192: F(N) = 131943542816768 FLOPs; the host candidate reuses 4096 tokens =
+// 4096 x 131072 = 536870912 bytes and saves F(4096) = 61573724897280 FLOPs. At the profile's
+// 1e14 FLOP/s and 1e10 B/s:
+//   reload 0.0536870912 s, recompute instead 0.6157372489728 s,
+//   prefill 0.0536870912 + 0.70369817919488 = 0.75738527039488 s, from scratch 1.31943542816768 s.
+// The disk candidate has no stated bandwidth: its reload is unknown, not guessed.
+TEST(AdvisorTest, HandWorkedOnProfileRates) {
+  const ProfileCatalog catalog = CatalogWithRates();
+  ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
+  auto advice = Advise(Request({{2, 4096, std::nullopt}, {3, 6000, std::nullopt}}), registry, nullptr);
+  ASSERT_TRUE(advice.ok()) << advice.status();
+  EXPECT_EQ(advice->prefill_flops, Uint128{131943542816768});
+  EXPECT_EQ(advice->compute.basis, Basis::kProfile);
+  EXPECT_DOUBLE_EQ(*advice->recompute_all_seconds, 1.31943542816768);
+  const CandidateAdvice& host = advice->candidates[0];
+  EXPECT_EQ(host.reused_bytes, Uint128{536870912});
+  EXPECT_EQ(host.reused_flops, Uint128{61573724897280});
+  EXPECT_EQ(host.basis, Basis::kProfile);
+  EXPECT_DOUBLE_EQ(*host.reload_seconds, 0.0536870912);
+  EXPECT_DOUBLE_EQ(*host.recompute_seconds, 0.6157372489728);
+  EXPECT_DOUBLE_EQ(*host.prefill_seconds, 0.75738527039488);
+  const CandidateAdvice& disk = advice->candidates[1];
+  EXPECT_EQ(disk.basis, Basis::kNone);
+  EXPECT_FALSE(disk.reload_seconds.has_value());
+  EXPECT_FALSE(disk.prefill_seconds.has_value());
+  EXPECT_TRUE(disk.recompute_seconds.has_value());  // the compute rate is known
+  EXPECT_EQ(advice->recommendation(), "host");
+  EXPECT_EQ(advice->recommended, 0);
+  EXPECT_DOUBLE_EQ(*advice->saving_seconds, 1.31943542816768 - 0.75738527039488);
+}
+
+// A reload slower than recomputing the same tokens loses to recomputing from scratch.
+TEST(AdvisorTest, SlowReloadMeansRecompute) {
+  v1::ProfileCatalog overrides;
+  google::protobuf::TextFormat::ParseFromString(
+      R"pb(profiles { name: "llama-3.1-8b" serving { prefill_flops_per_second: 1e14 remote_reload_bytes_per_second: 5e8 } })pb",
+      &overrides);
+  const ProfileCatalog catalog = *ProfileCatalog::Make(overrides);
+  ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
+  auto advice = Advise(Request({{4, 4096, std::nullopt}}), registry, nullptr);
+  ASSERT_TRUE(advice.ok());
+  // 536870912 / 5e8 = 1.073741824 s of reload against 0.6157372489728 s of recompute.
+  EXPECT_DOUBLE_EQ(*advice->candidates[0].reload_seconds, 1.073741824);
+  EXPECT_EQ(advice->recommendation(), "recompute");
+  EXPECT_DOUBLE_EQ(*advice->saving_seconds, 0);
+}
+
+// With no rate anywhere, every estimate is absent and there is no recommendation.
+TEST(AdvisorTest, UnknownRatesAreNeverGuessed) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
+  auto advice = Advise(Request({{2, 4096, std::nullopt}}), registry, nullptr);
+  ASSERT_TRUE(advice.ok());
+  EXPECT_EQ(advice->compute.basis, Basis::kNone);
+  EXPECT_FALSE(advice->recompute_all_seconds.has_value());
+  EXPECT_FALSE(advice->candidates[0].reload_seconds.has_value());
+  EXPECT_FALSE(advice->candidates[0].recompute_seconds.has_value());
+  EXPECT_FALSE(advice->recommended.has_value());
+  EXPECT_EQ(advice->recommendation(), "");
+  EXPECT_FALSE(advice->saving_seconds.has_value());
+}
+
+// Live rates win over the profile's once records arrived: the numbers follow from the recorded
+// bytes, seconds and FLOPs by hand.
+TEST(AdvisorTest, LiveRatesFromRecords) {
+  const ProfileCatalog catalog = CatalogWithRates();
+  ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
+  Aggregator aggregator(registry.label_slots());
+  LiveRates rates(registry.label_slots(), 300, [] { return 0.0; });
+  Ledger ledger(registry, aggregator, &rates);
+  RecordFacts f;
+  f.model = "llama-3.1-8b";
+  f.tier_value = 3;  // disk
+  f.prompt_tokens = 8192;
+  f.logical_match_tokens = 4096;
+  f.reload_seconds = 0.25;         // 536870912 B / 0.25 s = 2147483648 B/s
+  f.suffix_prefill_seconds = 0.5;  // 70369817919488 FLOPs / 0.5 s = 140739635838976 FLOP/s
+  ASSERT_TRUE(ledger.Record(f).ok());
+  auto advice = Advise(Request({{3, 4096, std::nullopt}, {2, 4096, std::nullopt}}), registry, &rates);
+  ASSERT_TRUE(advice.ok());
+  EXPECT_EQ(advice->compute.basis, Basis::kLive);
+  EXPECT_DOUBLE_EQ(*advice->compute.rate, 140739635838976.0);
+  EXPECT_EQ(advice->compute.samples, 1u);
+  const CandidateAdvice& disk = advice->candidates[0];
+  EXPECT_EQ(disk.basis, Basis::kLive);
+  EXPECT_DOUBLE_EQ(*disk.reload_seconds, 0.25);
+  EXPECT_DOUBLE_EQ(*disk.prefill_seconds, 0.25 + 0.5);  // the recorded request, replayed
+  EXPECT_DOUBLE_EQ(*advice->recompute_all_seconds, 131943542816768.0 / 140739635838976.0);
+  // Host bandwidth is still the profile's; compute is live: the weaker basis is "profile".
+  EXPECT_EQ(advice->candidates[1].bandwidth.basis, Basis::kProfile);
+  EXPECT_EQ(advice->candidates[1].basis, Basis::kProfile);
+  EXPECT_EQ(advice->recommendation(), "host");  // 0.0537 s of reload beats 0.25 s
+}
+
+TEST(AdvisorTest, BadInputNamesTheField) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
+  auto advise = [&](AdviceRequestInput r) { return Advise(r, registry, nullptr).status(); };
+  AdviceRequestInput r = Request({{2, 9000, std::nullopt}});
+  EXPECT_EQ(advise(r).message(), "candidates[0].logical_match_tokens = 9000: must be in [0, prompt_tokens = 8192]");
+  r = Request({{0, 100, std::nullopt}});
+  EXPECT_THAT(advise(r).message(), HasSubstr("candidates[0].tier = 0: must be the tier holding the prefix"));
+  r = Request({{2, 0, std::nullopt}});
+  EXPECT_EQ(advise(r).message(), "candidates[0].logical_match_tokens = 0: must be >= 1 (a cached prefix)");
+  r = Request({});
+  r.prompt_tokens = 0;
+  EXPECT_THAT(advise(r).message(), HasSubstr("prompt_tokens = 0"));
+  r = Request({});
+  r.model = "llama-9";
+  EXPECT_THAT(advise(r).message(), HasSubstr("model = \"llama-9\": no profile of that name"));
+  r = Request(std::vector<AdviceCandidateInput>(17, {2, 100, std::nullopt}));
+  EXPECT_EQ(advise(r).message(), "candidates (17 of them): at most 16");
+  EXPECT_EQ(advise(r).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// docs/cost-model.md §9: reusing a prefix of p tokens costs T(p) = bytes(p)/B + (F(N) - F(p))/C;
+// bytes is linear (or capped: concave) and F convex in p, so T is concave and its minimum over the
+// reusable boundaries is at an end: all or nothing. Brute force over every boundary the model can
+// resume at (page or checkpoint aligned), for every catalog profile, with B and C chosen so both
+// ends cost the same (the case where a middle point would show first).
+TEST(AdvisorTest, AllOrNothingByBruteForce) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
+  constexpr int64_t kPrompt = 4096, kMatch = 3072;
+  for (const auto& name : catalog.Names()) {
+    SCOPED_TRACE(name);
+    auto at = [&](int64_t p) {
+      RecordFacts f;
+      f.model = name;
+      f.tier_value = p == 0 ? 0 : 2;
+      f.prompt_tokens = kPrompt;
+      f.logical_match_tokens = p;
+      auto d = Evaluate(f, registry);
+      EXPECT_TRUE(d.ok());
+      return *d;
+    };
+    const DerivedFigures whole = at(kMatch);
+    const double bytes_all = Uint128ToDouble(whole.reused_bytes);
+    const double flops_all = Uint128ToDouble(whole.prefill_avoided_flops[2]);
+    if (bytes_all == 0) continue;
+    const double compute = 1e14, bandwidth = bytes_all * compute / flops_all;  // T(0) == T(P)
+    const double total = Uint128ToDouble(whole.prefill_baseline_flops);
+    auto cost = [&](const DerivedFigures& d) {
+      return Uint128ToDouble(d.reused_bytes) / bandwidth + (total - Uint128ToDouble(d.prefill_avoided_flops[2])) / compute;
+    };
+    const double ends = std::min(total / compute, cost(whole));
+    int checked = 0;
+    for (int64_t p = 1; p < kMatch; ++p) {
+      const DerivedFigures d = at(p);
+      if (static_cast<int64_t>(d.reused_tokens) != p) continue;  // not a boundary the model resumes at
+      EXPECT_GE(cost(d), ends * (1 - 1e-12)) << "p = " << p;
+      ++checked;
+    }
+    EXPECT_GT(checked, 0);
+  }
+}
+
+}  // namespace
+}  // namespace kvledger
