@@ -1,4 +1,4 @@
-// Live rates for advice (docs/cost-model.md §9): per (model slot, tier) the effective reload
+// Live rates for advice (docs/cost-model.md §10): per (model slot, tier) the effective reload
 // bandwidth (reused bytes / reload seconds), per model slot the prefill compute rate (suffix-prefill
 // FLOPs / suffix-prefill seconds), each as a ratio of exponentially decayed sums with a half-life,
 // so the newest records weigh most and an old burst fades.

@@ -1,4 +1,4 @@
-// Reload or recompute (docs/cost-model.md §9): for one request about to be scheduled, which cached
+// Reload or recompute (docs/cost-model.md §10): for one request about to be scheduled, which cached
 // prefix to reload (from the candidate tiers that hold one) or whether to recompute it all, with
 // estimated seconds for each choice and the evidence each estimate rests on.
 //
@@ -8,7 +8,7 @@
 //   recompute_seconds = F(P_eff) / compute(model)             (the reused part, computed instead)
 //   prefill_seconds   = reload_seconds + (F(N) - F(P_eff)) / compute(model)
 // and recomputing from scratch costs F(N) / compute(model). Reusing only part of a candidate's
-// prefix is never better than all or none of it (§9), so these are the only choices.
+// prefix is never better than all or none of it (§10), so these are the only choices.
 //
 // A rate is live (decayed records of this replica), else the profile's stated figure, else
 // unknown: an estimate that needs an unknown rate is absent, never guessed.

@@ -1,0 +1,201 @@
+"""The /explore page in a real browser: headless Chromium (Debian's) loads it from a running
+kvledger-server, driven over the DevTools protocol. The test checks that every displayed figure
+equals the JSON API's answer for the same inputs, moves the alpha slider with the keyboard and
+checks again, checks a worked example of docs/cost-model.md (reusing half of a prompt leaves three
+quarters of full attention), that the page loads nothing from outside the server (it works
+offline), and saves a screenshot.
+
+Usage: explore_test.py KVLEDGER_SERVER PYTHON_STUBS_DIR SCREENSHOT_PATH
+"""
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+import urllib.parse
+import urllib.request
+
+SERVER, SCREENSHOT = sys.argv[1], sys.argv[3]
+sys.path.insert(0, sys.argv[2])
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+del sys.argv[1:4]
+
+import grpc  # noqa: E402
+import websocket  # noqa: E402  (Debian's python3-websocket)
+
+from harness import Server, poll  # noqa: E402
+from kvledger.v1 import ledger_pb2_grpc, record_pb2  # noqa: E402
+
+CHROMIUM = shutil.which("chromium")
+DEVTOOLS = re.compile(r"DevTools listening on (ws://\S+)")
+
+
+class Browser:
+    """One headless Chromium and one page, over the DevTools protocol."""
+
+    def __init__(self, tmp):
+        self.proc = subprocess.Popen(
+            [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--remote-debugging-port=0", "--remote-allow-origins=*", f"--user-data-dir={tmp}/profile",
+             "--window-size=1400,1100", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        browser_url = None
+        while browser_url is None:  # Chromium prints the address once it listens (or exits)
+            line = self.proc.stderr.readline()
+            if not line:
+                raise AssertionError("chromium exited before listening")
+            m = DEVTOOLS.search(line)
+            browser_url = m.group(1) if m else None
+        port = urllib.parse.urlparse(browser_url).port
+        targets = poll("a page target", lambda: [t for t in json.load(
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10)) if t["type"] == "page"])
+        self.ws = websocket.create_connection(targets[0]["webSocketDebuggerUrl"], timeout=30)
+        self.next_id = 0
+        self.requests = []
+        self.call("Network.enable")
+        self.call("Page.enable")
+
+    def call(self, method, **params):
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.ws.recv())
+            if message.get("method") == "Network.requestWillBeSent":
+                self.requests.append(message["params"]["request"]["url"])
+            if message.get("id") == self.next_id:
+                if "error" in message:
+                    raise AssertionError(f"{method}: {message['error']}")
+                return message["result"]
+
+    def evaluate(self, expression):
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise AssertionError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def press(self, key, code, key_code):
+        for kind in ("keyDown", "keyUp"):
+            self.call("Input.dispatchKeyEvent", type=kind, key=key, code=code, windowsVirtualKeyCode=key_code)
+
+    def close(self):
+        self.ws.close()
+        self.proc.kill()
+        self.proc.wait()
+
+
+FIGURES = ["remaining-full", "speedup-full", "remaining-swa", "speedup-swa", "remaining-recurrent",
+           "speedup-recurrent", "remaining-model", "speedup-model", "block-remaining", "block-speedup",
+           "e2e-speedup", "boundary-logical", "boundary-recoverable", "boundary-reused", "reused-bytes", "kv-bytes",
+           "bytes-per-token", "max-tokens", "fleet-requests", "fleet-logical-hit", "fleet-reused-hit",
+           "fleet-attention-avoided", "fleet-prefill-avoided"]
+
+
+@unittest.skipIf(CHROMIUM is None, "chromium is not installed (scripts/setup installs it)")
+class ExploreTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="kvledger-explore-")
+        self.server = Server(SERVER, log_dir=self.tmp)
+        self.addCleanup(self.server.stop)
+        with grpc.insecure_channel(self.server.grpc_address) as channel:
+            stub = ledger_pb2_grpc.LedgerStub(channel)
+            for match in (4096, 2000, 0):
+                stub.Record(record_pb2.Record(model="llama-3.1-8b", tier=record_pb2.TIER_HOST if match else 0,
+                                              prompt_tokens=8192, logical_match_tokens=match), timeout=10)
+        self.browser = Browser(self.tmp)
+        self.addCleanup(self.browser.close)
+
+    def api(self, path, **params):
+        url = f"http://{self.server.metrics_address}{path}?{urllib.parse.urlencode(params)}"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return json.loads(r.read())
+
+    def expected(self, alpha):
+        """What the page must show for its default inputs at `alpha`, straight from the API."""
+        base = dict(prompt_tokens="8192")
+        full = self.api("/api/v1/calc", alpha=alpha, **base)
+        swa = self.api("/api/v1/calc", alpha=alpha, attention="swa", window="1024", **base)
+        rec = self.api("/api/v1/calc", alpha=alpha, attention="recurrent", checkpoint="256", **base)
+        model = self.api("/api/v1/explain", model="llama-3.1-8b", tier="host", alpha=alpha, **base)
+        block = self.api("/api/v1/calc", alpha=alpha, beta="0.30", overhead="0.05", **base)
+        kv = self.api("/api/v1/kv-bytes", model="llama-3.1-8b", tokens="8192", budget_bytes=str(40 << 30))
+        (fleet,) = self.api("/api/v1/totals")["models"]
+        return {
+            "remaining-full": full["attention_remaining"], "speedup-full": full["attention_speedup"],
+            "remaining-swa": swa["attention_remaining"], "speedup-swa": swa["attention_speedup"],
+            "remaining-recurrent": rec["attention_remaining"], "speedup-recurrent": rec["attention_speedup"],
+            "remaining-model": model["attention_remaining_fraction"],
+            "speedup-model": model["attention_speedup"] or None,
+            "block-remaining": block["block_remaining"], "block-speedup": block["block_speedup"],
+            "e2e-speedup": block["e2e_speedup"],
+            "boundary-logical": model["logical_match_tokens"],
+            "boundary-recoverable": model["recoverable_tokens"], "boundary-reused": model["reused_tokens"],
+            "reused-bytes": model["reused_bytes"], "kv-bytes": kv["kv_bytes"],
+            "bytes-per-token": kv["bytes_per_token"], "max-tokens": kv["max_tokens"],
+            "fleet-requests": fleet["requests"], "fleet-logical-hit": fleet["logical_hit_ratio"],
+            "fleet-reused-hit": fleet["reused_hit_ratio"],
+            "fleet-attention-avoided": fleet["attention_avoided_fraction"],
+            "fleet-prefill-avoided": fleet["prefill_avoided_fraction"],
+        }
+
+    def displayed(self):
+        return self.browser.evaluate(
+            "JSON.stringify(Object.fromEntries(%s.map((id) => [id, [document.getElementById(id).dataset.value,"
+            " document.getElementById(id).textContent]])))" % json.dumps(FIGURES))
+
+    def wait_ready(self, after):
+        return poll("the page to draw", lambda: int(self.browser.evaluate("document.body.dataset.ready || '0'") or 0)
+                    > after and int(self.browser.evaluate("document.body.dataset.ready")))
+
+    def assert_shows(self, alpha):
+        shown = json.loads(self.displayed())
+        self.assertEqual(self.browser.evaluate("document.getElementById('error').textContent"), "")
+        for figure, value in self.expected(alpha).items():
+            exact, text = shown[figure]
+            # The exact value the API gave, and the six significant digits the page prints of it.
+            want = "null" if value is None else (json.dumps(value) if not isinstance(value, str) else value)
+            if isinstance(value, float) and value.is_integer():
+                want = str(int(value))
+            self.assertEqual(exact, want, figure)
+            if value is None:
+                self.assertEqual(text, "—", figure)
+            elif isinstance(value, float) and not value.is_integer():
+                self.assertTrue(text.startswith(f"{value:.6g}"[:6]), (figure, text, value))
+            else:
+                self.assertTrue(text.startswith(str(value)), (figure, text, value))
+
+    def test_page_shows_the_api_figures_and_follows_the_slider(self):
+        url = f"http://{self.server.metrics_address}/explore"
+        self.browser.call("Page.navigate", url=url)
+        ready = self.wait_ready(0)
+        self.assertEqual(self.browser.evaluate("document.getElementById('model').value"), "llama-3.1-8b")
+        self.assert_shows("0.50")
+        # docs/cost-model.md: reusing the first half of a prompt skips only a quarter of full attention.
+        self.assertEqual(json.loads(self.displayed())["remaining-full"][0], "0.75")
+        # The curves: one line per attention kind and the current point marked on each.
+        self.assertEqual(self.browser.evaluate("document.querySelectorAll('#curve polyline').length"), 4)
+        self.assertEqual(self.browser.evaluate("document.querySelectorAll('#curve circle').length"), 4)
+
+        # Move the alpha slider with the keyboard: one step of 0.05.
+        self.browser.evaluate("document.getElementById('alpha').focus()")
+        self.browser.press("ArrowRight", "ArrowRight", 39)
+        self.wait_ready(ready)
+        self.assertEqual(self.browser.evaluate("document.getElementById('alpha-value').textContent"), "0.55")
+        self.assert_shows("0.55")
+
+        png = base64.b64decode(self.browser.call("Page.captureScreenshot", format="png")["data"])
+        self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
+        os.makedirs(os.path.dirname(os.path.abspath(SCREENSHOT)), exist_ok=True)
+        with open(SCREENSHOT, "wb") as f:
+            f.write(png)
+        # Offline: every request went to this server.
+        origin = f"http://{self.server.metrics_address}/"
+        self.assertTrue(self.browser.requests)
+        self.assertEqual([u for u in self.browser.requests if not u.startswith(origin)], [])
+
+
+if __name__ == "__main__":
+    unittest.main()
