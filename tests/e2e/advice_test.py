@@ -18,6 +18,7 @@ import urllib.request
 SERVER, CLI = sys.argv[1], sys.argv[2]
 sys.path.insert(0, sys.argv[3])
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client", "python"))
 del sys.argv[1:4]
 
 import grpc  # noqa: E402
@@ -175,6 +176,19 @@ class AdviceTest(unittest.TestCase):
         self.assertEqual(status, 400)
         self.assertEqual(json.loads(body)["error"],
                          'candidate[0] = "ssd:10": the tier must be device, host, disk or remote')
+
+    # The Python package's Advisor asks the same RPC.
+    def test_python_advisor(self):
+        import kvledger
+        self.record(record_pb2.TIER_HOST, 4096, 0.05, 0.4)
+        with kvledger.Advisor(self.server.grpc_address, timeout_seconds=10) as advisor:
+            advice = advisor.advise("llama-3.1-8b", 8192, [("host", 3000), ("disk", 6000, 5000)])
+            self.assertEqual(advice.recommendation, "host")
+            self.assertEqual(advice.candidates[1].reused_tokens, 5000)  # the engine's boundary, page-aligned
+            with self.assertRaises(grpc.RpcError) as bad:
+                advisor.advise("llama-3.1-8b", 8192, [("host", 0)])
+            self.assertEqual(bad.exception.details(),
+                             "candidates[0].logical_match_tokens = 0: must be >= 1 (a cached prefix)")
 
     # Before any traffic, and without rates in the profile: every estimate is null, no recommendation.
     def test_unknown_rates_give_null(self):

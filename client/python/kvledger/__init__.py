@@ -5,7 +5,8 @@
         reporter.report(model="llama-3.1-8b", tier="host", prompt_tokens=4096, logical_match_tokens=2048,
                         suffix_prefill_seconds=0.2)
 
-`kvledger.adapters` builds records from what vLLM, SGLang and OpenAI-compatible servers report;
+`kvledger.Advisor` asks the server, before scheduling, whether reloading a cached prefix beats
+recomputing it. `kvledger.adapters` builds records from what vLLM, SGLang and OpenAI-compatible servers report;
 `kvledger.vllm.KvledgerStatLogger` is a ready vLLM stat logger; `write_trace`/`read_trace` handle the
 JSON-lines trace format that `kvledger replay` reads. The generated protobuf and gRPC modules are in
 `kvledger.v1`.
@@ -18,9 +19,10 @@ import os as _os
 _os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "true")
 _os.environ.setdefault("GRPC_POLL_STRATEGY", "poll")
 
+from kvledger.advice import Advisor  # noqa: E402
 from kvledger.records import make_record  # noqa: E402
 from kvledger.reporter import Reporter  # noqa: E402
 from kvledger.trace import read_trace, write_trace  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["Reporter", "make_record", "read_trace", "write_trace", "__version__"]
+__all__ = ["Advisor", "Reporter", "make_record", "read_trace", "write_trace", "__version__"]
