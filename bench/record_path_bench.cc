@@ -38,7 +38,9 @@ struct World {
   ProfileCatalog catalog = ProfileCatalog::Builtin();
   ModelRegistry registry{catalog, 64, UnknownModelPolicy::kReject};
   Aggregator aggregator{registry.label_slots()};
-  Ledger ledger{registry, aggregator};
+  LiveRates rates{registry.label_slots(), 300};  // as the server runs it: every record feeds the rates
+  Ledger ledger{registry, aggregator, &rates};
+  Ledger ledger_without_rates{registry, aggregator};  // the baseline for what the live rates cost
 };
 
 World& SharedWorld() {
@@ -58,18 +60,21 @@ void BM_ParseRecord(benchmark::State& state) {
 }
 BENCHMARK(BM_ParseRecord)->Threads(1)->Threads(2);
 
+// Arg 1: as the server runs (aggregate and live rates); arg 0: aggregate only.
 void BM_ParseAndAccount(benchmark::State& state) {
   const auto records = SerializedRecords(1024);
   World& world = SharedWorld();
+  Ledger& ledger = state.range(0) ? world.ledger : world.ledger_without_rates;
   size_t i = 0;
   v1::Record r;
   for (auto _ : state) {
     r.ParseFromString(records[i++ % records.size()]);
-    benchmark::DoNotOptimize(world.ledger.Record(FactsFromProto(r)));
+    benchmark::DoNotOptimize(ledger.Record(FactsFromProto(r)));
   }
   state.SetItemsProcessed(state.iterations());
+  state.SetLabel(state.range(0) ? "with live rates" : "aggregate only");
 }
-BENCHMARK(BM_ParseAndAccount)->Threads(1)->Threads(2);
+BENCHMARK(BM_ParseAndAccount)->Arg(1)->Arg(0)->Threads(1)->Threads(2);
 
 void BM_Derive(benchmark::State& state) {
   World& world = SharedWorld();

@@ -49,7 +49,7 @@ class DecayedRate {
   uint64_t samples_ = 0;
 };
 
-// Seconds on the monotonic clock: LiveRates' default clock.
+// Seconds on the coarse monotonic clock (resolution of a few milliseconds): LiveRates' default clock.
 double MonotonicSeconds();
 
 class LiveRates {

@@ -1,6 +1,9 @@
 #include "lib/wire/record_proto.h"
 
+#include <array>
 #include <string>
+
+#include "lib/accounting/figure_schema.h"
 
 namespace kvledger {
 
@@ -36,20 +39,25 @@ v1::DerivedFigures FiguresToProto(const DerivedFigures& d, absl::string_view mod
   p.set_model_disagrees(d.model_disagrees);
   p.set_recompute_alignment_tokens(d.recompute_alignment_tokens);
   p.set_recompute_restore_tokens(d.recompute_restore_tokens);
-  p.set_alpha_logical(d.Alpha(d.logical_match_tokens));
-  p.set_alpha_recoverable(d.Alpha(d.recoverable_tokens));
-  p.set_alpha_reused(d.Alpha(d.reused_tokens));
+  // Per boundary: alpha_<boundary>, attention_avoided_<boundary>_flops, prefill_avoided_<boundary>_flops,
+  // named after the boundary labels (a proto field per label; a missing one fails the Explain tests).
+  const google::protobuf::Reflection& reflection = *p.GetReflection();
+  const google::protobuf::Descriptor& fields = *p.GetDescriptor();
+  const std::array<uint64_t, kBoundaryCount> tokens = {d.logical_match_tokens, d.recoverable_tokens, d.reused_tokens};
+  for (Boundary b : kAllBoundaries) {
+    const auto i = static_cast<size_t>(b);
+    const std::string label = BoundaryLabel(b);
+    reflection.SetDouble(&p, fields.FindFieldByName("alpha_" + label), d.Alpha(tokens[i]));
+    reflection.SetDouble(&p, fields.FindFieldByName("attention_avoided_" + label + "_flops"),
+                         Uint128ToDouble(d.attention_avoided_flops[i]));
+    reflection.SetDouble(&p, fields.FindFieldByName("prefill_avoided_" + label + "_flops"),
+                         Uint128ToDouble(d.prefill_avoided_flops[i]));
+  }
   p.set_attention_baseline_flops(Uint128ToDouble(d.attention_baseline_flops));
-  p.set_attention_avoided_logical_flops(Uint128ToDouble(d.attention_avoided_flops[0]));
-  p.set_attention_avoided_recoverable_flops(Uint128ToDouble(d.attention_avoided_flops[1]));
-  p.set_attention_avoided_reused_flops(Uint128ToDouble(d.attention_avoided_flops[2]));
   const double attention_remaining = d.AttentionRemaining();
   p.set_attention_remaining_fraction(attention_remaining);
   p.set_attention_speedup(attention_remaining > 0 ? 1.0 / attention_remaining : 0.0);
   p.set_prefill_baseline_flops(Uint128ToDouble(d.prefill_baseline_flops));
-  p.set_prefill_avoided_logical_flops(Uint128ToDouble(d.prefill_avoided_flops[0]));
-  p.set_prefill_avoided_recoverable_flops(Uint128ToDouble(d.prefill_avoided_flops[1]));
-  p.set_prefill_avoided_reused_flops(Uint128ToDouble(d.prefill_avoided_flops[2]));
   const double prefill_remaining = d.PrefillRemaining();
   p.set_prefill_remaining_fraction(prefill_remaining);
   p.set_prefill_speedup(prefill_remaining > 0 ? 1.0 / prefill_remaining : 0.0);

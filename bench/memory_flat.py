@@ -1,0 +1,108 @@
+"""Resident memory of kvledger-server against records accounted: streams records with `kvledger bench`
+and samples RSS (from /proc) and the accepted count (from /metrics) until TARGET records, then prints
+the RSS at 1 million records and at the end. A second run populates MODELS x 5 tiers through the
+Python package and prints the resident bytes per (model, tier) cell.
+
+Usage: memory_flat.py BUILD_DIR [--records 100000000] [--models 1000]
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "client", "python"))
+import kvledger  # noqa: E402
+
+LISTENING = re.compile(r"listening: grpc=(\S+) metrics=http://(\S+)/metrics")
+ACCEPTED = re.compile(r"^kvledger_requests_total\{[^}]*\} (\d+)$", re.M)
+
+
+def start(binary, log_path, extra=()):
+    log = open(log_path, "w+")
+    proc = subprocess.Popen([binary, "--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
+                             "--shutdown_drain_seconds=0", "--shutdown_scrape_grace_seconds=0", *extra],
+                            stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with open(log_path) as f:
+            m = LISTENING.search(f.read())
+        if m:
+            return proc, m.group(1), m.group(2)
+        time.sleep(0.05)
+    sys.exit("server did not start")
+
+
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def accepted(metrics):
+    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=30) as r:
+        return sum(int(v) for v in ACCEPTED.findall(r.read().decode()))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("build_dir")
+    parser.add_argument("--records", type=int, default=100_000_000)
+    parser.add_argument("--models", type=int, default=1000)
+    args = parser.parse_args()
+    tmp = tempfile.mkdtemp(prefix="kvledger-memory-")
+    server = os.path.join(args.build_dir, "server", "kvledger-server")
+    cli = os.path.join(args.build_dir, "client", "kvledger")
+
+    proc, grpc_address, metrics = start(server, os.path.join(tmp, "flat.log"))
+    try:
+        load = subprocess.Popen([cli, "bench", "--target", grpc_address, "--mode", "stream", "--duration", "100000",
+                                 "--connections", "2", "--batch-size", "100", "--json"], stdout=subprocess.DEVNULL)
+        samples = []
+        begin = time.monotonic()
+        while True:
+            n = accepted(metrics)
+            samples.append((n, rss_bytes(proc.pid)))
+            if n >= args.records:
+                break
+            time.sleep(1)
+        load.terminate()
+        load.wait()
+        at_million = next((rss for n, rss in samples if n >= 1_000_000), samples[-1][1])
+        end_n, end_rss = samples[-1]
+        print(f"records accounted: {end_n:,} in {time.monotonic() - begin:.0f} s")
+        print(f"RSS at >= 1M records: {at_million / 2**20:.1f} MiB; at {end_n:,}: {end_rss / 2**20:.1f} MiB; "
+              f"change {100 * (end_rss - at_million) / at_million:+.1f} %")
+    finally:
+        proc.terminate()
+        proc.wait()
+
+    proc, grpc_address, metrics = start(server, os.path.join(tmp, "cells.log"),
+                                         ["--unknown_model=generic", f"--max_models={args.models}"])
+    try:
+        idle = rss_bytes(proc.pid)
+        with kvledger.Reporter(grpc_address) as reporter:
+            for m in range(args.models):
+                for tier in ("none", "device", "host", "disk", "remote"):
+                    reporter.report(model=f"finetune-{m}", tier=tier, prompt_tokens=8192,
+                                    logical_match_tokens=0 if tier == "none" else 4096,
+                                    reload_seconds=None if tier == "none" else 0.004,
+                                    suffix_prefill_seconds=0.3, ttft_seconds=0.31)
+            reporter.flush(120)
+        accepted(metrics)  # one scrape, so its buffers are counted too
+        populated = rss_bytes(proc.pid)
+        cells = args.models * 5
+        print(f"{cells:,} (model, tier) cells populated: RSS {idle / 2**20:.1f} -> {populated / 2**20:.1f} MiB, "
+              f"{(populated - idle) / cells:,.0f} bytes per cell")
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+if __name__ == "__main__":
+    main()
