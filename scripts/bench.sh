@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up, builds Release, and measures: record-path micro-benchmarks (Google Benchmark, each beside
-# its baseline), the reporters' Report() latency beside its floor, and the gRPC service against kvledger-noop-server with the kvledger bench load
-# generator. Results go to stdout; docs/performance.md records a run.
+# its baseline), the reporters' Report() latency beside its floor, the gRPC service against
+# kvledger-noop-server with the kvledger bench load generator (and ingest under 10 scrapes/s), and
+# resident memory from 1 M to 100 M records. Results go to stdout; docs/performance.md records a run.
+
 # Extra arguments go to bench/compare_servers.py (e.g. --duration 10 --repetitions 5).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,3 +24,6 @@ echo "## Reporter: Report() latency beside its floor (C++, then Python)"
 echo
 echo "## gRPC service vs no-op baseline"
 /usr/bin/python3 "$root/bench/compare_servers.py" "$build" "$@"
+echo
+echo "## Memory: settled RSS from 1 M to 100 M records, bytes per (model, tier)"
+/usr/bin/python3 "$root/bench/memory_flat.py" "$build"
