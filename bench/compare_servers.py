@@ -25,8 +25,10 @@ LISTENING = re.compile(r"listening: grpc=(\S+) metrics=http://(\S+)/metrics")
 
 
 def start(binary, log_path, extra=()):
+    """Starts a server on free ports; returns (process, gRPC address, metrics host:port)."""
     log = open(log_path, "w+")
-    proc = subprocess.Popen([binary, "--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0", *extra],
+    proc = subprocess.Popen([binary, "--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
+                             "--shutdown_drain_seconds=0", "--shutdown_scrape_grace_seconds=0", *extra],
                             stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -83,18 +85,23 @@ def main():
             proc.wait(timeout=30)
 
 
+def populate(address, models):
+    """One record in every (model, tier) cell of `models` unknown models, every latency measured."""
+    with kvledger.Reporter(address) as reporter:
+        for m in range(models):
+            for tier in ("none", "device", "host", "disk", "remote"):
+                reporter.report(model=f"finetune-{m}", tier=tier, prompt_tokens=8192,
+                                logical_match_tokens=0 if tier == "none" else 4096,
+                                reload_seconds=None if tier == "none" else 0.004,
+                                suffix_prefill_seconds=0.3, ttft_seconds=0.31)
+        reporter.flush(120)
+
+
 def scrape_while_ingesting(cli, tmp, args):
     proc, address, metrics = start(os.path.join(args.build_dir, "server", "kvledger-server"),
                                    os.path.join(tmp, "scraped.log"), ["--unknown_model=generic", "--max_models=64"])
     try:
-        with kvledger.Reporter(address) as reporter:
-            for m in range(64):
-                for tier in ("none", "device", "host", "disk", "remote"):
-                    reporter.report(model=f"finetune-{m}", tier=tier, prompt_tokens=8192,
-                                    logical_match_tokens=0 if tier == "none" else 4096,
-                                    reload_seconds=None if tier == "none" else 0.004,
-                                    suffix_prefill_seconds=0.3, ttft_seconds=0.31)
-            reporter.flush(30)
+        populate(address, 64)
         scrapes = {"count": 0, "seconds": []}
 
         def scraper(stop):

@@ -14,26 +14,10 @@ import tempfile
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "client", "python"))
-import kvledger  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_servers import populate, start  # noqa: E402
 
-LISTENING = re.compile(r"listening: grpc=(\S+) metrics=http://(\S+)/metrics")
 ACCEPTED = re.compile(r"^kvledger_requests_total\{[^}]*\} (\d+)$", re.M)
-
-
-def start(binary, log_path, extra=()):
-    log = open(log_path, "w+")
-    proc = subprocess.Popen([binary, "--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
-                             "--shutdown_drain_seconds=0", "--shutdown_scrape_grace_seconds=0", *extra],
-                            stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with open(log_path) as f:
-            m = LISTENING.search(f.read())
-        if m:
-            return proc, m.group(1), m.group(2)
-        time.sleep(0.05)
-    sys.exit("server did not start")
 
 
 def rss_bytes(pid):
@@ -78,7 +62,7 @@ def main():
             return accepted(metrics), rss_bytes(proc.pid), peak
 
         begin = time.monotonic()
-        rows = [load_until(n) for n in (1_000_000, 10_000_000, args.records)]
+        rows = [load_until(n) for n in sorted({min(1_000_000, args.records), min(10_000_000, args.records), args.records})]
         print(f"records accounted: {rows[-1][0]:,} in {time.monotonic() - begin:.0f} s (stream, 2 connections)")
         for n, settled, peak in rows:
             print(f"  after {n:>12,} records: {settled / 2**20:.1f} MiB settled (peak under load {peak / 2**20:.1f} MiB)")
@@ -92,14 +76,7 @@ def main():
                                          ["--unknown_model=generic", f"--max_models={args.models}"])
     try:
         idle = rss_bytes(proc.pid)
-        with kvledger.Reporter(grpc_address) as reporter:
-            for m in range(args.models):
-                for tier in ("none", "device", "host", "disk", "remote"):
-                    reporter.report(model=f"finetune-{m}", tier=tier, prompt_tokens=8192,
-                                    logical_match_tokens=0 if tier == "none" else 4096,
-                                    reload_seconds=None if tier == "none" else 0.004,
-                                    suffix_prefill_seconds=0.3, ttft_seconds=0.31)
-            reporter.flush(120)
+        populate(grpc_address, args.models)
         accepted(metrics)  # one scrape, so its buffers are counted too
         populated = rss_bytes(proc.pid)
         cells = args.models * 5

@@ -3,7 +3,6 @@
 # its baseline), the reporters' Report() latency beside its floor, the gRPC service against
 # kvledger-noop-server with the kvledger bench load generator (and ingest under 10 scrapes/s), and
 # resident memory from 1 M to 100 M records. Results go to stdout; docs/performance.md records a run.
-
 # Extra arguments go to bench/compare_servers.py (e.g. --duration 10 --repetitions 5).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
