@@ -124,18 +124,6 @@ class EndToEndTest(unittest.TestCase):
         self.assertIn("line 3: reload_seconds = -1: must be finite", self.replay.stdout)
         self.assertNotIn("[#", self.replay.stderr)  # no progress bar when stderr is not a terminal
 
-    # Proves: on a terminal, replay draws a progress bar.
-    def test_replay_progress_bar_on_a_terminal(self):
-        trace = os.path.join(self.tmp.name, "small.jsonl")
-        with open(trace, "w") as f:
-            for _ in range(4):
-                f.write(json.dumps({"model": "qwen3-32b", "prompt_tokens": 10, "logical_match_tokens": 0}) + "\n")  # not llama: the Prometheus ratio test reads llama live
-        command = f"{CLI} replay --target {self.server.grpc_address} --batch-size 2 {trace}"
-        result = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True, text=True, timeout=60)
-        self.assertEqual(result.returncode, 0, result.stdout)
-        self.assertIn("[####################....................] 2/4 lines", result.stdout)
-        self.assertIn("[########################################] 4/4 lines", result.stdout)
-
     # Proves: invalid record over Python grpcio gets INVALID_ARGUMENT naming field, value and rule.
     def test_python_invalid_argument(self):
         with self.assertRaises(grpc.RpcError) as caught:
@@ -217,6 +205,26 @@ class EndToEndTest(unittest.TestCase):
             self.assertAlmostEqual(ratio, 2049 / 8194, places=12)  # A(2048)/A(4096), ~0.25006
         finally:
             prometheus.stop()
+
+
+class ReplayProgressTest(unittest.TestCase):
+    """Its own server: the replay below must not add to EndToEndTest's counted traffic."""
+
+    # Proves: on a terminal, replay draws a progress bar.
+    def test_replay_progress_bar_on_a_terminal(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        server = harness.Server(SERVER, log_dir=tmp.name)
+        self.addCleanup(server.stop)
+        trace = os.path.join(tmp.name, "small.jsonl")
+        with open(trace, "w") as f:
+            for _ in range(4):
+                f.write(json.dumps({"model": "qwen3-32b", "prompt_tokens": 10, "logical_match_tokens": 0}) + "\n")
+        command = f"{CLI} replay --target {server.grpc_address} --batch-size 2 {trace}"
+        result = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stdout)
+        self.assertIn("[####################....................] 2/4 lines", result.stdout)
+        self.assertIn("[########################################] 4/4 lines", result.stdout)
 
 
 class SecurityTest(unittest.TestCase):
