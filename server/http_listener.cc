@@ -64,6 +64,12 @@ class RouteHandler final : public CivetHandler {
                const std::optional<HttpListener::BasicAuth>& auth)
       : path_(std::move(path)), handler_(std::move(handler)), auth_(auth) {}
 
+  // Every route is read-only.
+  bool handlePost(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
+  bool handlePut(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
+  bool handleDelete(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
+  bool handlePatch(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
+
   bool handleGet(CivetServer*, mg_connection* conn) override {
     if (!Authorized(conn)) {
       Send(conn, HttpResponse::Of(401, "text/plain; charset=utf-8", "authentication required\n"),
@@ -89,6 +95,11 @@ class RouteHandler final : public CivetHandler {
   }
 
  private:
+  static bool NotAllowed(mg_connection* conn) {
+    Send(conn, HttpResponse::Of(405, "text/plain; charset=utf-8", "only GET\n"), "Allow: GET\r\n");
+    return true;
+  }
+
   bool Authorized(mg_connection* conn) const {
     if (!auth_) return true;
     const char* header = mg_get_header(conn, "Authorization");

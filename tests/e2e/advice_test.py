@@ -249,6 +249,12 @@ class AdviceTest(unittest.TestCase):
         self.assertEqual(get(self.server, "/api/v1/calc/more")[0], 404)
         self.assertGreaterEqual(get(self.server, "/api/v1/calc?alpha=" + "1" * 40000)[0], 400)
         self.assertEqual(get(self.server, "/api/v1/calc?alpha=0.5")[0], 200)
+        # Read-only: anything but GET is refused.
+        post = urllib.request.Request(f"http://{self.server.metrics_address}/api/v1/calc?alpha=0.5", data=b"x",
+                                      method="POST")
+        with self.assertRaises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(post, timeout=10)
+        self.assertEqual(refused.exception.code, 405)
 
     # Totals per model: this replica's records, with the fleet ratios.
     def test_totals(self):
