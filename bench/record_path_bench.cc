@@ -37,8 +37,8 @@ std::vector<std::string> SerializedRecords(size_t count) {
 struct World {
   ProfileCatalog catalog = ProfileCatalog::Builtin();
   ModelRegistry registry{catalog, 64, UnknownModelPolicy::kReject};
-  Aggregator aggregator{registry.label_slots()};
-  LiveRates rates{registry.label_slots(), 300};  // as the server runs it: every record feeds the rates
+  Aggregator aggregator{registry.labels().label_slots()};
+  LiveRates rates{registry.labels().label_slots(), 300};  // as the server runs it: every record feeds the rates
   Ledger ledger{registry, aggregator, &rates};
   Ledger ledger_without_rates{registry, aggregator};  // the baseline for what the live rates cost
 };
@@ -97,7 +97,7 @@ void BM_Scrape(benchmark::State& state) {
   const int models = static_cast<int>(state.range(0));
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   ModelRegistry registry(catalog, static_cast<uint32_t>(models), UnknownModelPolicy::kGeneric);
-  Aggregator aggregator(registry.label_slots());
+  Aggregator aggregator(registry.labels().label_slots());
   Ledger ledger(registry, aggregator);
   for (int m = 0; m < models; ++m) {
     const std::string model = "finetune-" + std::to_string(m);

@@ -141,9 +141,9 @@ HttpResponse Advise(const HttpRequest& r, const ModelRegistry& registry, const L
 // This replica's totals per model (summed over tiers), with the fleet ratios the explorer shows.
 HttpResponse TotalsJson(const ModelRegistry& registry, const Aggregator& aggregator) {
   const auto snapshot = aggregator.Snapshot();
-  const auto labels = registry.Labels();
-  std::vector<kvledger::Totals> per_slot(registry.label_slots());
-  std::vector<bool> seen(registry.label_slots(), false);
+  const auto labels = registry.labels().Labels();
+  std::vector<kvledger::Totals> per_slot(registry.labels().label_slots());
+  std::vector<bool> seen(registry.labels().label_slots(), false);
   for (const auto& cell : snapshot.cells) {
     per_slot[cell.model_slot].Merge(cell.totals);
     seen[cell.model_slot] = true;

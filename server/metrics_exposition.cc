@@ -134,7 +134,7 @@ std::string MetricsExposition::Text() const {
 
 void MetricsExposition::Write(const std::function<void(std::string& piece)>& emit, size_t chunk_bytes) const {
   const AggregateSnapshot snapshot = aggregator_.Snapshot();
-  const std::vector<ModelLabel> models = registry_.Labels();
+  const std::vector<ModelLabel> models = registry_.labels().Labels();
   std::vector<std::string> labels;  // `model="…",tier="…"` per cell
   labels.reserve(snapshot.cells.size());
   for (const auto& cell : snapshot.cells) {

@@ -1,42 +1,22 @@
-// Maps a record's model name to the profile that costs it, and to a bounded label slot.
-//
-// Every profile of the catalog (built-in and from --profiles) has its own label slot from the start,
-// so a known model is never folded, whatever names clients send. Names without a profile (accepted
-// only with UnknownModelPolicy::kGeneric) get slots first come, first served, up to max_models;
-// later distinct unknown names are folded into the slot labelled "other" (still costed). Names past
-// the cap are never stored, so memory stays bounded whatever clients send.
-// Thread-safe. Looking up a name that already has a slot (the steady state) takes no lock: slots
-// live in an insert-only open-addressing table whose entries are published with release stores.
+// Maps a record's model name to the profile that costs it (the catalog, and what to do with a name
+// that has none), and owns the bounded label slots (LabelSlots) the exposition counts it under. The
+// record path asks once: Resolve finds profile and slot in one lock-free lookup of the slot table,
+// and only a counted record with a new name claims a slot.
+// Thread-safe.
 #ifndef KVLEDGER_LIB_PROFILES_MODEL_REGISTRY_H_
 #define KVLEDGER_LIB_PROFILES_MODEL_REGISTRY_H_
 
-#include <atomic>
 #include <cstdint>
-#include <memory>
 #include <optional>
-#include <string>
-#include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "lib/base/mutex.h"
+#include "absl/strings/string_view.h"
+#include "lib/profiles/label_slots.h"
 #include "lib/profiles/profile_catalog.h"
 
 namespace kvledger {
 
 enum class UnknownModelPolicy { kReject, kGeneric };
-
-inline constexpr char kOtherModelLabel[] = "other";
-
-struct LabelSlot {
-  uint32_t slot = 0;    // < other_slot(), or == other_slot() for "other"
-  bool folded = false;  // true when this record went to "other"
-};
-
-struct ModelLabel {
-  std::string model;      // label value
-  const Profile* profile;  // profile of the first record that claimed the slot
-};
 
 // What the record path learns about a model name in one lookup.
 struct Resolution {
@@ -57,45 +37,18 @@ class ModelRegistry {
   absl::StatusOr<Resolution> Resolve(absl::string_view model) const;
   absl::StatusOr<const Profile*> ProfileFor(absl::string_view model) const;  // Resolve(model)->profile
 
-  // The label slot of `model`, claiming a free one for a new name. Call only for a record that is
-  // being counted (so rejected records never use up slots); `profile` is what ProfileFor returned,
-  // kept for kvledger_model_info.
-  LabelSlot ClaimLabel(absl::string_view model, const Profile* profile);
+  // The label slot of `model`, claiming a free one for a new name (LabelSlots::Claim).
+  LabelSlot ClaimLabel(absl::string_view model, const Profile* profile) { return labels_.Claim(model, profile); }
 
-  // Labels of slots 0..n-1 in slot order: the catalog's profiles first, then the unknown names
-  // claimed so far (the "other" slot is not included).
-  std::vector<ModelLabel> Labels() const;
-  uint32_t max_models() const { return max_models_; }
-  // Slots 0..known-1 are the catalog's profiles; unknown names get known..other_slot()-1.
-  uint32_t known_slots() const { return known_slots_; }
-  uint32_t other_slot() const { return known_slots_ + max_models_; }
-  // Slots an Aggregator needs: every label plus "other".
-  uint32_t label_slots() const { return other_slot() + 1; }
+  // The exposition's side: label values by slot, slot counts.
+  const LabelSlots& labels() const { return labels_; }
   const ProfileCatalog& catalog() const { return catalog_; }
 
  private:
-  struct Entry {
-    std::string model;
-    uint32_t slot;
-    const Profile* profile;
-  };
-  // The entry for `model`, or nullptr. Lock-free.
-  const Entry* Find(absl::string_view model) const;
-  // Gives `model` the next slot.
-  void InsertLocked(absl::string_view model, const Profile* profile) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
   const ProfileCatalog& catalog_;
-  const uint32_t max_models_;
-  const uint32_t known_slots_;
   const UnknownModelPolicy policy_;
   const Profile* generic_;
-  // Capacity is a power of two >= 2 * max_models, so probes are short and always end at a null.
-  const size_t table_mask_;
-  std::unique_ptr<std::atomic<const Entry*>[]> table_;
-  std::atomic<uint32_t> used_slots_{0};  // slots handed to unknown names
-  mutable Mutex mu_;  // serializes inserts; guards labels_ and owns the entries
-  std::vector<std::unique_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);
-  std::vector<ModelLabel> labels_ ABSL_GUARDED_BY(mu_);
+  LabelSlots labels_;
 };
 
 }  // namespace kvledger

@@ -17,7 +17,7 @@ class MetricsExpositionTest : public ::testing::Test {
   MetricsExpositionTest()
       : catalog_(ProfileCatalog::Builtin()),
         registry_(catalog_, 1, UnknownModelPolicy::kGeneric),
-        aggregator_(registry_.label_slots()),
+        aggregator_(registry_.labels().label_slots()),
         ledger_(registry_, aggregator_),
         exposition_(aggregator_, registry_, "9.9.9") {}
 

@@ -64,7 +64,7 @@ class AggregatorTest : public ::testing::Test {
 // Token totals equal the sums of the inputs, counted directly; every record counts exactly once.
 TEST_F(AggregatorTest, TotalsEqualDirectSums) {
   ModelRegistry registry(catalog_, 16, UnknownModelPolicy::kReject);
-  Aggregator aggregator(registry.label_slots());
+  Aggregator aggregator(registry.labels().label_slots());
   Ledger ledger(registry, aggregator);
   const auto inputs = RandomInputs(2000, 7);
   Uint128 prompt = 0, match = 0;

@@ -100,8 +100,8 @@ TEST(AdvisorTest, UnknownRatesAreNeverGuessed) {
 TEST(AdvisorTest, LiveRatesFromRecords) {
   const ProfileCatalog catalog = CatalogWithRates();
   ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
-  Aggregator aggregator(registry.label_slots());
-  LiveRates rates(registry.label_slots(), 300, [] { return 0.0; });
+  Aggregator aggregator(registry.labels().label_slots());
+  LiveRates rates(registry.labels().label_slots(), 300, [] { return 0.0; });
   Ledger ledger(registry, aggregator, &rates);
   RecordFacts f;
   f.model = "llama-3.1-8b";
