@@ -15,6 +15,7 @@
 #include "client/flag_set.h"
 #include "grpcpp/grpcpp.h"
 #include "kvledger/v1/ledger.grpc.pb.h"
+#include "lib/accounting/figure_schema.h"
 #include "lib/accounting/ledger.h"
 #include "lib/wire/calculators.h"
 #include "lib/wire/record_proto.h"
@@ -121,20 +122,16 @@ void PrintFigures(const v1::DerivedFigures& d) {
   }
   std::cout << "\n";
   row("attention FLOPs baseline", Flops(d.attention_baseline_flops()));
-  row("  avoided at logical", absl::StrCat(Flops(d.attention_avoided_logical_flops()), "  (",
-                                           Share(d.attention_avoided_logical_flops(), d.attention_baseline_flops()), ")"));
-  row("  avoided at recoverable", absl::StrCat(Flops(d.attention_avoided_recoverable_flops()), "  (",
-                                               Share(d.attention_avoided_recoverable_flops(), d.attention_baseline_flops()), ")"));
-  row("  avoided at reused", absl::StrCat(Flops(d.attention_avoided_reused_flops()), "  (",
-                                          Share(d.attention_avoided_reused_flops(), d.attention_baseline_flops()), ")"));
+  auto avoided_rows = [&](absl::string_view prefix, double baseline) {
+    for (Boundary b : kAllBoundaries) {
+      const double flops = PerBoundary(d, prefix, b, "_flops");
+      row(absl::StrCat("  avoided at ", BoundaryLabel(b)), absl::StrCat(Flops(flops), "  (", Share(flops, baseline), ")"));
+    }
+  };
+  avoided_rows("attention_avoided_", d.attention_baseline_flops());
   row("  remaining / ideal speedup", absl::StrFormat("%.6f / %s", d.attention_remaining_fraction(), Times(d.attention_speedup())));
   row("prefill FLOPs baseline", absl::StrFormat("%s  (attention share beta %.4f)", Flops(d.prefill_baseline_flops()), d.attention_share()));
-  row("  avoided at logical", absl::StrCat(Flops(d.prefill_avoided_logical_flops()), "  (",
-                                           Share(d.prefill_avoided_logical_flops(), d.prefill_baseline_flops()), ")"));
-  row("  avoided at recoverable", absl::StrCat(Flops(d.prefill_avoided_recoverable_flops()), "  (",
-                                               Share(d.prefill_avoided_recoverable_flops(), d.prefill_baseline_flops()), ")"));
-  row("  avoided at reused", absl::StrCat(Flops(d.prefill_avoided_reused_flops()), "  (",
-                                          Share(d.prefill_avoided_reused_flops(), d.prefill_baseline_flops()), ")"));
+  avoided_rows("prefill_avoided_", d.prefill_baseline_flops());
   row("  remaining / ideal speedup", absl::StrFormat("%.6f / %s", d.prefill_remaining_fraction(), Times(d.prefill_speedup())));
   row("reused KV/state bytes", absl::StrFormat("%.0f", d.reused_bytes()));
   if (d.recompute_estimate_available()) {

@@ -1,11 +1,38 @@
 #include "lib/wire/record_proto.h"
 
 #include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "lib/accounting/figure_schema.h"
 
 namespace kvledger {
+
+namespace {
+
+const google::protobuf::FieldDescriptor& PerBoundaryField(absl::string_view prefix, Boundary b,
+                                                         absl::string_view suffix) {
+  const auto* field = v1::DerivedFigures::descriptor()->FindFieldByName(absl::StrCat(prefix, BoundaryLabel(b), suffix));
+  if (field == nullptr) {  // a proto without a field for a boundary label: a build that cannot work
+    std::fprintf(stderr, "kvledger: DerivedFigures has no field %s%s%s\n", std::string(prefix).c_str(),
+                 BoundaryLabel(b), std::string(suffix).c_str());
+    std::abort();
+  }
+  return *field;
+}
+
+}  // namespace
+
+double PerBoundary(const v1::DerivedFigures& figures, absl::string_view prefix, Boundary b, absl::string_view suffix) {
+  return figures.GetReflection()->GetDouble(figures, &PerBoundaryField(prefix, b, suffix));
+}
+
+void SetPerBoundary(v1::DerivedFigures& figures, absl::string_view prefix, Boundary b, absl::string_view suffix,
+                    double value) {
+  figures.GetReflection()->SetDouble(&figures, &PerBoundaryField(prefix, b, suffix), value);
+}
 
 RecordFacts FactsFromProto(const v1::Record& r) {
   RecordFacts f;
@@ -39,19 +66,12 @@ v1::DerivedFigures FiguresToProto(const DerivedFigures& d, absl::string_view mod
   p.set_model_disagrees(d.model_disagrees);
   p.set_recompute_alignment_tokens(d.recompute_alignment_tokens);
   p.set_recompute_restore_tokens(d.recompute_restore_tokens);
-  // Per boundary: alpha_<boundary>, attention_avoided_<boundary>_flops, prefill_avoided_<boundary>_flops,
-  // named after the boundary labels (a proto field per label; a missing one fails the Explain tests).
-  const google::protobuf::Reflection& reflection = *p.GetReflection();
-  const google::protobuf::Descriptor& fields = *p.GetDescriptor();
   const std::array<uint64_t, kBoundaryCount> tokens = {d.logical_match_tokens, d.recoverable_tokens, d.reused_tokens};
   for (Boundary b : kAllBoundaries) {
     const auto i = static_cast<size_t>(b);
-    const std::string label = BoundaryLabel(b);
-    reflection.SetDouble(&p, fields.FindFieldByName("alpha_" + label), d.Alpha(tokens[i]));
-    reflection.SetDouble(&p, fields.FindFieldByName("attention_avoided_" + label + "_flops"),
-                         Uint128ToDouble(d.attention_avoided_flops[i]));
-    reflection.SetDouble(&p, fields.FindFieldByName("prefill_avoided_" + label + "_flops"),
-                         Uint128ToDouble(d.prefill_avoided_flops[i]));
+    SetPerBoundary(p, "alpha_", b, "", d.Alpha(tokens[i]));
+    SetPerBoundary(p, "attention_avoided_", b, "_flops", Uint128ToDouble(d.attention_avoided_flops[i]));
+    SetPerBoundary(p, "prefill_avoided_", b, "_flops", Uint128ToDouble(d.prefill_avoided_flops[i]));
   }
   p.set_attention_baseline_flops(Uint128ToDouble(d.attention_baseline_flops));
   const double attention_remaining = d.AttentionRemaining();

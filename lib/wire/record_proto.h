@@ -14,6 +14,14 @@ RecordFacts FactsFromProto(const v1::Record& record);
 // Every derived figure, for Explain. `model` is the record's model name.
 v1::DerivedFigures FiguresToProto(const DerivedFigures& figures, absl::string_view model);
 
+// DerivedFigures' per-boundary fields are named after the boundary labels: `alpha_<boundary>`,
+// `attention_avoided_<boundary>_flops`, `prefill_avoided_<boundary>_flops`. The field `prefix` +
+// label + `suffix`, read or written by name, so a boundary is never a bare index.
+double PerBoundary(const v1::DerivedFigures& figures, absl::string_view prefix, Boundary boundary,
+                   absl::string_view suffix = "");
+void SetPerBoundary(v1::DerivedFigures& figures, absl::string_view prefix, Boundary boundary, absl::string_view suffix,
+                    double value);
+
 }  // namespace kvledger
 
 #endif  // KVLEDGER_LIB_WIRE_RECORD_PROTO_H_
