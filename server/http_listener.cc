@@ -140,7 +140,8 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(const std::str
         "listening_ports", address, "num_threads", "4", "request_timeout_ms", "10000",
         "max_request_size", "16384"});
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("--metrics_address = \"", address, "\": cannot listen: ", e.what()));
+    return absl::UnavailableError(
+        absl::StrCat("--metrics_address = \"", address, "\": cannot listen (is the port in use?); civetweb says: ", e.what()));
   }
   for (auto& route : routes) {
     impl->handlers.push_back(std::make_unique<RouteHandler>(route.path, std::move(route.handler), auth));
