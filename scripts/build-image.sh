@@ -58,7 +58,9 @@ done
 [ -n "$ok" ] || { echo "build-image: gRPC health never answered SERVING" >&2; exit 1; }
 curl -fsS "http://127.0.0.1:$metrics_port/metrics" | grep -q '^kvledger_build_info' \
   || { echo "build-image: /metrics did not answer" >&2; exit 1; }
+curl -fsS "http://127.0.0.1:$metrics_port/explore" | grep -q 'what-if explorer' \
+  || { echo "build-image: /explore did not answer" >&2; exit 1; }
 buildah run --isolation chroot "$container" -- id -u | grep -qx 10001 \
   || { echo "build-image: the image does not run as uid 10001" >&2; exit 1; }
-echo "build-image: $tag runs as uid 10001; gRPC health SERVING; /metrics answers" >&2
+echo "build-image: $tag runs as uid 10001; gRPC health SERVING; /metrics and /explore answer" >&2
 podman image ls "$tag"
