@@ -1,6 +1,6 @@
-// One running kvledger service: profile catalog, model registry, aggregator, the gRPC server
-// (Ledger, health, reflection) and the Prometheus exposer, wired together. Used by main() and by
-// the in-process tests.
+// One running kvledger service: profile catalog, model registry, aggregator, live rates, the gRPC
+// server (Ledger, health, reflection) and the HTTP listener (/metrics, the JSON API, /explore), wired
+// together. Used by main() and by the in-process tests.
 #ifndef KVLEDGER_SERVER_KVLEDGER_SERVER_H_
 #define KVLEDGER_SERVER_KVLEDGER_SERVER_H_
 
