@@ -1,5 +1,7 @@
 #include "server/http_api.h"
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "kvledger/v1/record.pb.h"
@@ -115,7 +117,27 @@ HttpResponse Explain(const HttpRequest& r, const ModelRegistry& registry) {
   if (reload) record.set_reload_seconds(*reload);
   if (suffix) record.set_suffix_prefill_seconds(*suffix);
   if (ttft) record.set_ttft_seconds(*ttft);
-  auto figures = Evaluate(FactsFromProto(record), registry);
+  // What-if alignment: the model's profile with another KV page size or recurrent checkpoint
+  // interval, validated like a profile file.
+  std::optional<uint64_t> page, checkpoint;
+  for (absl::Status s : {Number(r, "kv_page_tokens", &page), Number(r, "recurrent_checkpoint_tokens", &checkpoint)}) {
+    if (!s.ok()) return BadRequest(s.message());
+  }
+  absl::StatusOr<Resolution> model = registry.Resolve(record.model());
+  std::optional<Profile> what_if;
+  if (model.ok() && (page || checkpoint)) {
+    v1::ModelProfile definition = model->profile->definition();
+    if (page) definition.mutable_serving()->set_kv_page_tokens(static_cast<uint32_t>(std::min<uint64_t>(*page, UINT32_MAX)));
+    if (checkpoint) {
+      definition.mutable_serving()->set_recurrent_checkpoint_tokens(
+          static_cast<uint32_t>(std::min<uint64_t>(*checkpoint, UINT32_MAX)));
+    }
+    auto profile = Profile::Make(definition);
+    if (!profile.ok()) return BadRequest(profile.status().message());
+    what_if = *std::move(profile);
+    model = Resolution{&*what_if, std::nullopt};
+  }
+  auto figures = Evaluate(FactsFromProto(record), model);
   if (!figures.ok()) return BadRequest(figures.rejection().message);
   return Json(ProtoToJson(FiguresToProto(*figures, record.model())));
 }

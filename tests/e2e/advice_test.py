@@ -225,6 +225,21 @@ class AdviceTest(unittest.TestCase):
             result = cli(*args, "--json")
             self.assertEqual(result.returncode, 0, result.stderr)
             self.assertEqual(json.loads(body), json.loads(result.stdout), path)
+        # What-if alignment: explain with another page size equals the CLI with that profile override.
+        profiles = os.path.join(self.tmp, "pages.textproto")
+        with open(profiles, "w") as f:
+            f.write('profiles { name: "llama-3.1-8b" serving { kv_page_tokens: 64 } }\n')
+        status, body = get(self.server, "/api/v1/explain?model=llama-3.1-8b&tier=host&prompt_tokens=8192"
+                                         "&logical_match_tokens=4505&kv_page_tokens=64")
+        self.assertEqual(status, 200, body)
+        result = cli("explain", "--profiles", profiles, "--model", "llama-3.1-8b", "--tier", "host",
+                     "--prompt-tokens", "8192", "--logical-match-tokens", "4505", "--json")
+        self.assertEqual(json.loads(body), json.loads(result.stdout))
+        self.assertEqual(json.loads(body)["recoverable_tokens"], "4480")
+        status, body = get(self.server, "/api/v1/explain?model=llama-3.1-8b&tier=host&prompt_tokens=8192"
+                                         "&logical_match_tokens=4505&kv_page_tokens=0")
+        self.assertEqual(status, 400)
+        self.assertIn("serving.kv_page_tokens", json.loads(body)["error"])
         # alpha= on explain takes floor(alpha N) exactly as calc does.
         status, body = get(self.server, "/api/v1/explain?model=llama-3.1-8b&tier=host&prompt_tokens=1000&alpha=0.3")
         self.assertEqual(json.loads(body)["logical_match_tokens"], "300")

@@ -85,6 +85,7 @@ class Browser:
         self.ws.close()
         self.proc.kill()
         self.proc.wait()
+        self.proc.stderr.close()
 
 
 FIGURES = ["remaining-full", "speedup-full", "remaining-swa", "speedup-swa", "remaining-recurrent",
@@ -102,8 +103,9 @@ class ExploreTest(unittest.TestCase):
         self.addCleanup(self.server.stop)
         with grpc.insecure_channel(self.server.grpc_address) as channel:
             stub = ledger_pb2_grpc.LedgerStub(channel)
-            for match in (4096, 2000, 0):
-                stub.Record(record_pb2.Record(model="llama-3.1-8b", tier=record_pb2.TIER_HOST if match else 0,
+            for model, match in (("llama-3.1-8b", 4096), ("llama-3.1-8b", 2000), ("llama-3.1-8b", 0),
+                                 ("kimi-linear-48b-a3b", 6000)):
+                stub.Record(record_pb2.Record(model=model, tier=record_pb2.TIER_HOST if match else 0,
                                               prompt_tokens=8192, logical_match_tokens=match), timeout=10)
         self.browser = Browser(self.tmp)
         self.addCleanup(self.browser.close)
@@ -113,16 +115,21 @@ class ExploreTest(unittest.TestCase):
         with urllib.request.urlopen(url, timeout=10) as r:
             return json.loads(r.read())
 
-    def expected(self, alpha):
-        """What the page must show for its default inputs at `alpha`, straight from the API."""
+    def expected(self, alpha, model="llama-3.1-8b", page="16", checkpoint="256"):
+        """What the page must show for its default inputs at `alpha` (with this model, KV page size and
+        checkpoint interval), straight from the API."""
         base = dict(prompt_tokens="8192")
         full = self.api("/api/v1/calc", alpha=alpha, **base)
         swa = self.api("/api/v1/calc", alpha=alpha, attention="swa", window="1024", **base)
-        rec = self.api("/api/v1/calc", alpha=alpha, attention="recurrent", checkpoint="256", **base)
-        model = self.api("/api/v1/explain", model="llama-3.1-8b", tier="host", alpha=alpha, **base)
+        rec = self.api("/api/v1/calc", alpha=alpha, attention="recurrent", checkpoint=checkpoint, **base)
+        name = model
+        model = self.api("/api/v1/explain", model=name, tier="host", alpha=alpha, kv_page_tokens=page,
+                         recurrent_checkpoint_tokens=checkpoint, **base)
         block = self.api("/api/v1/calc", alpha=alpha, beta="0.30", overhead="0.05", **base)
-        kv = self.api("/api/v1/kv-bytes", model="llama-3.1-8b", tokens="8192", budget_bytes=str(40 << 30))
-        (fleet,) = self.api("/api/v1/totals")["models"]
+        kv = self.api("/api/v1/kv-bytes", model=name, tokens="8192", budget_bytes=str(40 << 30))
+        fleet = next((m for m in self.api("/api/v1/totals")["models"] if m["model"] == name),
+                     dict.fromkeys(["requests", "logical_hit_ratio", "reused_hit_ratio", "attention_avoided_fraction",
+                                    "prefill_avoided_fraction"]))
         return {
             "remaining-full": full["attention_remaining"], "speedup-full": full["attention_speedup"],
             "remaining-swa": swa["attention_remaining"], "speedup-swa": swa["attention_speedup"],
@@ -150,10 +157,10 @@ class ExploreTest(unittest.TestCase):
         return poll("the page to draw", lambda: int(self.browser.evaluate("document.body.dataset.ready || '0'") or 0)
                     > after and int(self.browser.evaluate("document.body.dataset.ready")))
 
-    def assert_shows(self, alpha):
+    def assert_shows(self, alpha, **inputs):
         shown = json.loads(self.displayed())
         self.assertEqual(self.browser.evaluate("document.getElementById('error').textContent"), "")
-        for figure, value in self.expected(alpha).items():
+        for figure, value in self.expected(alpha, **inputs).items():
             exact, text = shown[figure]
             # The exact value the API gave, and the six significant digits the page prints of it.
             want = "null" if value is None else (json.dumps(value) if not isinstance(value, str) else value)
@@ -185,6 +192,31 @@ class ExploreTest(unittest.TestCase):
         self.wait_ready(ready)
         self.assertEqual(self.browser.evaluate("document.getElementById('alpha-value').textContent"), "0.55")
         self.assert_shows("0.55")
+        # floor(0.55 x 8192) = 4505 tokens matched; 16-token pages keep 4496 of them.
+        self.assertEqual(json.loads(self.displayed())["boundary-recoverable"][0], "4496")
+
+        # A 64-token page: the recoverable boundary drops to 4480, as the API says.
+        ready = int(self.browser.evaluate("document.body.dataset.ready"))
+        self.browser.evaluate("(() => { const e = document.getElementById('page'); e.value = '64';"
+                              " e.dispatchEvent(new Event('input')); })()")
+        self.wait_ready(ready)
+        self.assert_shows("0.55", page="64")
+        self.assertEqual(json.loads(self.displayed())["boundary-recoverable"][0], "4480")
+
+        # Another model: a hybrid of linear attention and MLA, whose own page size and checkpoint
+        # interval the page adopts from its profile, with its own fleet figures.
+        ready = int(self.browser.evaluate("document.body.dataset.ready"))
+        self.browser.evaluate("(() => { const e = document.getElementById('model'); e.value = 'kimi-linear-48b-a3b';"
+                              " e.dispatchEvent(new Event('input')); })()")
+        self.wait_ready(ready)
+        page = self.browser.evaluate("document.getElementById('page').value")
+        checkpoint = self.browser.evaluate("document.getElementById('checkpoint').value")
+        serving = next(p for p in self.api("/api/v1/profiles")["profiles"]
+                       if p["name"] == "kimi-linear-48b-a3b")["definition"]["serving"]
+        self.assertEqual((int(page), int(checkpoint)),
+                         (serving["kv_page_tokens"], serving["recurrent_checkpoint_tokens"]))
+        self.assert_shows("0.55", model="kimi-linear-48b-a3b", page=page, checkpoint=checkpoint)
+        self.assertEqual(json.loads(self.displayed())["fleet-requests"][1], "1")
 
         png = base64.b64decode(self.browser.call("Page.captureScreenshot", format="png")["data"])
         self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
