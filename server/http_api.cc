@@ -164,19 +164,17 @@ HttpResponse Advise(const HttpRequest& r, const ModelRegistry& registry, const L
 HttpResponse TotalsJson(const ModelRegistry& registry, const Aggregator& aggregator) {
   const auto snapshot = aggregator.Snapshot();
   const auto labels = registry.labels().Labels();
-  std::vector<kvledger::Totals> per_slot(registry.labels().label_slots());
-  std::vector<bool> seen(registry.labels().label_slots(), false);
+  // Cells come ordered by (slot, tier): a model's tiers are adjacent.
+  std::vector<std::pair<uint32_t, kvledger::Totals>> per_model;
   for (const auto& cell : snapshot.cells) {
-    per_slot[cell.model_slot].Merge(cell.totals);
-    seen[cell.model_slot] = true;
+    if (per_model.empty() || per_model.back().first != cell.model_slot) per_model.emplace_back(cell.model_slot, Totals());
+    per_model.back().second.Merge(cell.totals);
   }
   auto ratio = [](Uint128 part, Uint128 whole) {
     return whole == 0 ? std::optional<double>() : Uint128ToDouble(part) / Uint128ToDouble(whole);
   };
   std::vector<JsonObject> models;
-  for (uint32_t slot = 0; slot < per_slot.size(); ++slot) {
-    if (!seen[slot]) continue;
-    const kvledger::Totals& t = per_slot[slot];
+  for (const auto& [slot, t] : per_model) {
     const Uint128 prompt = t.counter(Counter::kPromptTokens);
     const Uint128 attention = t.counter(Counter::kAttentionBaselineFlops);
     const Uint128 prefill = t.counter(Counter::kPrefillBaselineFlops);

@@ -61,6 +61,7 @@ class HttpListener {
   ~HttpListener();  // stops serving, in milliseconds
 
   int port() const { return port_; }
+  const std::string& address() const { return address_; }  // "host:port" with the bound port
 
  private:
   struct Impl;

@@ -176,11 +176,9 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
     return http.status();
   }
   state->http = *std::move(http);
-  const int metrics_port = state->http->port();
   auto server = std::unique_ptr<KvledgerServer>(new KvledgerServer(std::move(state)));
   server->grpc_address_ = absl::StrCat(HostOf(options.grpc_address), ":", grpc_port);
-  server->metrics_address_ =
-      absl::StrCat(HostOf(options.metrics_address), ":", metrics_port);
+  server->metrics_address_ = server->state_->http->address();
   return server;
 }
 
