@@ -50,17 +50,11 @@ struct RecordFlags {
     v1::Record r;
     r.set_request_id(request_id);
     r.set_model(model);
-    static const std::map<std::string, v1::Tier> kTiers = {{"none", v1::TIER_UNSPECIFIED},
-                                                           {"device", v1::TIER_DEVICE},
-                                                           {"host", v1::TIER_HOST},
-                                                           {"disk", v1::TIER_DISK},
-                                                           {"remote", v1::TIER_REMOTE}};
-    auto tier_it = kTiers.find(tier);
-    if (tier_it == kTiers.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--tier = \"", tier, "\": must be device, host, disk, remote or none"));
+    const std::optional<Tier> tier_value = TierFromLabel(tier);
+    if (!tier_value) {
+      return absl::InvalidArgumentError(absl::StrCat("--tier = \"", tier, "\": must be ", TierLabelList()));
     }
-    r.set_tier(tier_it->second);
+    r.set_tier(static_cast<v1::Tier>(*tier_value));
     r.set_prompt_tokens(*prompt_tokens);
     r.set_logical_match_tokens(*logical_match_tokens);
     if (recoverable_tokens) r.set_recoverable_tokens(*recoverable_tokens);

@@ -77,22 +77,15 @@ HttpResponse KvBytes(const HttpRequest& r, const ProfileCatalog& catalog) {
   return Json(KvBytesToJson(*result));
 }
 
-int TierValue(const std::string& label) {
-  for (int t = 0; t < kTierCount; ++t) {
-    if (label == TierLabel(static_cast<Tier>(t))) return t;
-  }
-  return -1;
-}
-
 HttpResponse Explain(const HttpRequest& r, const ModelRegistry& registry) {
   v1::Record record;
   record.set_model(Text(r, "model"));
   const std::string tier = Text(r, "tier", "none");
-  const int tier_value = TierValue(tier);
-  if (tier_value < 0) {
-    return BadRequest(absl::StrCat("tier = \"", tier.substr(0, 64), "\": must be none, device, host, disk or remote"));
+  const std::optional<Tier> tier_value = TierFromLabel(tier);
+  if (!tier_value) {
+    return BadRequest(absl::StrCat("tier = \"", tier.substr(0, 64), "\": must be ", TierLabelList()));
   }
-  record.set_tier(static_cast<v1::Tier>(tier_value));
+  record.set_tier(static_cast<v1::Tier>(*tier_value));
   std::optional<int64_t> prompt, match, recoverable, recompute;
   std::optional<double> reload, suffix, ttft;
   for (absl::Status s : {Number(r, "prompt_tokens", &prompt), Number(r, "logical_match_tokens", &match),

@@ -73,6 +73,7 @@ struct KvledgerServer::State {
   std::unique_ptr<Aggregator> aggregator;
   std::unique_ptr<LiveRates> rates;
   std::unique_ptr<Ledger> ledger;
+  std::unique_ptr<EngineStats> engine_stats;  // null with a custom sink (the no-op server discards them too)
   std::unique_ptr<RecordSink> sink;  // when not the ledger
   std::unique_ptr<LedgerService> service;
   std::unique_ptr<grpc::Server> grpc_server;
@@ -114,7 +115,9 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   service_options.dedup_age = absl::Seconds(options.batch_dedup_seconds);
   state->sink = std::move(sink);
   RecordSink& records = state->sink ? *state->sink : static_cast<RecordSink&>(*state->ledger);
-  state->service = std::make_unique<LedgerService>(records, *state->registry, service_options, state->rates.get());
+  if (!state->sink) state->engine_stats = std::make_unique<EngineStats>(*state->registry, state->rates.get());
+  state->service = std::make_unique<LedgerService>(records, *state->registry, service_options, state->rates.get(),
+                                                   state->engine_stats.get());
 
   auto credentials = Credentials(options);
   if (!credentials.ok()) return credentials.status();
@@ -162,7 +165,7 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
     }
   }
   state->exposition = std::make_unique<MetricsExposition>(*state->aggregator, *state->registry, kVersion,
-                                                          state->rates.get());
+                                                          state->rates.get(), state->engine_stats.get());
   std::vector<HttpListener::Route> routes;
   routes.push_back({"/metrics", [exposition = state->exposition.get()](const HttpRequest&) {
                       HttpResponse response = HttpResponse::Of(200, kExpositionContentType, "");

@@ -61,6 +61,21 @@ grpc::Status TooLargeStatus(const v1::RecordBatchRequest& batch, size_t max_reco
                                    max_records, " (--max_batch_records); ", what));
 }
 
+// Adds one engine-statistics entry's outcome to `response`.
+void AddOutcome(const std::optional<EngineStatsRejection>& rejected, int index, size_t max_rejections,
+                v1::EngineStatsResponse* response) {
+  if (!rejected) {
+    response->set_accepted(response->accepted() + 1);
+    return;
+  }
+  response->set_rejected(response->rejected() + 1);
+  if (static_cast<size_t>(response->rejections_size()) >= max_rejections) return;
+  v1::Rejection* listed = response->add_rejections();
+  listed->set_index(static_cast<uint64_t>(index));
+  listed->set_reason(EngineStatsRejectReasonLabel(rejected->reason));
+  listed->set_message(rejected->message);
+}
+
 }  // namespace
 
 // One open StreamRecords call. Batches are accounted as they arrive; the summary is sent once, when
@@ -153,8 +168,8 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
 };
 
 LedgerService::LedgerService(RecordSink& sink, const ModelRegistry& registry, const LedgerServiceOptions& options,
-                             const LiveRates* rates)
-    : sink_(sink), registry_(registry), rates_(rates), options_(options), dedup_(options.dedup_entries, options.dedup_age) {
+                             const LiveRates* rates, EngineStats* engine_stats)
+    : sink_(sink), registry_(registry), rates_(rates), engine_stats_(engine_stats), options_(options), dedup_(options.dedup_entries, options.dedup_age) {
   if (options_.stream_idle_timeout > absl::ZeroDuration()) {
     reaper_ = std::thread([this] {
       while (!stop_reaper_.WaitForNotificationWithTimeout(absl::Seconds(1))) EndIdleStreams(absl::Now());
@@ -265,6 +280,43 @@ grpc::ServerUnaryReactor* LedgerService::Advise(grpc::CallbackServerContext* con
     return reactor;
   }
   *response = AdviceToProto(*advice);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LedgerService::RecordEngineStats(grpc::CallbackServerContext* context,
+                                                           const v1::EngineStatsRequest* request,
+                                                           v1::EngineStatsResponse* response) {
+  auto* reactor = context->DefaultReactor();
+  const size_t entries = static_cast<size_t>(request->transfers_size() + request->unrecorded_size());
+  if (entries > options_.max_batch_records) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 absl::StrCat("transfers + unrecorded: ", entries, " entries in one request: must be "
+                                              "at most ", options_.max_batch_records,
+                                              " (--max_batch_records); nothing of it was counted")));
+    return reactor;
+  }
+  const size_t max_listed = options_.max_listed_rejections;
+  for (int i = 0; i < request->transfers_size(); ++i) {
+    const v1::TransferObservation& t = request->transfers(i);
+    if (engine_stats_ == nullptr) {
+      AddOutcome(std::nullopt, i, max_listed, response);
+      continue;
+    }
+    AddOutcome(engine_stats_->AddTransfer({t.model(), t.tier(), t.bytes(), t.seconds(), t.transfers()},
+                                          absl::StrCat("transfers[", i, "].")),
+               i, max_listed, response);
+  }
+  for (int i = 0; i < request->unrecorded_size(); ++i) {
+    const v1::UnrecordedRequests& u = request->unrecorded(i);
+    if (engine_stats_ == nullptr) {
+      AddOutcome(std::nullopt, i, max_listed, response);
+      continue;
+    }
+    AddOutcome(engine_stats_->AddUnrecorded({u.model(), u.reason(), u.requests(), u.logical_match_tokens()},
+                                            absl::StrCat("unrecorded[", i, "].")),
+               i, max_listed, response);
+  }
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -12,6 +12,7 @@
 #include "grpcpp/grpcpp.h"
 #include "kvledger/v1/ledger.grpc.pb.h"
 #include "lib/accounting/ledger.h"
+#include "lib/accounting/engine_stats.h"
 #include "lib/accounting/live_rates.h"
 #include "lib/accounting/record_sink.h"
 #include "server/batch_dedup.h"
@@ -30,12 +31,13 @@ struct LedgerServiceOptions {
   absl::Duration dedup_age = absl::Minutes(10);
 };
 
-// Thread-safe; `sink`, `registry` (for Explain and Advise) and `rates` (for Advise; may be null)
-// must outlive the service.
+// Thread-safe; `sink`, `registry` (for Explain and Advise), `rates` (for Advise; may be null) and
+// `engine_stats` (for RecordEngineStats; null: entries are parsed and discarded, as a no-op sink
+// does with records) must outlive the service.
 class LedgerService final : public v1::Ledger::CallbackService {
  public:
   LedgerService(RecordSink& sink, const ModelRegistry& registry, const LedgerServiceOptions& options,
-                const LiveRates* rates = nullptr);
+                const LiveRates* rates = nullptr, EngineStats* engine_stats = nullptr);
   ~LedgerService() override;
 
   grpc::ServerUnaryReactor* Record(grpc::CallbackServerContext* context, const v1::Record* request,
@@ -49,6 +51,9 @@ class LedgerService final : public v1::Ledger::CallbackService {
                                     v1::DerivedFigures* response) override;
   grpc::ServerUnaryReactor* Advise(grpc::CallbackServerContext* context, const v1::AdviceRequest* request,
                                    v1::Advice* response) override;
+  grpc::ServerUnaryReactor* RecordEngineStats(grpc::CallbackServerContext* context,
+                                              const v1::EngineStatsRequest* request,
+                                              v1::EngineStatsResponse* response) override;
 
   // Ends every open StreamRecords call with its summary (status OK, the counts so far); batches
   // that arrive afterwards are not counted. New streams opened later end at their first batch.
@@ -67,6 +72,7 @@ class LedgerService final : public v1::Ledger::CallbackService {
   RecordSink& sink_;
   const ModelRegistry& registry_;
   const LiveRates* const rates_;
+  EngineStats* const engine_stats_;
   const LedgerServiceOptions options_;
   BatchDeduplicator dedup_;
   Mutex streams_mu_;

@@ -124,7 +124,70 @@ std::string Label(const char* name, absl::string_view value) {
   return out += '"';
 }
 
+std::string ModelLabelOf(const std::vector<ModelLabel>& models, uint32_t slot) {
+  return Label("model", slot < models.size() ? absl::string_view(models[slot].model) : kOtherModelLabel);
+}
+
 }  // namespace
+
+// Engine statistics (lib/accounting/engine_stats.h): aggregate transfers per (model, tier),
+// unrecorded requests per (model, reason), rejected entries per reason.
+void MetricsExposition::WriteEngineStats(std::string& out, const std::vector<ModelLabel>& models) const {
+  const EngineStats::Snapshot totals = engine_stats_->Totals();
+  struct TransferFamily {
+    const char* name;
+    const char* help;
+    bool seconds;
+    Uint128 (*value)(const EngineStats::TransferTotals&);
+  };
+  for (const TransferFamily& f : {
+           TransferFamily{"kvledger_engine_transfer_bytes_total",
+                          "Bytes engines reported moving from a tier into working memory (aggregate transfer "
+                          "statistics, no request attached).",
+                          false, [](const EngineStats::TransferTotals& t) { return t.bytes; }},
+           TransferFamily{"kvledger_engine_transfer_seconds_total",
+                          "Seconds those aggregate transfers took (bytes / seconds = the tier's transfer bandwidth).",
+                          true, [](const EngineStats::TransferTotals& t) { return t.seconds_nanounits; }},
+           TransferFamily{"kvledger_engine_transfers_total", "Transfer operations behind those aggregates.", false,
+                          [](const EngineStats::TransferTotals& t) { return Uint128{t.transfers}; }}}) {
+    AppendHeader(out, f.name, f.help, "counter");
+    for (const auto& [key, t] : totals.transfers) {
+      AppendSeries(out, f.name, "", absl::StrCat(ModelLabelOf(models, key.first), ",", Label("tier", TierLabel(key.second))));
+      if (f.seconds) {
+        AppendNanoUnits(out, f.value(t));
+      } else {
+        AppendInteger(out, f.value(t));
+      }
+      out += '\n';
+    }
+  }
+  AppendHeader(out, "kvledger_unrecorded_requests_total",
+               "Finished requests that did not become records, by reason: aborted or failed before their first "
+               "output token.",
+               "counter");
+  for (const auto& [key, u] : totals.unrecorded) {
+    AppendSeries(out, "kvledger_unrecorded_requests_total", "",
+                 absl::StrCat(ModelLabelOf(models, key.first), ",", Label("reason", UnrecordedReasonLabel(key.second))));
+    absl::StrAppend(&out, u.requests, "\n");
+  }
+  AppendHeader(out, "kvledger_unrecorded_logical_match_tokens_total",
+               "Prefix tokens the engine had matched for those requests, where it reported them (a failed KV "
+               "load's prefix).",
+               "counter");
+  for (const auto& [key, u] : totals.unrecorded) {
+    AppendSeries(out, "kvledger_unrecorded_logical_match_tokens_total", "",
+                 absl::StrCat(ModelLabelOf(models, key.first), ",", Label("reason", UnrecordedReasonLabel(key.second))));
+    AppendInteger(out, u.logical_match_tokens);
+    out += '\n';
+  }
+  AppendHeader(out, "kvledger_engine_stats_rejected_total", "Engine-statistics entries rejected, by reason.",
+               "counter");
+  for (int r = 0; r < kEngineStatsRejectReasonCount; ++r) {
+    AppendSeries(out, "kvledger_engine_stats_rejected_total", "",
+                 Label("reason", EngineStatsRejectReasonLabel(static_cast<EngineStatsRejectReason>(r))));
+    absl::StrAppend(&out, totals.rejected[static_cast<size_t>(r)], "\n");
+  }
+}
 
 std::string MetricsExposition::Text() const {
   std::string text;
@@ -197,6 +260,9 @@ void MetricsExposition::Write(const std::function<void(std::string& piece)>& emi
                "counter");
   absl::StrAppend(&out, "kvledger_model_label_folded_records_total ", snapshot.folded_records, "\n");
 
+  if (engine_stats_ != nullptr) WriteEngineStats(out, models);
+  flush_if_full();
+
   // One info series per profile in the catalog, and per label whose name costs with another
   // profile (an opted-in unknown model costed as "generic").
   AppendHeader(out, "kvledger_model_info", "Profile facts per model label, value 1; join on model.", "gauge");
@@ -223,9 +289,7 @@ void MetricsExposition::Write(const std::function<void(std::string& piece)>& emi
     // Live rates (soft state of this replica, decayed with --advice_half_life_seconds) and the
     // decayed weight of the records behind each.
     const auto entries = rates_->Snapshot();
-    auto model_label = [&](uint32_t slot) {
-      return Label("model", slot < models.size() ? absl::string_view(models[slot].model) : kOtherModelLabel);
-    };
+    auto model_label = [&](uint32_t slot) { return ModelLabelOf(models, slot); };
     struct Gauge {
       const char* name;
       const char* help;
@@ -234,11 +298,13 @@ void MetricsExposition::Write(const std::function<void(std::string& piece)>& emi
     };
     for (const Gauge& g : {
              Gauge{"kvledger_reload_bandwidth_bytes_per_second",
-                   "Effective reload bandwidth, reused bytes per reload second, decayed over recent records.", true,
+                   "Effective reload bandwidth from one tier: reused bytes per reload second of records, and "
+                   "bytes per second of engines' aggregate transfers, decayed over recent samples.",
+                   true,
                    false},
              Gauge{"kvledger_reload_bandwidth_weight",
-                   "Decayed weight of the records behind kvledger_reload_bandwidth_bytes_per_second (1 per record "
-                   "now, 0.5 one half-life ago).",
+                   "Decayed weight of the samples (records and transfer observations) behind "
+                   "kvledger_reload_bandwidth_bytes_per_second (1 per sample now, 0.5 one half-life ago).",
                    true, true},
              Gauge{"kvledger_prefill_flops_per_second",
                    "Prefill compute rate, suffix-prefill FLOPs per suffix-prefill second, decayed over recent "

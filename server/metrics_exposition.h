@@ -7,8 +7,10 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "lib/accounting/aggregator.h"
+#include "lib/accounting/engine_stats.h"
 #include "lib/accounting/live_rates.h"
 #include "lib/profiles/model_registry.h"
 
@@ -20,8 +22,9 @@ class MetricsExposition {
  public:
   // All references must outlive the exposition.
   MetricsExposition(const Aggregator& aggregator, const ModelRegistry& registry, std::string version,
-                    const LiveRates* rates = nullptr)
-      : aggregator_(aggregator), registry_(registry), version_(std::move(version)), rates_(rates) {}
+                    const LiveRates* rates = nullptr, const EngineStats* engine_stats = nullptr)
+      : aggregator_(aggregator), registry_(registry), version_(std::move(version)), rates_(rates),
+        engine_stats_(engine_stats) {}
 
   // The whole exposition. Per populated (model, tier): every counter of the schema, the ratio
   // histograms, and each latency histogram once the cell has observed that latency.
@@ -31,10 +34,13 @@ class MetricsExposition {
   void Write(const std::function<void(std::string& piece)>& emit, size_t chunk_bytes = 256 * 1024) const;
 
  private:
+  void WriteEngineStats(std::string& out, const std::vector<ModelLabel>& models) const;
+
   const Aggregator& aggregator_;
   const ModelRegistry& registry_;
   const std::string version_;
   const LiveRates* const rates_;
+  const EngineStats* const engine_stats_;
 };
 
 }  // namespace kvledger

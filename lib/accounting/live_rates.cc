@@ -56,7 +56,8 @@ LiveRates::Shard& LiveRates::ShardForThisThread() {
 
 void LiveRates::Observe(uint32_t model_slot, const DerivedFigures& d) {
   if (model_slot >= label_slots_) return;
-  const bool reload = d.tier != Tier::kNone && d.reused_bytes > 0 && d.reload_seconds && *d.reload_seconds > 0;
+  // A reload from a mixed or unknown source would blend tiers' bandwidths: it feeds none.
+  const bool reload = IsSourceTier(d.tier) && d.reused_bytes > 0 && d.reload_seconds && *d.reload_seconds > 0;
   const Uint128 suffix_flops = d.prefill_baseline_flops - d.prefill_avoided_flops[static_cast<size_t>(Boundary::kReused)];
   const bool compute = suffix_flops > 0 && d.suffix_prefill_seconds && *d.suffix_prefill_seconds > 0;
   if (!reload && !compute) return;
@@ -71,6 +72,15 @@ void LiveRates::Observe(uint32_t model_slot, const DerivedFigures& d) {
     shard.cells.compute[model_slot].Observe(Uint128ToDouble(suffix_flops), *d.suffix_prefill_seconds, now,
                                             half_life_);
   }
+}
+
+void LiveRates::ObserveTransfer(uint32_t model_slot, Tier tier, double bytes, double seconds) {
+  if (model_slot >= label_slots_ || !IsSourceTier(tier) || !(seconds > 0) || !(bytes >= 0)) return;
+  const double now = clock_();
+  Shard& shard = ShardForThisThread();
+  MutexLock lock(&shard.mu);
+  shard.cells.reload[static_cast<size_t>(model_slot) * kTierCount + static_cast<size_t>(tier)].Observe(
+      bytes, seconds, now, half_life_);
 }
 
 std::optional<RateEvidence> LiveRates::Merge(bool reload, size_t index, double now) const {

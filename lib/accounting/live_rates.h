@@ -59,9 +59,13 @@ class LiveRates {
   // records that carry a rate, and for queries.
   LiveRates(uint32_t label_slots, double half_life_seconds, Clock clock = MonotonicSeconds);
 
-  // Feeds a derived record: its reload (when reload_seconds > 0 and bytes were reused, tier not
-  // none) and its suffix prefill (when suffix_prefill_seconds > 0 and FLOPs remained).
+  // Feeds a derived record: its reload (when reload_seconds > 0 and bytes were reused, from one
+  // source tier) and its suffix prefill (when suffix_prefill_seconds > 0 and FLOPs remained).
   void Observe(uint32_t model_slot, const DerivedFigures& figures);
+  // Feeds an aggregate transfer observation (bytes moved from `tier` in `seconds`, no request) to
+  // the reload bandwidth of (model_slot, tier): one sample, like one record's reload. Ignored for a
+  // tier that is not a source tier or for seconds <= 0.
+  void ObserveTransfer(uint32_t model_slot, Tier tier, double bytes, double seconds);
 
   std::optional<RateEvidence> ReloadBandwidth(uint32_t model_slot, Tier tier) const;
   std::optional<RateEvidence> PrefillCompute(uint32_t model_slot) const;

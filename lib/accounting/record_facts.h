@@ -3,6 +3,7 @@
 #ifndef KVLEDGER_LIB_ACCOUNTING_RECORD_FACTS_H_
 #define KVLEDGER_LIB_ACCOUNTING_RECORD_FACTS_H_
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -11,10 +12,20 @@
 
 namespace kvledger {
 
-// Exported tier label values, indexed by the wire enum value (0 = a miss with no tier).
-enum class Tier : uint8_t { kNone = 0, kDevice = 1, kHost = 2, kDisk = 3, kRemote = 4 };
-inline constexpr int kTierCount = 5;
-const char* TierLabel(Tier tier);  // "none", "device", "host", "disk", "remote"
+// Exported tier label values, indexed by the wire enum value (0 = a miss with no tier). kMixed and
+// kUnknown are hits the reporter cannot attribute to one tier (docs/integration.md).
+enum class Tier : uint8_t { kNone = 0, kDevice = 1, kHost = 2, kDisk = 3, kRemote = 4, kMixed = 5, kUnknown = 6 };
+inline constexpr int kTierCount = 7;
+const char* TierLabel(Tier tier);  // "none", "device", "host", "disk", "remote", "mixed", "unknown"
+// The tiers data is reloaded from: the ones that have a bandwidth, and that advice chooses among.
+inline constexpr std::array kSourceTiers = {Tier::kDevice, Tier::kHost, Tier::kDisk, Tier::kRemote};
+inline constexpr bool IsSourceTier(Tier tier) { return tier >= Tier::kDevice && tier <= Tier::kRemote; }
+inline constexpr bool IsSourceTierValue(int value) { return value >= 1 && value <= 4; }
+// "device, host, disk or remote": the source tiers' labels, for messages.
+const char* SourceTierList();
+// The tier whose label is `label` ("none" for a miss), or nullopt; and every label, for messages.
+std::optional<Tier> TierFromLabel(absl::string_view label);
+const char* TierLabelList();  // "none, device, host, disk, remote, mixed or unknown"
 
 struct StateBoundaryFact {
   absl::string_view state_group;

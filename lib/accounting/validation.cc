@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -33,22 +34,27 @@ Verdict CheckLatency(const char* field, const std::optional<double>& seconds, Re
 
 }  // namespace
 
+std::string ModelNameProblem(absl::string_view model, absl::string_view field) {
+  if (!model.empty() && model.size() <= kMaxModelNameBytes && PrintableWithoutSpaces(model)) return {};
+  return absl::StrCat(field, " = ", Quote(model), ": must be 1-", kMaxModelNameBytes,
+                      " printable ASCII characters without spaces");
+}
+
 Verdict ValidateFields(const RecordFacts& f) {
   if (f.request_id.size() > kMaxRequestIdBytes) {
     return Verdict(RejectReason::kInvalidRequestId,
                   absl::StrCat("request_id = ", Quote(f.request_id), " (", f.request_id.size(),
                                " bytes): must be at most ", kMaxRequestIdBytes, " bytes"));
   }
-  if (f.model.empty() || f.model.size() > kMaxModelNameBytes || !PrintableWithoutSpaces(f.model)) {
-    return Verdict(RejectReason::kInvalidModel,
-                  absl::StrCat("model = ", Quote(f.model), ": must be 1-", kMaxModelNameBytes,
-                               " printable ASCII characters without spaces"));
+  if (std::string problem = ModelNameProblem(f.model); !problem.empty()) {
+    return Verdict(RejectReason::kInvalidModel, std::move(problem));
   }
   if (f.tier_value < 0 || f.tier_value >= kTierCount) {
     return Verdict(RejectReason::kInvalidTier,
                   absl::StrCat("tier = ", f.tier_value,
                                ": must be one of TIER_DEVICE (1), TIER_HOST (2), TIER_DISK (3), "
-                               "TIER_REMOTE (4), or TIER_UNSPECIFIED (0) for a miss"));
+                               "TIER_REMOTE (4), TIER_MIXED (5), TIER_UNKNOWN (6), or TIER_UNSPECIFIED (0) "
+                               "for a miss"));
   }
   if (f.prompt_tokens < 1 || f.prompt_tokens > kMaxPromptTokens) {
     return Verdict(RejectReason::kInvalidPromptTokens,

@@ -4,6 +4,9 @@
 #define KVLEDGER_LIB_ACCOUNTING_VALIDATION_H_
 
 #include <cstdint>
+#include <string>
+
+#include "absl/strings/string_view.h"
 
 #include "lib/accounting/record_facts.h"
 #include "lib/accounting/rejection.h"
@@ -17,6 +20,10 @@ inline constexpr double kMaxLatencySeconds = 86400;
 inline constexpr size_t kMaxModelNameBytes = 128;
 inline constexpr size_t kMaxRequestIdBytes = 256;
 inline constexpr size_t kMaxStateBoundaries = 16;
+
+// The rule for a model name (1-128 printable ASCII characters without spaces): empty when `model`
+// keeps it, else the message "<field> = \"...\": must be ...". Records and engine statistics share it.
+std::string ModelNameProblem(absl::string_view model, absl::string_view field = "model");
 
 // Checks that do not need the model's profile: names, tier, token invariants, latencies.
 Verdict ValidateFields(const RecordFacts& facts);

@@ -20,6 +20,8 @@ double ProfileBandwidth(const Profile& profile, Tier tier) {
     case Tier::kRemote:
       return serving.remote_reload_bytes_per_second();
     case Tier::kNone:
+    case Tier::kMixed:
+    case Tier::kUnknown:
       break;
   }
   return 0;
@@ -96,7 +98,7 @@ absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegi
   for (size_t i = 0; i < request.candidates.size(); ++i) {
     const AdviceCandidateInput& in = request.candidates[i];
     const std::string at = absl::StrCat("candidates[", i, "].");
-    if (in.tier_value < 1 || in.tier_value >= kTierCount) {
+    if (!IsSourceTierValue(in.tier_value)) {
       return absl::InvalidArgumentError(absl::StrCat(at, "tier = ", in.tier_value,
                                                      ": must be the tier holding the prefix: 1 (device), 2 (host), "
                                                      "3 (disk) or 4 (remote)"));

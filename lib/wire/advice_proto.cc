@@ -50,10 +50,10 @@ absl::StatusOr<v1::AdviceCandidate> ParseCandidate(absl::string_view text, absl:
   if (parts.size() != 2 && parts.size() != 3) return fail("must be TIER:MATCH_TOKENS[:RECOVERABLE_TOKENS]");
   v1::AdviceCandidate candidate;
   int tier = 0;
-  for (int t = 1; t < kTierCount; ++t) {
-    if (parts[0] == TierLabel(static_cast<Tier>(t))) tier = t;
+  for (Tier t : kSourceTiers) {
+    if (parts[0] == TierLabel(t)) tier = static_cast<int>(t);
   }
-  if (tier == 0) return fail("the tier must be device, host, disk or remote");
+  if (tier == 0) return fail(absl::StrCat("the tier must be ", SourceTierList()));
   candidate.set_tier(static_cast<v1::Tier>(tier));
   int64_t tokens = 0;
   if (!absl::SimpleAtoi(parts[1], &tokens)) return fail("MATCH_TOKENS must be an integer");

@@ -1,12 +1,11 @@
 """The Python package kvledger (client/python) as a scheduler author uses it, with Debian's
 /usr/bin/python3 and real kvledger-server processes on 127.0.0.1: the Reporter across a server
-restart, down and stalled servers, full queues and fork(); the engine adapters on engine-shaped
-inputs; the vLLM stat-logger plugin; the trace format with `kvledger replay`; the checked-in stubs
-against proto/; and pip installation.
+restart, down and stalled servers, full queues and fork(); the trace format with `kvledger replay`;
+the checked-in stubs against proto/; and pip installation. The engine adapters and the vLLM plugin
+are in engine_adapters_test.py.
 
 Usage: python_client_test.py SERVER_BINARY CLI_BINARY REPO_ROOT
 """
-import dataclasses
 import filecmp
 import json
 import os
@@ -18,7 +17,6 @@ import sys
 import tempfile
 import threading
 import time
-import types
 import unittest
 
 SERVER, CLI, ROOT = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
@@ -27,7 +25,9 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 sys.path.insert(0, PACKAGE)
 import harness  # noqa: E402
 import kvledger  # noqa: E402
-from kvledger import adapters  # noqa: E402
+
+# The Reporter's fork test needs gRPC's fork support, which must be on before grpc is imported.
+assert kvledger.enable_fork_support(), "grpc was imported before kvledger.enable_fork_support()"
 from kvledger.v1 import ledger_pb2, ledger_pb2_grpc, record_pb2  # noqa: E402
 import grpc  # noqa: E402
 
@@ -261,138 +261,6 @@ class ReporterTest(unittest.TestCase):
         self.assertEqual(reporter.stats()["sent"], 1)
         self.assertEqual(reporter.stats()["rejected"], 1)
         self.assertEqual(accepted(server), 1)
-
-
-@dataclasses.dataclass
-class FinishedRequestStats:
-    """Shaped exactly as vLLM v1's vllm/v1/metrics/stats.py FinishedRequestStats."""
-    finish_reason: str
-    e2e_latency: float = 0.0
-    num_prompt_tokens: int = 0
-    num_generation_tokens: int = 0
-    max_tokens_param: int = None
-    queued_time: float = 0.0
-    prefill_time: float = 0.0
-    inference_time: float = 0.0
-    decode_time: float = 0.0
-    mean_time_per_output_token: float = 0.0
-    is_corrupted: bool = False
-    num_cached_tokens: int = 0
-    request_id: str = None
-
-
-class AdapterTest(unittest.TestCase):
-    # Proves: vLLM stats become records field by field: a full hit recomputes the last token, a
-    # miss has no tier, prefill and queue times give suffix and TTFT; a vLLM without
-    # num_cached_tokens is refused rather than reported as a miss.
-    def test_vllm(self):
-        full = adapters.from_vllm(FinishedRequestStats("stop", num_prompt_tokens=1000, num_cached_tokens=1000,
-                                                       queued_time=0.01, prefill_time=0.05, request_id="a"),
-                                  model="llama-3.1-8b")
-        self.assertEqual((full.prompt_tokens, full.logical_match_tokens, full.recompute_tokens), (1000, 1000, 1))
-        self.assertEqual((full.tier, full.request_id), (record_pb2.TIER_DEVICE, "a"))
-        self.assertAlmostEqual(full.ttft_seconds, 0.06)
-        self.assertEqual(full.suffix_prefill_seconds, 0.05)
-        self.assertFalse(full.HasField("reload_seconds"))
-        miss = adapters.from_vllm(FinishedRequestStats("stop", num_prompt_tokens=50), model="llama-3.1-8b")
-        self.assertEqual((miss.tier, miss.logical_match_tokens), (record_pb2.TIER_UNSPECIFIED, 0))
-        self.assertFalse(miss.HasField("recompute_tokens") or miss.HasField("suffix_prefill_seconds"))
-        part = adapters.from_vllm(FinishedRequestStats("length", num_prompt_tokens=4096, num_cached_tokens=2048,
-                                                       prefill_time=0.1), model="llama-3.1-8b", tier="host")
-        self.assertEqual((part.tier, part.logical_match_tokens), (record_pb2.TIER_HOST, 2048))
-        self.assertFalse(part.HasField("recompute_tokens"))
-        old = types.SimpleNamespace(num_prompt_tokens=10, prefill_time=0.1)  # an older vLLM
-        with self.assertRaisesRegex(ValueError, "num_cached_tokens: missing"):
-            adapters.from_vllm(old, model="llama-3.1-8b")
-        self.assert_accepted([full, miss, part])
-
-    # Proves: SGLang meta_info maps cached tokens and the slowest contributing tier.
-    def test_sglang(self):
-        base = {"id": "s1", "prompt_tokens": 5000, "completion_tokens": 32, "e2e_latency": 0.2}
-        device = adapters.from_sglang({**base, "cached_tokens": 2048, "cached_tokens_details": {"device": 2048, "host": 0}},
-                                      model="qwen3-8b")
-        host = adapters.from_sglang({**base, "cached_tokens": 3000, "cached_tokens_details": {"device": 1000, "host": 2000}},
-                                    model="qwen3-8b", ttft_seconds=0.3)
-        storage = adapters.from_sglang({**base, "cached_tokens": 4000,
-                                        "cached_tokens_details": {"device": 1000, "host": 1000, "storage": 2000}},
-                                       model="qwen3-8b")
-        plain = adapters.from_sglang({**base, "cached_tokens": 16, "cached_tokens_details": None}, model="qwen3-8b")
-        miss = adapters.from_sglang({**base, "cached_tokens": 0}, model="qwen3-8b")
-        self.assertEqual([r.tier for r in (device, host, storage, plain, miss)],
-                         [record_pb2.TIER_DEVICE, record_pb2.TIER_HOST, record_pb2.TIER_REMOTE, record_pb2.TIER_DEVICE,
-                          record_pb2.TIER_UNSPECIFIED])
-        self.assertEqual((host.logical_match_tokens, host.ttft_seconds, host.request_id), (3000, 0.3, "s1"))
-        with self.assertRaisesRegex(ValueError, "meta_info.cached_tokens: missing"):
-            adapters.from_sglang(base, model="qwen3-8b")
-        self.assert_accepted([device, host, storage, plain, miss])
-
-    # Proves: an OpenAI-compatible response (dict or client object) maps usage; a server that does
-    # not report cached tokens is refused.
-    def test_openai(self):
-        body = {"id": "chatcmpl-1", "usage": {"prompt_tokens": 1200, "completion_tokens": 5,
-                                              "prompt_tokens_details": {"cached_tokens": 1024}}}
-        as_dict = adapters.from_openai(body, model="llama-3.1-8b")
-        as_object = adapters.from_openai(json.loads(json.dumps(body), object_hook=lambda d: types.SimpleNamespace(**d)),
-                                         model="llama-3.1-8b", tier="remote", ttft_seconds=0.4)
-        self.assertEqual((as_dict.prompt_tokens, as_dict.logical_match_tokens, as_dict.request_id), (1200, 1024, "chatcmpl-1"))
-        self.assertEqual((as_object.tier, as_object.ttft_seconds), (record_pb2.TIER_REMOTE, 0.4))
-        no_details = {"usage": {"prompt_tokens": 10, "completion_tokens": 1}}
-        with self.assertRaisesRegex(ValueError, "prompt_tokens_details: missing"):
-            adapters.from_openai(no_details, model="llama-3.1-8b")
-        self.assert_accepted([as_dict, as_object])
-
-    def assert_accepted(self, records):
-        with tempfile.TemporaryDirectory() as tmp:
-            server = harness.Server(SERVER, log_dir=tmp)
-            try:
-                with grpc.insecure_channel(server.grpc_address) as channel:
-                    reply = ledger_pb2_grpc.LedgerStub(channel).RecordBatch(
-                        ledger_pb2.RecordBatchRequest(records=records), timeout=10)
-                self.assertEqual((reply.accepted, reply.rejected), (len(records), 0), reply.rejections)
-            finally:
-                server.stop()
-
-
-class VllmPluginTest(unittest.TestCase):
-    # Proves: the stat logger vLLM loads through the entry point reports finished requests, and
-    # vLLM is imported only when vLLM itself looks the class up.
-    def test_stat_logger(self):
-        check = subprocess.run([sys.executable, "-c", "import sys, kvledger, kvledger.vllm, kvledger.adapters; "
-                                "sys.exit('vllm' in sys.modules)"], env={**os.environ, "PYTHONPATH": PACKAGE},
-                               capture_output=True, text=True, timeout=60)
-        self.assertEqual(check.returncode, 0, check.stderr)
-        loggers = types.ModuleType("vllm.v1.metrics.loggers")
-
-        class StatLoggerBase:  # vLLM's interface: __init__(vllm_config, engine_index), record(...), log_engine_initialized()
-            pass
-        loggers.StatLoggerBase = StatLoggerBase
-        for name in ("vllm", "vllm.v1", "vllm.v1.metrics"):
-            sys.modules.setdefault(name, types.ModuleType(name))
-        sys.modules["vllm.v1.metrics.loggers"] = loggers
-        with tempfile.TemporaryDirectory() as tmp:
-            server = harness.Server(SERVER, log_dir=tmp)
-            try:
-                os.environ["KVLEDGER_TARGET"] = server.grpc_address
-                import kvledger.vllm as plugin
-                logger_cls = plugin.KvledgerStatLogger
-                self.assertTrue(issubclass(logger_cls, StatLoggerBase))
-                config = types.SimpleNamespace(model_config=types.SimpleNamespace(
-                    served_model_name="meta-llama/Llama-3.1-8B-Instruct", model="meta-llama/Llama-3.1-8B-Instruct"))
-                logger = logger_cls(config, engine_index=0)
-                self.assertEqual(logger.model, "llama-3.1-8b")
-                iteration = types.SimpleNamespace(finished_requests=[
-                    FinishedRequestStats("stop", num_prompt_tokens=900, num_cached_tokens=512, prefill_time=0.03),
-                    FinishedRequestStats("stop", num_prompt_tokens=64, num_cached_tokens=0, prefill_time=0.01),
-                    types.SimpleNamespace(num_prompt_tokens=5)])  # missing num_cached_tokens: skipped, counted
-                logger.record(scheduler_stats=None, iteration_stats=iteration)
-                logger.log_engine_initialized()
-                self.assertTrue(logger.reporter.flush(30))
-                self.assertEqual(logger.skipped, 1)
-                self.assertEqual(accepted(server), 2)
-                logger.reporter.close(1)
-            finally:
-                os.environ.pop("KVLEDGER_TARGET", None)
-                server.stop()
 
 
 class TraceAndPackagingTest(unittest.TestCase):

@@ -1,9 +1,17 @@
 """Records from what inference engines report per request. Pure functions: no engine is imported.
 
-What no engine reports today — the recoverable boundary, per-state-group boundaries and the
-per-request reload time — is left unset, so kvledger models the boundary from the model's profile
-(KV page and recurrent checkpoint alignment) and does not compare reload with recompute for these
-records (docs/integration.md).
+Each adapter fills a record field only from an engine figure that means the same thing, and leaves
+the field unset otherwise ("not measured" is never sent as 0). docs/integration.md has the table per
+engine, with the upstream source each mapping was read from.
+
+- A request that never produced its first token (aborted by the client, or failed in the engine,
+  e.g. a KV load failure) is not a record: its cached-token count means nothing. The adapter raises
+  SkippedRequest with `reason` "aborted" or "failed"; the vLLM logger counts these and sends them to
+  kvledger as unrecorded requests (kvledger_unrecorded_requests_total).
+- A record names one tier only when the engine's data shows every reused token came from it. A hit
+  from several tiers is "mixed"; a hit whose source the engine does not report is "unknown".
+- The per-request reload time is reported by no engine, so reload_seconds stays unset; the vLLM
+  logger sends aggregate transfer statistics instead (Reporter.report_transfer).
 
 Each function takes the kvledger profile name (`model`, e.g. "llama-3.1-8b"; profile_name() guesses
 it from a Hugging Face name) because engines report their served model name, which is not a
@@ -13,7 +21,24 @@ import re
 
 from kvledger.records import make_record
 
-_TIER_ORDER = ("device", "host", "disk", "remote")  # from fastest to slowest
+# vLLM's FinishReason (vllm/v1/engine/__init__.py) by value; str() of the enum gives these names.
+_VLLM_FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
+
+# SGLang HiCache storage backends (--hicache-storage-backend) by where their data lives. A backend
+# not listed here is of unknown locality: its hits are tier "unknown", never guessed.
+_LOCAL_STORAGE_BACKENDS = ("hicachefile", "file")
+_REMOTE_STORAGE_BACKENDS = ("mooncake", "hf3fs", "3fs", "eic", "aibrix")
+
+
+class SkippedRequest(ValueError):
+    """A finished request that must not become a record. `reason`: "aborted" or "failed" (no first
+    token: counted by kvledger as unrecorded), "missing_field" (the engine does not report a figure
+    the record needs) or "inconsistent" (the figures contradict how the engine works)."""
+
+    def __init__(self, reason, message, logical_match_tokens=0):
+        super().__init__(message)
+        self.reason = reason
+        self.logical_match_tokens = logical_match_tokens
 
 
 def profile_name(served_model_name):
@@ -34,84 +59,190 @@ def _field(obj, name, default=None):
 def _require(obj, name, where):
     value = _field(obj, name)
     if value is None:
-        raise ValueError(f"{where}.{name}: missing; cannot build an honest record without it")
+        raise SkippedRequest("missing_field", f"{where}.{name}: missing; cannot build an honest record without it")
     return value
 
 
-def from_vllm(stats, *, model, tier="device", request_id=None):
-    """From vLLM v1's FinishedRequestStats (vllm/v1/metrics/stats.py), as a stat logger receives
-    them in IterationStats.finished_requests:
+def _positive(value):
+    """A finite duration > 0, else None (engines report 0 for "not measured")."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if 0 < value < float("inf") else None
 
+
+def vllm_finish_reason(reason):
+    """vLLM's FinishReason (the IntEnum, its int value, or its string) as "stop", "length",
+    "abort", "error" or "repetition"."""
+    if isinstance(reason, int) and 0 <= int(reason) < len(_VLLM_FINISH_REASONS):
+        return _VLLM_FINISH_REASONS[int(reason)]
+    text = str(reason).lower()
+    return text.rsplit(".", 1)[-1]  # "FinishReason.ABORT" -> "abort"
+
+
+def from_vllm(stats, *, model, connector=False, block_size=None, request_id=None):
+    """From vLLM v1's FinishedRequestStats (vllm/v1/metrics/stats.py), as a stat logger receives
+    them in IterationStats.finished_requests.
+
+    - A request with no output token (num_generation_tokens == 0) never finished its prefill:
+      SkippedRequest, reason "aborted" (finish_reason abort), "failed" (error: vLLM's "retryable
+      request-level internal error, e.g. KV load failure") or "missing_field" (any other).
     - num_prompt_tokens -> prompt_tokens
-    - num_cached_tokens -> logical_match_tokens (prefix-cache hit tokens; a newer field: older vLLM
-      lacks it and this raises ValueError rather than report every request as a miss)
-    - a full hit (num_cached_tokens == num_prompt_tokens): vLLM computes the last prompt token again
-      to get its logits -> recompute_tokens = 1
-    - prefill_time (first scheduled -> first token) -> suffix_prefill_seconds, when > 0
-    - queued_time + prefill_time -> ttft_seconds, when prefill_time > 0
-    - request_id -> request_id (the argument wins)
-    - tier: vLLM's prefix cache is device memory; pass tier= when a KV connector reloads from host,
-      disk or a remote cache.
-    - reload_seconds, recoverable_tokens, state_boundaries: not reported by vLLM; left unset.
+    - num_cached_tokens -> logical_match_tokens and recoverable_tokens. vLLM counts a hit in whole
+      KV blocks and caps it below the prompt (the last token is always computed for its logits), so
+      the count is already the boundary the engine resumed from. A count >= the prompt, or not a
+      multiple of `block_size` (when given), contradicts that: SkippedRequest "inconsistent".
+      Older vLLM lacks the field: SkippedRequest "missing_field", never a fake miss.
+    - tier: "none" for a miss; "device" when the engine has no KV connector (`connector=False`:
+      every hit is its own GPU prefix cache); "unknown" with a connector, whose hits vLLM counts
+      together with local ones.
+    - prefill_time (first scheduled -> first token) -> suffix_prefill_seconds only when no reload
+      can be inside it: a miss, or no connector. With a connector a synchronous KV load runs inside
+      that interval, so it is left unset.
+    - e2e_latency - decode_time (arrival -> first token) -> ttft_seconds. queued_time is not used:
+      it may contain an asynchronous KV-connector load, and it misses arrival -> queued.
+    - reload_seconds: not reported per request; left unset.
+    - request_id: the argument, else the stats' request_id (newer vLLM).
     """
     where = "FinishedRequestStats"
+    generated = _field(stats, "num_generation_tokens")
+    if generated is not None and int(generated) == 0:
+        reason = vllm_finish_reason(_field(stats, "finish_reason"))
+        kind = {"abort": "aborted", "error": "failed"}.get(reason, "missing_field")
+        raise SkippedRequest(kind, f"{where}: finish_reason {reason} with no output token: the prefill never "
+                                   "finished, so this is not a record")
     prompt = int(_require(stats, "num_prompt_tokens", where))
     cached = int(_require(stats, "num_cached_tokens", where))
-    prefill = float(_field(stats, "prefill_time", 0.0) or 0.0)
-    queued = float(_field(stats, "queued_time", 0.0) or 0.0)
+    if cached >= prompt or (block_size and cached % int(block_size)):
+        raise SkippedRequest("inconsistent", f"{where}.num_cached_tokens = {cached}: vLLM reports whole "
+                                             f"{block_size or 'KV'}-token blocks below num_prompt_tokens = {prompt}")
+    prefill = _positive(_field(stats, "prefill_time"))
+    e2e, decode = _positive(_field(stats, "e2e_latency")), float(_field(stats, "decode_time", 0.0) or 0.0)
+    ttft = e2e - decode if e2e is not None and e2e - decode >= 0 else None
+    tier = "none" if cached == 0 else ("unknown" if connector else "device")
     return make_record(
         request_id=request_id or _field(stats, "request_id"),
         model=model,
-        tier=tier if cached > 0 else "none",
+        tier=tier,
         prompt_tokens=prompt,
         logical_match_tokens=cached,
-        recompute_tokens=1 if cached > 0 and cached == prompt else None,
-        suffix_prefill_seconds=prefill if prefill > 0 else None,
-        ttft_seconds=queued + prefill if prefill > 0 else None,
+        recoverable_tokens=cached,
+        suffix_prefill_seconds=prefill if cached == 0 or not connector else None,
+        ttft_seconds=ttft,
     )
+
+
+def _storage_tier(backend):
+    name = str(backend or "").lower()
+    if any(name == b or name.startswith(b) for b in _LOCAL_STORAGE_BACKENDS):
+        return "disk"
+    if any(b in name for b in _REMOTE_STORAGE_BACKENDS):
+        return "remote"
+    return "unknown"
+
+
+def sglang_tier(cached, details):
+    """The tier of an SGLang hit from meta_info's cached_tokens_details: "none" for a miss, the one
+    tier that contributed, "mixed" for several, "unknown" without details. `storage` (HiCache L3)
+    is disk or remote by its storage_backend; an unlisted backend is "unknown"."""
+    if cached == 0:
+        return "none"
+    if not details:
+        return "unknown"
+    used = set()
+    if int(_field(details, "device", 0) or 0) > 0:
+        used.add("device")
+    if int(_field(details, "host", 0) or 0) > 0:
+        used.add("host")
+    if int(_field(details, "storage", 0) or 0) > 0:
+        used.add(_storage_tier(_field(details, "storage_backend")))
+    if not used:
+        return "unknown"
+    return used.pop() if len(used) == 1 else "mixed"
+
+
+def _sglang_skip(meta_info):
+    """SkippedRequest for a request SGLang aborted before its first token, else None."""
+    finish = _field(meta_info, "finish_reason")
+    kind = _field(finish, "type") if isinstance(finish, dict) or hasattr(finish, "type") else finish
+    if str(kind).lower() != "abort" or int(_field(meta_info, "completion_tokens", 0) or 0) > 0:
+        return None
+    status = int(_field(finish, "status_code", 0) or 0) if not isinstance(finish, str) else 0
+    reason = "failed" if status >= 500 else "aborted"
+    return SkippedRequest(reason, f"meta_info.finish_reason: abort (status {status or 'none'}) with no output "
+                                  "token: the prefill never finished, so this is not a record")
+
+
+def _difference(later, earlier):
+    later, earlier = _positive(later), _positive(earlier)
+    if later is None or earlier is None or later < earlier:
+        return None
+    return later - earlier
 
 
 def from_sglang(meta_info, *, model, request_id=None, ttft_seconds=None):
     """From the meta_info SGLang returns for a finished request (python/sglang/srt/managers/
     tokenizer_manager.py; the "meta_info" of a /generate response):
 
-    - prompt_tokens -> prompt_tokens
-    - cached_tokens -> logical_match_tokens
-    - cached_tokens_details {"device": n, "host": n, "storage"|"disk"|"remote": n} (HiCache) -> tier:
-      the slowest tier that contributed tokens (its reload dominates); "storage" (the L3 backends,
-      usually another machine) counts as remote. Without details a hit is a device hit.
-    - id -> request_id (the argument wins); ttft_seconds as given (SGLang does not put it in
-      meta_info).
-    - suffix prefill time, reload time, recoverable boundary: not reported; left unset.
+    - finish_reason {"type": "abort"} with completion_tokens == 0: SkippedRequest "aborted"
+      ("failed" when its status_code is >= 500).
+    - prompt_tokens -> prompt_tokens; cached_tokens -> logical_match_tokens (the radix-tree
+      match; the recoverable boundary is modelled from the profile's page size).
+    - cached_tokens_details (--enable-cache-report, HiCache) -> tier by sglang_tier(): one tier,
+      "mixed", or "unknown" when SGLang sent no details.
+    - With --enable-metrics: prefill_finished_time - forward_entry_time (the prefill forward) ->
+      suffix_prefill_seconds, only for a miss or a device-only hit (a host or storage hit is loaded
+      inside that forward); prefill_finished_time - request_received_ts -> ttft_seconds (the first
+      token comes out of the prefill step). queue_time is not used (it may contain HiCache's
+      storage prefetch).
+    - id -> request_id (the argument wins); ttft_seconds given by the caller wins.
+    - reload time, recoverable boundary: not reported; left unset.
     """
+    skip = _sglang_skip(meta_info)
+    if skip is not None:
+        raise skip
     where = "meta_info"
     prompt = int(_require(meta_info, "prompt_tokens", where))
     cached = int(_require(meta_info, "cached_tokens", where))
-    tier = "none"
-    if cached > 0:
-        tier = "device"
-        details = _field(meta_info, "cached_tokens_details") or {}
-        mapping = {"device": "device", "host": "host", "disk": "disk", "storage": "remote", "remote": "remote"}
-        used = [mapping[k] for k, v in details.items() if k in mapping and v]
-        if used:
-            tier = max(used, key=_TIER_ORDER.index)
+    tier = sglang_tier(cached, _field(meta_info, "cached_tokens_details"))
+    prefill_finished = _field(meta_info, "prefill_finished_time")
+    suffix = _difference(prefill_finished, _field(meta_info, "forward_entry_time")) \
+        if tier in ("none", "device") else None
+    if ttft_seconds is None:
+        ttft_seconds = _difference(prefill_finished, _field(meta_info, "request_received_ts"))
     return make_record(request_id=request_id or _field(meta_info, "id"), model=model, tier=tier,
-                       prompt_tokens=prompt, logical_match_tokens=cached, ttft_seconds=ttft_seconds)
+                       prompt_tokens=prompt, logical_match_tokens=cached, suffix_prefill_seconds=suffix,
+                       ttft_seconds=ttft_seconds)
 
 
-def from_openai(response, *, model, tier="device", request_id=None, ttft_seconds=None):
+def from_openai(response, *, model, cached_tokens_reported=False, tier=None, request_id=None,
+                ttft_seconds=None):
     """From an OpenAI-compatible chat/completions response (a dict or the openai client's object),
     for gateways in front of any engine:
 
     - usage.prompt_tokens -> prompt_tokens
-    - usage.prompt_tokens_details.cached_tokens -> logical_match_tokens. A server that omits the
-      details does not report caching at all: ValueError, rather than a record claiming a miss.
-    - id -> request_id (the argument wins); tier and ttft_seconds as given by the gateway.
+    - usage.prompt_tokens_details.cached_tokens -> logical_match_tokens. vLLM
+      (--enable-prompt-tokens-details) and SGLang (--enable-cache-report) omit the details when
+      nothing was cached, so a missing count is a miss only when the caller says its server reports
+      cached tokens (`cached_tokens_reported=True`); otherwise SkippedRequest "missing_field",
+      rather than a record claiming a miss.
+    - tier: what the gateway knows (`tier=`); by default a hit is "unknown" (a response does not
+      say where the cache was) and a miss "none".
+    - id -> request_id (the argument wins); ttft_seconds as measured by the gateway.
     """
     usage = _require(response, "usage", "response")
     prompt = int(_require(usage, "prompt_tokens", "response.usage"))
-    details = _require(usage, "prompt_tokens_details", "response.usage")
-    cached = int(_require(details, "cached_tokens", "response.usage.prompt_tokens_details"))
+    details = _field(usage, "prompt_tokens_details")
+    cached = _field(details, "cached_tokens") if details is not None else None
+    if cached is None:
+        if not cached_tokens_reported:
+            raise SkippedRequest("missing_field", "response.usage.prompt_tokens_details.cached_tokens: missing; "
+                                                  "pass cached_tokens_reported=True if the server reports cached "
+                                                  "tokens (then a missing count is a miss)")
+        cached = 0
+    cached = int(cached)
+    hit_tier = tier or "unknown"
     return make_record(request_id=request_id or _field(response, "id"), model=model,
-                       tier=tier if cached > 0 else "none", prompt_tokens=prompt,
+                       tier=hit_tier if cached > 0 else "none", prompt_tokens=prompt,
                        logical_match_tokens=cached, ttft_seconds=ttft_seconds)

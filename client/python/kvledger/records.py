@@ -1,24 +1,19 @@
 """Building kvledger.v1.Record messages from keyword arguments named after the proto fields."""
 from kvledger.v1 import record_pb2
 
-_TIERS = {
-    "none": record_pb2.TIER_UNSPECIFIED,
-    "device": record_pb2.TIER_DEVICE,
-    "host": record_pb2.TIER_HOST,
-    "disk": record_pb2.TIER_DISK,
-    "remote": record_pb2.TIER_REMOTE,
-}
-
 
 def tier_value(tier):
-    """A Tier enum value from "device" | "host" | "disk" | "remote" | "none", an enum name
-    ("TIER_HOST") or its number."""
+    """A Tier enum value from its label ("device", "host", "disk", "remote", "mixed", "unknown", or
+    "none" for a miss: the tier="..." label values of kvledger's series), an enum name
+    ("TIER_HOST") or its number. The labels are the enum names without TIER_, so the proto is the
+    one list."""
     if isinstance(tier, int):
         return tier
-    key = str(tier).lower()
-    if key in _TIERS:
-        return _TIERS[key]
-    return record_pb2.Tier.Value(str(tier))
+    key = str(tier)
+    if key.lower() == "none":
+        return record_pb2.TIER_UNSPECIFIED
+    name = key if key.startswith("TIER_") else "TIER_" + key.upper()
+    return record_pb2.Tier.Value(name)
 
 
 def make_record(**fields):

@@ -15,6 +15,10 @@ Same semantics as the C++ kvledger::Reporter (client/reporter.h):
   timeout, then drops the rest (counted).
 - Safe across fork(): a child process gets an empty queue, zeroed counters and its own channel and
   thread, started on its first report(); the parent's queue stays with the parent.
+- Engine statistics (report_transfer, report_unrecorded) are summed per key in memory (at most
+  max_engine_stats_keys keys; past that, new keys are dropped and counted) and sent by the same
+  thread with RecordEngineStats after each round of records; a transient failure keeps them for
+  the next round. stats() counts their entries as engine_stats_sent, _rejected and _dropped.
 """
 import atexit
 import collections
@@ -27,16 +31,18 @@ import weakref
 
 import grpc
 
-from kvledger.records import make_record
+from kvledger.records import make_record, tier_value
 from kvledger.v1 import ledger_pb2, ledger_pb2_grpc
 
+_UNRECORDED_REASONS = {"aborted": 1, "failed": 2}
 _TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED)
 
 
 class Reporter:
     def __init__(self, target="127.0.0.1:50051", *, max_queue_size=2048, max_batch_size=512,
                  flush_interval_seconds=1.0, rpc_timeout_seconds=5.0, initial_backoff_seconds=0.05,
-                 max_backoff_seconds=5.0, shutdown_timeout_seconds=5.0, credentials=None, channel_options=None):
+                 max_backoff_seconds=5.0, shutdown_timeout_seconds=5.0, credentials=None, channel_options=None,
+                 max_engine_stats_keys=1024):
         self.target = target
         self.max_queue_size = max_queue_size
         self.max_batch_size = max_batch_size
@@ -45,6 +51,7 @@ class Reporter:
         self.initial_backoff_seconds = initial_backoff_seconds
         self.max_backoff_seconds = max_backoff_seconds
         self.shutdown_timeout_seconds = shutdown_timeout_seconds
+        self.max_engine_stats_keys = max_engine_stats_keys
         self._credentials = credentials
         # A restarted server is found again within a second or two (gRPC's default reconnect backoff
         # grows to 120 s).
@@ -65,7 +72,11 @@ class Reporter:
         self._queue = collections.deque()
         self._enqueued = 0     # positions handed out
         self._answered = 0     # positions answered (sent, rejected or dropped)
-        self._counts = dict.fromkeys(("reported", "sent", "rejected", "dropped", "retried"), 0)
+        self._counts = dict.fromkeys(("reported", "sent", "rejected", "dropped", "retried", "engine_stats_sent",
+                                      "engine_stats_rejected", "engine_stats_dropped"), 0)
+        self._transfers = {}    # (model, tier) -> [bytes, seconds, transfers], not yet sent
+        self._unrecorded = {}   # (model, reason) -> [requests, logical_match_tokens], not yet sent
+        self._engine_outstanding = 0  # engine-statistics keys queued or in flight
         self._flush_requested = False
         self._closing = False
         self._stop_deadline = None
@@ -85,20 +96,50 @@ class Reporter:
                 return False
             self._queue.append(record)
             self._enqueued += 1
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="kvledger-reporter", daemon=True)
-                self._thread.start()
+            self._start_locked()
             if len(self._queue) == self.max_batch_size:
                 self._wake.notify()
         return True
 
+    def report_transfer(self, model, tier, bytes_, seconds, transfers=1):
+        """Adds an aggregate KV transfer observation: `bytes_` moved from `tier` ("host", ...) into the
+        engine's memory in `seconds`, over `transfers` operations, no request attached. It feeds the
+        server's live reload bandwidth, never a per-request figure. Never blocks; False when dropped."""
+        return self._add_engine_stat(self._transfers, (model, tier), (int(bytes_), float(seconds), int(transfers)))
+
+    def report_unrecorded(self, model, reason, requests=1, logical_match_tokens=0):
+        """Counts finished requests that did not become records: `reason` "aborted" or "failed"
+        (kvledger.adapters.SkippedRequest.reason). Never blocks; False when dropped."""
+        return self._add_engine_stat(self._unrecorded, (model, reason), (int(requests), int(logical_match_tokens)))
+
+    def _add_engine_stat(self, table, key, values):
+        with self._lock:
+            if self._closing or (key not in table and len(self._transfers) + len(self._unrecorded)
+                                 >= self.max_engine_stats_keys):
+                self._counts["engine_stats_dropped"] += 1
+                return False
+            if key in table:
+                table[key] = [a + b for a, b in zip(table[key], values)]
+            else:
+                table[key] = list(values)
+                self._engine_outstanding += 1
+            self._start_locked()
+        return True
+
+    def _start_locked(self):
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="kvledger-reporter", daemon=True)
+            self._thread.start()
+
     def flush(self, timeout_seconds=None):
-        """Waits until everything reported before the call is answered; False on timeout."""
+        """Waits until everything reported before the call is answered (records and engine
+        statistics); False on timeout."""
         with self._lock:
             target = self._enqueued
             self._flush_requested = True
             self._wake.notify()
-            return self._answered_cv.wait_for(lambda: self._answered >= target, timeout_seconds)
+            return self._answered_cv.wait_for(lambda: self._answered >= target and self._engine_outstanding == 0,
+                                              timeout_seconds)
 
     def close(self, timeout_seconds=None):
         """Sends what is queued for up to timeout_seconds (default shutdown_timeout_seconds), drops the
@@ -115,10 +156,16 @@ class Reporter:
         with self._lock:  # whatever is left (a sender that never started, or one past its deadline)
             self._answer_locked(len(self._queue))
             self._queue.clear()
+            self._counts["engine_stats_dropped"] += len(self._transfers) + len(self._unrecorded)
+            self._transfers.clear()
+            self._unrecorded.clear()
+            self._engine_outstanding = 0
+            self._answered_cv.notify_all()
         return self.stats()
 
     def stats(self):
-        """{'reported', 'queued', 'sent', 'rejected', 'dropped', 'retried'}."""
+        """{'reported', 'queued', 'sent', 'rejected', 'dropped', 'retried', 'engine_stats_sent',
+        'engine_stats_rejected', 'engine_stats_dropped'}."""
         with self._lock:
             s = dict(self._counts)
         s["queued"] = max(0, s["reported"] - s["sent"] - s["rejected"] - s["dropped"])
@@ -162,6 +209,7 @@ class Reporter:
                 if not batch:
                     break
                 self._send(stub, batch)
+            self._send_engine_stats(stub)
             if closing:
                 return
 
@@ -199,3 +247,42 @@ class Reporter:
                 accepted = min(response.accepted, len(batch))
                 self._answer_locked(len(batch), accepted, min(response.rejected, len(batch) - accepted))
             return
+
+    def _send_engine_stats(self, stub):
+        """Sends the summed engine statistics once; a transient failure puts them back for the next
+        round (unless closing), any other outcome answers them."""
+        with self._lock:
+            transfers, unrecorded = self._transfers, self._unrecorded
+            self._transfers, self._unrecorded = {}, {}
+        if not transfers and not unrecorded:
+            return
+        request = ledger_pb2.EngineStatsRequest()
+        for (model, tier), (bytes_, seconds, count) in transfers.items():
+            request.transfers.add(model=model, tier=tier_value(tier), bytes=bytes_, seconds=seconds, transfers=count)
+        for (model, reason), (requests, tokens) in unrecorded.items():
+            request.unrecorded.add(model=model, reason=_UNRECORDED_REASONS.get(reason, 0), requests=requests,
+                                   logical_match_tokens=tokens)
+        entries = len(transfers) + len(unrecorded)
+        try:
+            response = stub.RecordEngineStats(request, timeout=self.rpc_timeout_seconds)
+        except grpc.RpcError as e:
+            with self._lock:
+                if e.code() in _TRANSIENT and not self._closing:
+                    for table, pending in ((self._transfers, transfers), (self._unrecorded, unrecorded)):
+                        for key, values in pending.items():
+                            if key in table:
+                                table[key] = [a + b for a, b in zip(table[key], values)]
+                                self._engine_outstanding -= 1
+                            else:
+                                table[key] = values
+                    self._counts["retried"] += 1
+                    return
+                self._counts["engine_stats_dropped"] += entries
+                self._engine_outstanding = max(0, self._engine_outstanding - entries)
+                self._answered_cv.notify_all()
+            return
+        with self._lock:
+            self._counts["engine_stats_sent"] += response.accepted
+            self._counts["engine_stats_rejected"] += response.rejected
+            self._engine_outstanding = max(0, self._engine_outstanding - entries)
+            self._answered_cv.notify_all()

@@ -108,6 +108,34 @@ TEST_F(LiveRatesTest, WhatFeedsTheRates) {
   EXPECT_FALSE(rates_.PrefillCompute(registry_.labels().other_slot()).has_value());
 }
 
+// A reload from a mixed or unknown source feeds no tier's bandwidth (it would blend tiers), while
+// its suffix prefill still feeds the compute rate.
+TEST_F(LiveRatesTest, MixedAndUnknownTiersFeedNoBandwidth) {
+  for (int tier : {5, 6}) {
+    RecordFacts f = Hit(0.05, 0.4);
+    f.tier_value = tier;
+    ASSERT_TRUE(ledger_.Record(f).ok());
+  }
+  for (int t = 0; t < kTierCount; ++t) EXPECT_FALSE(rates_.ReloadBandwidth(slot_, static_cast<Tier>(t)).has_value());
+  EXPECT_EQ(rates_.PrefillCompute(slot_)->samples, 2u);
+}
+
+// An aggregate transfer observation is one bandwidth sample, decayed like a record's reload:
+// 1 GB in 0.1 s now and 2 GB in 0.1 s one half-life later give (0.5 + 2) GB / (0.05 + 0.1) s.
+TEST_F(LiveRatesTest, TransfersFeedTheBandwidthByHand) {
+  rates_.ObserveTransfer(slot_, Tier::kHost, 1e9, 0.1);
+  now_ = 300;
+  rates_.ObserveTransfer(slot_, Tier::kHost, 2e9, 0.1);
+  rates_.ObserveTransfer(slot_, Tier::kMixed, 1e9, 0.1);     // not a source tier: ignored
+  rates_.ObserveTransfer(slot_, Tier::kRemote, 1e9, 0);      // no time: ignored
+  const auto host = rates_.ReloadBandwidth(slot_, Tier::kHost);
+  ASSERT_TRUE(host.has_value());
+  EXPECT_DOUBLE_EQ(host->rate, 2.5e9 / 0.15);
+  EXPECT_EQ(host->samples, 2u);
+  EXPECT_FALSE(rates_.ReloadBandwidth(slot_, Tier::kRemote).has_value());
+  EXPECT_FALSE(rates_.PrefillCompute(slot_).has_value());  // transfers never touch the compute rate
+}
+
 // Two writer threads land in different shards; the merged rate counts every sample.
 TEST_F(LiveRatesTest, ShardsMerge) {
   auto feed = [&] {

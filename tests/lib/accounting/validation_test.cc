@@ -95,8 +95,15 @@ TEST(ValidationTest, EveryRuleNamesFieldValueAndRule) {
   f.tier_value = 9;
   ExpectRejected(ValidateFields(f),
                  "tier = 9: must be one of TIER_DEVICE (1), TIER_HOST (2), TIER_DISK (3), TIER_REMOTE (4), "
-                 "or TIER_UNSPECIFIED (0) for a miss",
+                 "TIER_MIXED (5), TIER_UNKNOWN (6), or TIER_UNSPECIFIED (0) for a miss",
                  RejectReason::kInvalidTier);
+  f = Valid();
+  f.tier_value = 7;  // one past TIER_UNKNOWN
+  EXPECT_EQ(ValidateFields(f).rejection().reason, RejectReason::kInvalidTier);
+  for (int mixed_or_unknown : {5, 6}) {  // a hit that names no single tier is valid
+    f.tier_value = mixed_or_unknown;
+    EXPECT_TRUE(ValidateFields(f).ok()) << mixed_or_unknown;
+  }
   f = Valid();
   f.tier_value = 0;
   ExpectRejected(ValidateFields(f),

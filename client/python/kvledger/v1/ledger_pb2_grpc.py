@@ -41,6 +41,11 @@ class LedgerStub(object):
                 request_serializer=kvledger_dot_v1_dot_advice__pb2.AdviceRequest.SerializeToString,
                 response_deserializer=kvledger_dot_v1_dot_advice__pb2.Advice.FromString,
                 )
+        self.RecordEngineStats = channel.unary_unary(
+                '/kvledger.v1.Ledger/RecordEngineStats',
+                request_serializer=kvledger_dot_v1_dot_ledger__pb2.EngineStatsRequest.SerializeToString,
+                response_deserializer=kvledger_dot_v1_dot_ledger__pb2.EngineStatsResponse.FromString,
+                )
 
 
 class LedgerServicer(object):
@@ -91,6 +96,17 @@ class LedgerServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecordEngineStats(self, request, context):
+        """Engine-level observations that are not one request's record: aggregate KV transfers (bytes and
+        seconds per model and tier, from an engine's connector statistics), which feed the live reload
+        bandwidth Advise reads and never a per-request figure; and finished requests that did not
+        become records (aborted before their first token, or failed, e.g. a KV load failure). Each
+        entry is accepted or rejected on its own, like RecordBatch; nothing is deduplicated.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LedgerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -118,6 +134,11 @@ def add_LedgerServicer_to_server(servicer, server):
                     servicer.Advise,
                     request_deserializer=kvledger_dot_v1_dot_advice__pb2.AdviceRequest.FromString,
                     response_serializer=kvledger_dot_v1_dot_advice__pb2.Advice.SerializeToString,
+            ),
+            'RecordEngineStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordEngineStats,
+                    request_deserializer=kvledger_dot_v1_dot_ledger__pb2.EngineStatsRequest.FromString,
+                    response_serializer=kvledger_dot_v1_dot_ledger__pb2.EngineStatsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -211,5 +232,22 @@ class Ledger(object):
         return grpc.experimental.unary_unary(request, target, '/kvledger.v1.Ledger/Advise',
             kvledger_dot_v1_dot_advice__pb2.AdviceRequest.SerializeToString,
             kvledger_dot_v1_dot_advice__pb2.Advice.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RecordEngineStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/kvledger.v1.Ledger/RecordEngineStats',
+            kvledger_dot_v1_dot_ledger__pb2.EngineStatsRequest.SerializeToString,
+            kvledger_dot_v1_dot_ledger__pb2.EngineStatsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -1,0 +1,318 @@
+"""The engine adapters and the vLLM stat logger, driven with what vLLM, SGLang and OpenAI-compatible
+servers really send (stand-ins under tests/client/standins/, each field commented with its upstream
+source) into a real kvledger-server, asserting on its /metrics: a miss is counted as a miss, an abort
+is not a record but is counted, a hit of mixed or unknown source is not labelled as one tier, a time
+that may contain a reload is not used as a compute time, aggregate transfers reach the live reload
+bandwidth, and importing kvledger changes nothing in the host process.
+
+Usage: engine_adapters_test.py SERVER_BINARY REPO_ROOT
+"""
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SERVER, ROOT = sys.argv[1], os.path.abspath(sys.argv[2])
+PACKAGE = os.path.join(ROOT, "client", "python")
+STANDINS = os.path.join(ROOT, "tests", "client", "standins")
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+sys.path.insert(0, PACKAGE)
+sys.path.insert(0, STANDINS)
+import harness  # noqa: E402
+import kvledger  # noqa: E402
+from engine_shapes import openai_response, sglang_meta_info  # noqa: E402
+from kvledger import adapters  # noqa: E402
+from kvledger.v1 import advice_pb2, ledger_pb2, ledger_pb2_grpc, record_pb2  # noqa: E402
+from vllm.config import CacheConfig, KVTransferConfig, ModelConfig, VllmConfig  # noqa: E402
+from vllm.v1.engine import FinishReason  # noqa: E402
+from vllm.v1.metrics import stats as vllm_stats  # noqa: E402
+from vllm.v1.metrics.loggers import StatLoggerBase  # noqa: E402
+from vllm.v1.metrics.stats import FinishedRequestStats, IterationStats, SchedulerStats  # noqa: E402
+import grpc  # noqa: E402
+
+MODEL = "llama-3.1-8b"
+
+
+def finished(reason=FinishReason.STOP, *, prompt=4096, cached=2048, generated=32, prefill=0.2, e2e=1.0,
+             decode=0.7, request_id=None):
+    return FinishedRequestStats(reason, e2e_latency=e2e, num_prompt_tokens=prompt, num_generation_tokens=generated,
+                                queued_time=0.05, prefill_time=prefill, inference_time=prefill + decode,
+                                decode_time=decode, num_cached_tokens=cached, request_id=request_id)
+
+
+def vllm_config(connector=False):
+    return VllmConfig(ModelConfig(served_model_name="meta-llama/Llama-3.1-8B-Instruct"), CacheConfig(block_size=16),
+                      KVTransferConfig() if connector else None)
+
+
+class ServerTest(unittest.TestCase):
+    """Each test owns a fresh server, so its counters are only what the test sent."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.server = harness.Server(SERVER, log_dir=self.tmp.name)
+        self.addCleanup(self.server.stop)
+
+    def samples(self):
+        return harness.parse_exposition(self.server.scrape())
+
+    def value(self, name, **labels):
+        return self.samples().get((name, frozenset(labels.items())))
+
+    def series(self, name):
+        """{labels dict as sorted tuple: value} of one family."""
+        return {tuple(sorted(labels)): v for (n, labels), v in self.samples().items() if n == name}
+
+    def send(self, records):
+        with grpc.insecure_channel(self.server.grpc_address) as channel:
+            reply = ledger_pb2_grpc.LedgerStub(channel).RecordBatch(
+                ledger_pb2.RecordBatchRequest(records=records), timeout=10)
+        self.assertEqual((reply.accepted, reply.rejected), (len(records), 0), reply.rejections)
+
+    def logger(self, connector=False):
+        os.environ["KVLEDGER_TARGET"] = self.server.grpc_address
+        self.addCleanup(os.environ.pop, "KVLEDGER_TARGET", None)
+        import kvledger.vllm as plugin  # noqa: PLC0415
+        logger = plugin.KvledgerStatLogger(vllm_config(connector), engine_index=0)
+        logger.reporter.flush_interval_seconds = 0.02
+        self.addCleanup(logger.reporter.close, 1)
+        self.assertIsInstance(logger, StatLoggerBase)
+        return logger
+
+
+class OpenAITest(ServerTest):
+    # Proves (1): with cached_tokens_reported=True a response without prompt_tokens_details is a
+    # miss, counted with its prompt tokens; without it, it is refused rather than claimed as a miss.
+    def test_missing_details_is_a_miss_when_the_server_reports_cached_tokens(self):
+        miss = openai_response(prompt_tokens=1200)  # vLLM/SGLang omit the details when nothing was cached
+        hit = openai_response(prompt_tokens=1200, cached_tokens=1024)
+        with self.assertRaises(adapters.SkippedRequest) as refused:
+            adapters.from_openai(miss, model=MODEL)
+        self.assertEqual(refused.exception.reason, "missing_field")
+        records = [adapters.from_openai(miss, model=MODEL, cached_tokens_reported=True),
+                   adapters.from_openai(hit, model=MODEL, cached_tokens_reported=True)]
+        self.send(records)
+        self.assertEqual(self.value("kvledger_requests_total", model=MODEL, tier="none"), 1)
+        self.assertEqual(self.value("kvledger_prompt_tokens_total", model=MODEL, tier="none"), 1200)
+        # A gateway cannot see where the hit came from: "unknown" unless it says so.
+        self.assertEqual(self.value("kvledger_logical_match_tokens_total", model=MODEL, tier="unknown"), 1024)
+        self.assertEqual(adapters.from_openai(hit, model=MODEL, tier="device").tier, record_pb2.TIER_DEVICE)
+
+
+class VllmAdapterTest(unittest.TestCase):
+    # Proves (5): vLLM's count is the block-aligned boundary it resumed from, never the whole
+    # prompt: it is both the match and the recoverable boundary; a full or unaligned hit is refused
+    # as inconsistent (vLLM never reports one), and no "recompute the last token" record is made.
+    def test_block_aligned_boundary_never_the_whole_prompt(self):
+        record = adapters.from_vllm(finished(cached=2048), model=MODEL, block_size=16)
+        self.assertEqual((record.logical_match_tokens, record.recoverable_tokens), (2048, 2048))
+        self.assertFalse(record.HasField("recompute_tokens"))
+        for cached in (4096, 2047):
+            with self.assertRaises(adapters.SkippedRequest) as refused:
+                adapters.from_vllm(finished(prompt=4096, cached=cached), model=MODEL, block_size=16)
+            self.assertEqual(refused.exception.reason, "inconsistent")
+
+    # Proves (4): TTFT is e2e - decode (arrival -> first token), never queued + prefill; the prefill
+    # time is a compute time only without a connector or for a miss.
+    def test_times(self):
+        plain = adapters.from_vllm(finished(e2e=1.0, decode=0.7, prefill=0.2), model=MODEL)
+        self.assertAlmostEqual(plain.ttft_seconds, 0.3)
+        self.assertEqual(plain.suffix_prefill_seconds, 0.2)
+        self.assertFalse(plain.HasField("reload_seconds"))
+        hit = adapters.from_vllm(finished(), model=MODEL, connector=True)
+        self.assertFalse(hit.HasField("suffix_prefill_seconds"))
+        miss = adapters.from_vllm(finished(cached=0), model=MODEL, connector=True)
+        self.assertEqual((miss.tier, miss.suffix_prefill_seconds), (record_pb2.TIER_UNSPECIFIED, 0.2))
+        older = finished(e2e=0.0)  # e2e not measured: no TTFT rather than a made-up one
+        self.assertFalse(adapters.from_vllm(older, model=MODEL).HasField("ttft_seconds"))
+
+    # Proves (2): no output token means no record, by reason; an abort after the first token ran
+    # its prefill and is a record.
+    def test_aborts_and_errors(self):
+        for reason, expected in ((FinishReason.ABORT, "aborted"), (FinishReason.ERROR, "failed"),
+                                 (FinishReason.STOP, "missing_field")):
+            with self.assertRaises(adapters.SkippedRequest) as skipped:
+                adapters.from_vllm(finished(reason, cached=0, generated=0, prefill=0.0), model=MODEL)
+            self.assertEqual(skipped.exception.reason, expected)
+        late = adapters.from_vllm(finished(FinishReason.ABORT, generated=3), model=MODEL)
+        self.assertEqual(late.logical_match_tokens, 2048)
+        self.assertEqual(adapters.vllm_finish_reason(2), "abort")
+        self.assertEqual(adapters.vllm_finish_reason("FinishReason.ERROR"), "error")
+
+
+class SglangTest(ServerTest):
+    # Proves (3, 4): the tier follows cached_tokens_details (one tier, "mixed", storage by its
+    # backend, "unknown" without details); the prefill forward is a compute time only for a miss
+    # or a device-only hit; TTFT comes from the metrics timestamps.
+    def test_tiers_and_times(self):
+        t0 = 1_700_000_000.0
+        metrics = {"request_received_ts": t0, "forward_entry_time": t0 + 0.1, "prefill_finished_time": t0 + 0.35,
+                   "queue_time": 0.09}
+        cases = [
+            ({"device": 2048, "host": 0}, "device"),
+            ({"device": 1024, "host": 1024}, "mixed"),
+            ({"device": 0, "host": 0, "storage": 2048, "storage_backend": "HiCacheFile"}, "disk"),
+            ({"device": 0, "host": 0, "storage": 2048, "storage_backend": "MooncakeStore"}, "remote"),
+            ({"device": 0, "host": 0, "storage": 2048, "storage_backend": "MyCustomBackend"}, "unknown"),
+            (None, "unknown"),
+        ]
+        records = []
+        for i, (details, tier) in enumerate(cases):
+            meta = sglang_meta_info(rid=f"s{i}", prompt_tokens=4096, cached_tokens=2048, details=details,
+                                    metrics=metrics)
+            record = adapters.from_sglang(meta, model=MODEL)
+            self.assertEqual(record.tier, record_pb2.Tier.Value("TIER_" + tier.upper()), details)
+            self.assertAlmostEqual(record.ttft_seconds, 0.35, places=6)
+            self.assertEqual(record.HasField("suffix_prefill_seconds"), tier == "device", details)
+            records.append(record)
+        self.assertAlmostEqual(records[0].suffix_prefill_seconds, 0.25, places=6)
+        self.send(records)
+        tiers = {dict(labels)["tier"] for labels in self.series("kvledger_requests_total")}
+        self.assertEqual(tiers, {"device", "mixed", "disk", "remote", "unknown"})
+        self.assertIsNone(self.value("kvledger_requests_total", model=MODEL, tier="host"))  # never claimed
+        # Only the device-only hit measured a compute time.
+        self.assertEqual(self.value("kvledger_suffix_prefill_seconds_count", model=MODEL, tier="device"), 1)
+        self.assertIsNone(self.value("kvledger_suffix_prefill_seconds_count", model=MODEL, tier="mixed"))
+
+    # Proves (2): an SGLang abort before the first token is not a record ("failed" for a 5xx).
+    def test_abort(self):
+        abort = {"type": "abort", "message": "client disconnected", "status_code": 499}
+        with self.assertRaises(adapters.SkippedRequest) as skipped:
+            adapters.from_sglang(sglang_meta_info(prompt_tokens=10, cached_tokens=0, completion_tokens=0,
+                                                  finish=abort), model=MODEL)
+        self.assertEqual(skipped.exception.reason, "aborted")
+        failed = dict(abort, status_code=500)
+        with self.assertRaises(adapters.SkippedRequest) as skipped:
+            adapters.from_sglang(sglang_meta_info(prompt_tokens=10, cached_tokens=0, completion_tokens=0,
+                                                  finish=failed), model=MODEL)
+        self.assertEqual(skipped.exception.reason, "failed")
+
+
+class VllmLoggerTest(ServerTest):
+    # Proves (2, 3, 4, 5) end to end: the plugin vLLM loads turns finished requests into records
+    # on a real server: misses count as misses, aborts and errors before the first token are
+    # unrecorded (not fake misses), a plain deployment's hits are "device", and its prefill times
+    # feed the compute rate.
+    def test_plain_deployment(self):
+        logger = self.logger(connector=False)
+        self.assertEqual(logger.model, MODEL)
+        iteration = IterationStats()
+        iteration.finished_requests = [
+            finished(cached=2048, request_id="hit"),
+            finished(cached=0, request_id="miss"),
+            finished(FinishReason.ABORT, cached=0, generated=0, prefill=0.0),
+            finished(FinishReason.ABORT, cached=0, generated=0, prefill=0.0),
+            finished(FinishReason.ERROR, cached=0, generated=0, prefill=0.0),
+        ]
+        logger.record(scheduler_stats=SchedulerStats(), iteration_stats=iteration, mm_cache_stats=None, engine_idx=0)
+        logger.log_engine_initialized()
+        self.assertTrue(logger.reporter.flush(30))
+        self.assertEqual(self.value("kvledger_requests_total", model=MODEL, tier="device"), 1)
+        self.assertEqual(self.value("kvledger_requests_total", model=MODEL, tier="none"), 1)
+        self.assertEqual(self.value("kvledger_prompt_tokens_total", model=MODEL, tier="none"), 4096)
+        self.assertEqual(self.value("kvledger_unrecorded_requests_total", model=MODEL, reason="aborted"), 2)
+        self.assertEqual(self.value("kvledger_unrecorded_requests_total", model=MODEL, reason="failed"), 1)
+        self.assertEqual(self.value("kvledger_recoverable_model_disagreements_total", model=MODEL, tier="device"), 0)
+        self.assertIsNotNone(self.value("kvledger_prefill_flops_per_second", model=MODEL))
+        self.assertEqual(dict(logger.skipped), {"aborted": 2, "failed": 1})
+
+    # Proves (3, 4, 7): with a KV connector a hit is "unknown", its prefill time (which may hold a
+    # synchronous load) is not a compute time, and the connector's CPU_to_GPU transfers reach the
+    # live host bandwidth that Advise answers from, and their own counters.
+    def test_connector_deployment(self):
+        logger = self.logger(connector=True)
+        iteration = IterationStats()
+        iteration.finished_requests = [finished(cached=2048), finished(cached=1024)]
+        connector_stats = {"CPU_to_GPU": [{"op_size": 1_000_000_000, "op_time": 0.1},
+                                          {"op_size": 3_000_000_000, "op_time": 0.3}],
+                           "GPU_to_CPU": [{"op_size": 5_000_000_000, "op_time": 0.1}]}  # stores: not reloads
+        logger.record(SchedulerStats(kv_connector_stats=connector_stats), iteration)
+        self.assertTrue(logger.reporter.flush(30))
+        self.assertEqual(self.value("kvledger_requests_total", model=MODEL, tier="unknown"), 2)
+        self.assertIsNone(self.value("kvledger_requests_total", model=MODEL, tier="device"))
+        self.assertIsNone(self.value("kvledger_suffix_prefill_seconds_count", model=MODEL, tier="unknown"))
+        self.assertIsNone(self.value("kvledger_prefill_flops_per_second", model=MODEL))
+        self.assertEqual(self.value("kvledger_engine_transfer_bytes_total", model=MODEL, tier="host"), 4e9)
+        self.assertEqual(self.value("kvledger_engine_transfer_seconds_total", model=MODEL, tier="host"), 0.4)
+        self.assertEqual(self.value("kvledger_engine_transfers_total", model=MODEL, tier="host"), 2)
+        self.assertAlmostEqual(self.value("kvledger_reload_bandwidth_bytes_per_second", model=MODEL, tier="host"),
+                               1e10, delta=1)
+        with grpc.insecure_channel(self.server.grpc_address) as channel:
+            advice = ledger_pb2_grpc.LedgerStub(channel).Advise(advice_pb2.AdviceRequest(
+                model=MODEL, prompt_tokens=8192, candidates=[advice_pb2.AdviceCandidate(
+                    tier=record_pb2.TIER_HOST, logical_match_tokens=4096)]), timeout=10)
+        self.assertEqual(advice.candidates[0].bandwidth.basis, advice_pb2.BASIS_LIVE)
+        self.assertEqual(advice.candidates[0].bandwidth.samples, 1)  # one summed observation per round
+
+    # Proves (6): a vLLM whose FinishedRequestStats lacks num_cached_tokens is warned about at start,
+    # and log() writes a summary with sends, drops and skips by reason at most once a minute.
+    def test_warns_and_summarizes(self):
+        real = vllm_stats.FinishedRequestStats
+        vllm_stats.FinishedRequestStats = vllm_stats.OlderFinishedRequestStats
+        try:
+            with self.assertLogs("kvledger.vllm", logging.WARNING) as warned:
+                logger = self.logger()
+        finally:
+            vllm_stats.FinishedRequestStats = real
+        self.assertIn("num_cached_tokens", warned.output[0])
+        iteration = IterationStats()
+        iteration.finished_requests = [vllm_stats.OlderFinishedRequestStats(FinishReason.STOP, num_prompt_tokens=64,
+                                                                            num_generation_tokens=4)]
+        logger.record(None, iteration)
+        with self.assertNoLogs("kvledger.vllm", logging.INFO):
+            logger.log()  # less than a minute since start: nothing
+        logger._last_summary -= 61
+        with self.assertLogs("kvledger.vllm", logging.INFO) as summary:
+            logger.log()
+        self.assertIn("0 records sent, 0 dropped, 0 rejected; skipped: missing_field 1", summary.output[0])
+
+
+class EngineStatsRpcTest(ServerTest):
+    # Proves (7): RecordEngineStats rejects a bad entry by index, field, value and rule, and counts
+    # the others; rejections are exported by reason.
+    def test_bad_entries_are_named_and_the_rest_count(self):
+        request = ledger_pb2.EngineStatsRequest(
+            transfers=[ledger_pb2.TransferObservation(model=MODEL, tier=record_pb2.TIER_DISK, bytes=100, seconds=0.5),
+                       ledger_pb2.TransferObservation(model=MODEL, tier=record_pb2.TIER_MIXED, bytes=1, seconds=1)],
+            unrecorded=[ledger_pb2.UnrecordedRequests(model=MODEL, reason=ledger_pb2.UNRECORDED_REASON_FAILED,
+                                                      requests=2, logical_match_tokens=512),
+                        ledger_pb2.UnrecordedRequests(model=MODEL, requests=1)])
+        with grpc.insecure_channel(self.server.grpc_address) as channel:
+            reply = ledger_pb2_grpc.LedgerStub(channel).RecordEngineStats(request, timeout=10)
+        self.assertEqual((reply.accepted, reply.rejected), (2, 2))
+        self.assertEqual([(r.index, r.reason) for r in reply.rejections], [(1, "invalid_tier"), (1, "invalid_reason")])
+        self.assertEqual(reply.rejections[0].message, "transfers[1].tier = 5: must be the tier the data came from: "
+                                                      "device, host, disk or remote (1-4)")
+        self.assertEqual(self.value("kvledger_engine_transfer_bytes_total", model=MODEL, tier="disk"), 100)
+        self.assertEqual(self.value("kvledger_unrecorded_logical_match_tokens_total", model=MODEL, reason="failed"),
+                         512)
+        self.assertEqual(self.value("kvledger_engine_stats_rejected_total", reason="invalid_tier"), 1)
+        self.assertEqual(self.value("kvledger_engine_stats_rejected_total", reason="invalid_reason"), 1)
+
+
+class ImportSideEffectsTest(unittest.TestCase):
+    # Proves (8): importing kvledger, its adapters and the vLLM plugin module changes nothing in the
+    # host process's environment (no gRPC variables), and does not import grpc for adapters alone;
+    # enable_fork_support() is the explicit, scoped opt-in.
+    def test_import_changes_no_environment(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GRPC_")}
+        env["PYTHONPATH"] = PACKAGE
+        code = ("import os, sys, kvledger, kvledger.adapters; grpc_loaded = 'grpc' in sys.modules; "
+                "import kvledger.vllm; "
+                "print(grpc_loaded, sorted(k for k in os.environ if k.startswith('GRPC_')))")
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), "False []")
+        code = "import os, kvledger; print(kvledger.enable_fork_support(), os.environ['GRPC_ENABLE_FORK_SUPPORT'])"
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.stdout.strip(), "True true", out.stderr)
+        code = "import grpc, kvledger; print(kvledger.enable_fork_support())"  # too late: says so
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.stdout.strip(), "False", out.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]], verbosity=2)
