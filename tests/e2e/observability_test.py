@@ -78,6 +78,11 @@ def make_trace(models, seed):
                 r.suffix_prefill_seconds = rng.randrange(50, 2000) / 1000
             r.ttft_seconds = rng.randrange(60, 6000) / 1000
             records.append(r)
+        for i, tier in enumerate((record_pb2.TIER_MIXED, record_pb2.TIER_UNKNOWN)):  # no single source tier
+            n = rng.randrange(512, 8192)
+            records.append(record_pb2.Record(model=model, tier=tier, prompt_tokens=n,
+                                             logical_match_tokens=rng.randrange(1, n + 1), reload_seconds=0.01 * (i + 1),
+                                             suffix_prefill_seconds=0.5, ttft_seconds=0.9))
         for i in range(4):  # misses
             n = rng.randrange(64, 4096)
             records.append(record_pb2.Record(model=model, prompt_tokens=n, suffix_prefill_seconds=n / 10000,
@@ -90,8 +95,21 @@ BAD = [record_pb2.Record(model="llama-3.1-8b", tier=record_pb2.TIER_HOST, prompt
        record_pb2.Record(model="mistral-7b-v0.1", prompt_tokens=100, reload_seconds=-1)]
 
 
+# What an engine's stat logger sends besides records: aggregate host transfers and requests that
+# ended before their first token (RecordEngineStats).
+ENGINE_STATS = ledger_pb2.EngineStatsRequest(
+    transfers=[ledger_pb2.TransferObservation(model="llama-3.1-8b", tier=record_pb2.TIER_HOST, bytes=4_000_000_000,
+                                              seconds=0.5, transfers=8)],
+    unrecorded=[ledger_pb2.UnrecordedRequests(model="llama-3.1-8b", reason=ledger_pb2.UNRECORDED_REASON_ABORTED,
+                                              requests=3),
+                ledger_pb2.UnrecordedRequests(model="llama-3.1-8b", reason=ledger_pb2.UNRECORDED_REASON_FAILED,
+                                              requests=1, logical_match_tokens=2048)])
+
+
 def send(stub, records):
     response = stub.RecordBatch(ledger_pb2.RecordBatchRequest(records=records), timeout=60)
+    engine = stub.RecordEngineStats(ENGINE_STATS, timeout=60)
+    assert (engine.accepted, engine.rejected) == (3, 0), engine
     return response.accepted, response.rejected
 
 
@@ -285,7 +303,7 @@ class DashboardTest(unittest.TestCase):
         self.assertEqual(self.prometheus.value("sum(kvledger_model_label_folded_records_total)"),
                          2 * sum(r.model in self.MODELS[self.KNOWN + 1:] for r in self.trace))
         tiers = {s["metric"]["tier"] for s in self.prometheus.query("group by (tier) (kvledger_requests_total)")}
-        self.assertEqual(tiers, {"none", "device", "host", "disk", "remote"})
+        self.assertEqual(tiers, {"none", "device", "host", "disk", "remote", "mixed", "unknown"})
 
     # Proves: the shipped recording rules all load and produce data on a real Prometheus, and the
     # job-level token hit ratio equals the trace's.
