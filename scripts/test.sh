@@ -46,7 +46,7 @@ cmake -S "$root" -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVLEDGER_WERROR=
   -DKVLEDGER_BUILD_BENCH=OFF >/dev/null
 cmake --build "$tsan" -j"$(nproc)" --target reporter_queue_test accounting_test profiles_test server_test
 export TSAN_OPTIONS="halt_on_error=1"
-ctest_in "$tsan" -R '^(ReporterQueueTest|AggregatorTest|LedgerTest|ModelRegistryTest|DeriveTest|BatchDeduplicatorTest|LiveRatesTest|DecayedRateTest)\.'
+ctest_in "$tsan" -R '^(ReporterQueueTest|AggregatorTest|LedgerTest|ModelRegistryTest|DeriveTest|BatchDeduplicatorTest|LiveRatesTest|DecayedRateTest|EngineStatsTest)\.'
 
 echo "test.sh: === fuzz (libFuzzer, ${KVLEDGER_FUZZ_SECONDS:-20} s per target) ==="
 fuzz="$build_root/fuzz"

@@ -291,6 +291,16 @@ class EngineStatsRpcTest(ServerTest):
                          512)
         self.assertEqual(self.value("kvledger_engine_stats_rejected_total", reason="invalid_tier"), 1)
         self.assertEqual(self.value("kvledger_engine_stats_rejected_total", reason="invalid_reason"), 1)
+        # With every new family and a mixed and an unknown hit present, the page is still well formed
+        # for Prometheus, and no two series share a name and label set.
+        self.send([kvledger.make_record(model=MODEL, tier=tier, prompt_tokens=100, logical_match_tokens=50)
+                   for tier in ("mixed", "unknown")])
+        text = self.server.scrape()
+        check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True,
+                               timeout=60)
+        self.assertEqual((check.returncode, check.stdout + check.stderr), (0, ""))
+        lines = [line.rsplit(" ", 1)[0] for line in text.splitlines() if line and not line.startswith("#")]
+        self.assertEqual(len(lines), len(set(lines)))
 
 
 class ImportSideEffectsTest(unittest.TestCase):

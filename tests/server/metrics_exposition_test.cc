@@ -119,3 +119,46 @@ TEST_F(MetricsExpositionTest, FoldingAndGenericInfo) {
 
 }  // namespace
 }  // namespace kvledger
+
+namespace kvledger {
+namespace {
+
+// Engine statistics and the tiers that name no single source: exact series, seconds as exact
+// decimals, and a mixed hit exported under tier="mixed", never under one of its tiers.
+TEST(EngineStatsExpositionTest, TransfersUnrecordedAndMixedTiers) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
+  Aggregator aggregator(registry.labels().label_slots());
+  LiveRates rates(registry.labels().label_slots(), 300, [] { return 0.0; });
+  Ledger ledger(registry, aggregator, &rates);
+  EngineStats engine(registry, &rates);
+  const MetricsExposition exposition(aggregator, registry, "9.9.9", &rates, &engine);
+
+  ASSERT_FALSE(engine.AddTransfer({"llama-3.1-8b", 2, 3'000'000'000, 0.25, 3}, ""));
+  ASSERT_FALSE(engine.AddUnrecorded({"llama-3.1-8b", 2, 4, 1024}, ""));
+  ASSERT_TRUE(engine.AddTransfer({"llama-3.1-8b", 6, 1, 1, 0}, "transfers[1]."));  // unknown: rejected
+  RecordFacts mixed;
+  mixed.model = "llama-3.1-8b";
+  mixed.tier_value = 5;
+  mixed.prompt_tokens = 4096;
+  mixed.logical_match_tokens = 2048;
+  mixed.reload_seconds = 0.5;
+  ASSERT_TRUE(ledger.Record(mixed).ok());
+
+  const std::string text = exposition.Text();
+  const std::string llama = "model=\"llama-3.1-8b\"";
+  EXPECT_THAT(text, HasSubstr("kvledger_engine_transfer_bytes_total{" + llama + ",tier=\"host\"} 3000000000\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_engine_transfer_seconds_total{" + llama + ",tier=\"host\"} 0.25\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_engine_transfers_total{" + llama + ",tier=\"host\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_unrecorded_requests_total{" + llama + ",reason=\"failed\"} 4\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_unrecorded_logical_match_tokens_total{" + llama + ",reason=\"failed\"} 1024\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_engine_stats_rejected_total{reason=\"invalid_tier\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_engine_stats_rejected_total{reason=\"invalid_seconds\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_reload_bandwidth_bytes_per_second{" + llama + ",tier=\"host\"} 1.2e+10\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_requests_total{" + llama + ",tier=\"mixed\"} 1\n"));
+  EXPECT_THAT(text, Not(HasSubstr("kvledger_reload_bandwidth_bytes_per_second{" + llama + ",tier=\"mixed\"}")));
+  EXPECT_THAT(text, HasSubstr("# TYPE kvledger_unrecorded_requests_total counter\n"));
+}
+
+}  // namespace
+}  // namespace kvledger

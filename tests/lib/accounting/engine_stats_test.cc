@@ -2,6 +2,9 @@
 // rejected entry changes nothing but its reason's count.
 #include "lib/accounting/engine_stats.h"
 
+#include <cmath>
+#include <thread>
+
 #include "gtest/gtest.h"
 #include "lib/profiles/profile_catalog.h"
 
@@ -96,6 +99,24 @@ TEST_F(EngineStatsTest, EveryRuleNamesTheEntryFieldValueAndRule) {
   EXPECT_EQ(s.rejected[static_cast<size_t>(EngineStatsRejectReason::kInvalidSeconds)], 2u);
   EXPECT_EQ(s.rejected[static_cast<size_t>(EngineStatsRejectReason::kUnknownModel)], 1u);
   EXPECT_TRUE(rates_.Snapshot().empty());
+}
+
+// Proves: concurrent writers (two engines' loggers) lose nothing (run under ThreadSanitizer too).
+TEST_F(EngineStatsTest, ConcurrentWritersSumExactly) {
+  auto feed = [&] {
+    for (int i = 0; i < 1000; ++i) {
+      ASSERT_FALSE(stats_.AddTransfer(Transfer(1000, 0.001), ""));
+      ASSERT_FALSE(stats_.AddUnrecorded({"llama-3.1-8b", 1, 1, 0}, ""));
+    }
+  };
+  std::thread one(feed), two(feed);
+  one.join();
+  two.join();
+  const EngineStats::Snapshot s = stats_.Totals();
+  EXPECT_EQ(s.transfers.at({slot_, Tier::kHost}).bytes, Uint128{2'000'000});
+  EXPECT_EQ(s.transfers.at({slot_, Tier::kHost}).seconds_nanounits, Uint128{2'000'000'000});
+  EXPECT_EQ(s.unrecorded.at({slot_, UnrecordedReason::kAborted}).requests, 2000u);
+  EXPECT_EQ(rates_.ReloadBandwidth(slot_, Tier::kHost)->samples, 2000u);
 }
 
 // Proves: the reason labels are the exported ones.
