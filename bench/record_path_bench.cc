@@ -113,7 +113,7 @@ void BM_Scrape(benchmark::State& state) {
       if (!ledger.Record(f).ok()) state.SkipWithError("record rejected");
     }
   }
-  MetricsExposition exposition(aggregator, registry, "bench");
+  MetricsExposition exposition(aggregator, registry);
   size_t bytes = 0;
   for (auto _ : state) {  // as /metrics serves it: written in pieces, each sent and dropped
     bytes = 0;

@@ -19,6 +19,7 @@
 #include "server/http_listener.h"
 #include "server/ledger_service.h"
 #include "server/metrics_exposition.h"
+#include "server/server_metrics.h"
 
 namespace kvledger {
 namespace {
@@ -73,7 +74,8 @@ struct KvledgerServer::State {
   std::unique_ptr<Aggregator> aggregator;
   std::unique_ptr<LiveRates> rates;
   std::unique_ptr<Ledger> ledger;
-  std::unique_ptr<EngineStats> engine_stats;  // null with a custom sink (the no-op server discards them too)
+  std::unique_ptr<EngineStats> engine_stats;
+  std::unique_ptr<ServerMetrics> metrics;  // null with a custom sink (the no-op server discards them too)
   std::unique_ptr<RecordSink> sink;  // when not the ledger
   std::unique_ptr<LedgerService> service;
   std::unique_ptr<grpc::Server> grpc_server;
@@ -88,6 +90,8 @@ KvledgerServer::KvledgerServer(std::unique_ptr<State> state) : state_(std::move(
 KvledgerServer::~KvledgerServer() { Shutdown(); }
 
 size_t KvledgerServer::profile_count() const { return state_->catalog.Names().size(); }
+
+ServerMetrics& KvledgerServer::metrics() { return *state_->metrics; }
 
 uint64_t KvledgerServer::accepted_records() const {
   uint64_t total = 0;
@@ -116,8 +120,9 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   state->sink = std::move(sink);
   RecordSink& records = state->sink ? *state->sink : static_cast<RecordSink&>(*state->ledger);
   if (!state->sink) state->engine_stats = std::make_unique<EngineStats>(*state->registry, state->rates.get());
+  state->metrics = std::make_unique<ServerMetrics>(kVersion);
   state->service = std::make_unique<LedgerService>(records, *state->registry, service_options, state->rates.get(),
-                                                   state->engine_stats.get());
+                                                   state->engine_stats.get(), state->metrics.get());
 
   auto credentials = Credentials(options);
   if (!credentials.ok()) return credentials.status();
@@ -141,6 +146,9 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   int grpc_port = 0;
   builder.AddListeningPort(options.grpc_address, *credentials, &grpc_port);
   builder.RegisterService(state->service.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(state->metrics->NewInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   state->grpc_server = builder.BuildAndStart();
   if (!state->grpc_server || grpc_port == 0) {
     if (!options.tls_cert_file.empty()) {
@@ -164,12 +172,20 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
           "\": the first line is empty; an empty password would let anyone scrape"));
     }
   }
-  state->exposition = std::make_unique<MetricsExposition>(*state->aggregator, *state->registry, kVersion,
-                                                          state->rates.get(), state->engine_stats.get());
+  state->exposition = std::make_unique<MetricsExposition>(*state->aggregator, *state->registry, state->rates.get(),
+                                                          state->engine_stats.get(), &state->metrics->registry());
   std::vector<HttpListener::Route> routes;
-  routes.push_back({"/metrics", [exposition = state->exposition.get()](const HttpRequest&) {
+  routes.push_back({"/metrics", [exposition = state->exposition.get(), metrics = state->metrics.get()](const HttpRequest&) {
                       HttpResponse response = HttpResponse::Of(200, kExpositionContentType, "");
-                      response.stream = [exposition](const HttpResponse::Writer& write) { exposition->Write(write); };
+                      response.stream = [exposition, metrics](const HttpResponse::Writer& write) {
+                        const absl::Time start = absl::Now();
+                        size_t bytes = 0;
+                        exposition->Write([&](std::string& piece) {
+                          bytes += piece.size();
+                          write(piece);
+                        });
+                        metrics->Scraped(absl::ToDoubleSeconds(absl::Now() - start), bytes);
+                      };
                       return response;
                     }});
   for (auto& route : HttpApiRoutes(*state->registry, *state->aggregator, *state->rates)) routes.push_back(std::move(route));

@@ -13,6 +13,8 @@
 
 namespace kvledger {
 
+class ServerMetrics;
+
 inline constexpr char kVersion[] = "0.1.0";
 
 class KvledgerServer {
@@ -30,6 +32,8 @@ class KvledgerServer {
   const std::string& metrics_address() const { return metrics_address_; }
   // Number of profiles loaded.
   size_t profile_count() const;
+  // The server's own operational metrics (exported on /metrics), e.g. for the listener watchdog.
+  ServerMetrics& metrics();
   // Records accepted so far, summed over every model and tier (the sum of kvledger_requests_total);
   // readable after Shutdown.
   uint64_t accepted_records() const;

@@ -91,6 +91,7 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
       service_.streams_.insert(this);
       ending = service_.streams_ending_;
     }
+    if (service_.metrics_ != nullptr) service_.metrics_->StreamOpened();
     if (ending) {
       EndWithSummary();  // shutting down: an empty summary, nothing read
       return;
@@ -107,6 +108,7 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
       return;
     }
     if (TooLarge(batch_, service_.options_.max_batch_records)) {
+      if (service_.metrics_ != nullptr) service_.metrics_->BatchOversized(static_cast<size_t>(batch_.records_size()));
       FinishLocked(TooLargeStatus(batch_, service_.options_.max_batch_records,
                                   absl::StrCat("nothing of it was counted; the stream's earlier batches were (",
                                                response_->accepted(), " accepted, ", response_->rejected(),
@@ -139,6 +141,7 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
   }
 
   void OnDone() override {
+    if (service_.metrics_ != nullptr) service_.metrics_->StreamClosed();
     {
       MutexLock lock(&service_.streams_mu_);
       service_.streams_.erase(this);
@@ -168,8 +171,13 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
 };
 
 LedgerService::LedgerService(RecordSink& sink, const ModelRegistry& registry, const LedgerServiceOptions& options,
-                             const LiveRates* rates, EngineStats* engine_stats)
-    : sink_(sink), registry_(registry), rates_(rates), engine_stats_(engine_stats), options_(options), dedup_(options.dedup_entries, options.dedup_age) {
+                             const LiveRates* rates, EngineStats* engine_stats, ServerMetrics* metrics)
+    : sink_(sink),
+      registry_(registry),
+      rates_(rates),
+      engine_stats_(engine_stats),
+      metrics_(metrics),
+      options_(options), dedup_(options.dedup_entries, options.dedup_age) {
   if (options_.stream_idle_timeout > absl::ZeroDuration()) {
     reaper_ = std::thread([this] {
       while (!stop_reaper_.WaitForNotificationWithTimeout(absl::Seconds(1))) EndIdleStreams(absl::Now());
@@ -233,6 +241,7 @@ grpc::Status LedgerService::ApplyBatch(const v1::RecordBatchRequest& batch, v1::
   }
   switch (dedup_.Begin(id, outcome)) {
     case BatchDeduplicator::Claim::kApplied:  // a retry: the original outcome, nothing counted again
+      if (metrics_ != nullptr) metrics_->BatchDeduplicated();
       return grpc::Status::OK;
     case BatchDeduplicator::Claim::kInProgress:
       return grpc::Status(grpc::StatusCode::UNAVAILABLE,
@@ -250,6 +259,7 @@ grpc::ServerUnaryReactor* LedgerService::RecordBatch(grpc::CallbackServerContext
                                                      v1::RecordBatchResponse* response) {
   auto* reactor = context->DefaultReactor();
   if (TooLarge(*request, options_.max_batch_records)) {
+    if (metrics_ != nullptr) metrics_->BatchOversized(static_cast<size_t>(request->records_size()));
     reactor->Finish(TooLargeStatus(*request, options_.max_batch_records, "nothing of the batch was counted"));
     return reactor;
   }

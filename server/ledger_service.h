@@ -16,6 +16,7 @@
 #include "lib/accounting/live_rates.h"
 #include "lib/accounting/record_sink.h"
 #include "server/batch_dedup.h"
+#include "server/server_metrics.h"
 
 namespace kvledger {
 
@@ -33,11 +34,13 @@ struct LedgerServiceOptions {
 
 // Thread-safe; `sink`, `registry` (for Explain and Advise), `rates` (for Advise; may be null) and
 // `engine_stats` (for RecordEngineStats; null: entries are parsed and discarded, as a no-op sink
-// does with records) must outlive the service.
+// does with records) and `metrics` (streams open, deduplicated and oversized batches; may be null)
+// must outlive the service.
 class LedgerService final : public v1::Ledger::CallbackService {
  public:
   LedgerService(RecordSink& sink, const ModelRegistry& registry, const LedgerServiceOptions& options,
-                const LiveRates* rates = nullptr, EngineStats* engine_stats = nullptr);
+                const LiveRates* rates = nullptr, EngineStats* engine_stats = nullptr,
+                ServerMetrics* metrics = nullptr);
   ~LedgerService() override;
 
   grpc::ServerUnaryReactor* Record(grpc::CallbackServerContext* context, const v1::Record* request,
@@ -73,6 +76,7 @@ class LedgerService final : public v1::Ledger::CallbackService {
   const ModelRegistry& registry_;
   const LiveRates* const rates_;
   EngineStats* const engine_stats_;
+  ServerMetrics* const metrics_;
   const LedgerServiceOptions options_;
   BatchDeduplicator dedup_;
   Mutex streams_mu_;

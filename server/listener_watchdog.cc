@@ -102,12 +102,13 @@ absl::StatusOr<uint64_t> RaiseDescriptorLimit() {
 
 absl::StatusOr<std::unique_ptr<ListenerWatchdog>> ListenerWatchdog::Start(
     uint16_t port, absl::Duration deaf_after, std::function<void(const std::string&)> on_deaf,
-    absl::Duration interval) {
+    absl::Duration interval, std::function<void(int64_t queued)> on_check) {
   auto watchdog = std::unique_ptr<ListenerWatchdog>(new ListenerWatchdog());
   watchdog->port_ = port;
   watchdog->deaf_after_ = deaf_after;
   watchdog->interval_ = interval;
   watchdog->on_deaf_ = std::move(on_deaf);
+  watchdog->on_check_ = std::move(on_check);
   const auto own = OwnSocketInodes();
   for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
     const int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -149,6 +150,7 @@ void ListenerWatchdog::Run() {
   absl::Time queued_since = absl::InfiniteFuture();
   while (!stop_.WaitForNotificationWithTimeout(interval_)) {
     const int64_t queued = QueuedConnections();
+    if (on_check_) on_check_(queued);
     const absl::Time now = absl::Now();
     if (queued == 0) {
       queued_since = absl::InfiniteFuture();

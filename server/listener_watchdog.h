@@ -28,10 +28,11 @@ absl::StatusOr<uint64_t> RaiseDescriptorLimit();
 
 class ListenerWatchdog {
  public:
-  // Watches the sockets this process listens on at `port`; checks every `interval`.
+  // Watches the sockets this process listens on at `port`; checks every `interval`. `on_check`
+  // (optional) receives every check's queued-connection count, on the watchdog's thread.
   static absl::StatusOr<std::unique_ptr<ListenerWatchdog>> Start(
       uint16_t port, absl::Duration deaf_after, std::function<void(const std::string&)> on_deaf,
-      absl::Duration interval = absl::Seconds(1));
+      absl::Duration interval = absl::Seconds(1), std::function<void(int64_t queued)> on_check = nullptr);
   ~ListenerWatchdog();
 
  private:
@@ -44,6 +45,7 @@ class ListenerWatchdog {
   absl::Duration deaf_after_;
   absl::Duration interval_;
   std::function<void(const std::string&)> on_deaf_;
+  std::function<void(int64_t)> on_check_;
   std::vector<std::string> inodes_;  // of the listening sockets
   std::vector<int> tables_;          // /proc/net/tcp and /proc/net/tcp6, held open
   absl::Notification stop_;

@@ -1,192 +1,292 @@
 #include "server/metrics_exposition.h"
 
-#include <array>
-#include <charconv>
-#include <vector>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "prometheus/text_serializer.h"
 
 namespace kvledger {
 namespace {
 
-// Label values escaped as the text format requires: backslash, double quote, newline.
-void AppendEscaped(std::string& out, absl::string_view value) {
-  for (char c : value) {
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+using Labels = std::vector<ClientMetric::Label>;
+
+// HELP text as the text format requires it (backslash and newline escaped): TextSerializer
+// writes HELP verbatim.
+std::string EscapeHelp(absl::string_view help) {
+  std::string out;
+  for (char c : help) {
     if (c == '\\') {
       out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
     } else if (c == '\n') {
       out += "\\n";
     } else {
       out += c;
     }
   }
+  return out;
 }
 
-void AppendInteger(std::string& out, Uint128 value) {
-  if (value <= UINT64_MAX) {
-    absl::StrAppend(&out, static_cast<uint64_t>(value));
-  } else {
-    out += Uint128ToString(value);
+MetricFamily Family(const char* name, const char* help, MetricType type) {
+  return MetricFamily{name, EscapeHelp(help), type, {}};
+}
+
+double NanoUnitsToDouble(Uint128 nanos) { return Uint128ToDouble(nanos) / kNanoUnitsPerUnit; }
+
+// Everything one scrape exports, read once so that every family agrees.
+struct Scrape {
+  AggregateSnapshot snapshot;
+  std::vector<ModelLabel> models;
+  std::vector<Labels> cell_labels;  // {model, tier} per snapshot cell
+  std::optional<EngineStats::Snapshot> engine;
+  std::optional<std::vector<LiveRates::Entry>> rates;
+  const ModelRegistry* registry = nullptr;
+
+  ClientMetric::Label Model(uint32_t slot) const {
+    return {"model", slot < models.size() ? models[slot].model : std::string(kOtherModelLabel)};
   }
+};
+
+ClientMetric CounterMetric(Labels labels, double value) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  m.counter.value = value;
+  return m;
 }
 
-// A sum in 1e-9 units as an exact decimal: "0.5", "3", "0.000000001".
-void AppendNanoUnits(std::string& out, Uint128 nanos) {
-  constexpr uint64_t kPerUnit = 1'000'000'000;
-  AppendInteger(out, nanos / kPerUnit);
-  uint64_t fraction = static_cast<uint64_t>(nanos % kPerUnit);
-  if (fraction == 0) return;
-  int digits = 9;
-  while (fraction % 10 == 0) {
-    fraction /= 10;
-    --digits;
-  }
-  const std::string text = absl::StrCat(fraction);
-  out += '.';
-  out.append(static_cast<size_t>(digits) - text.size(), '0');
-  out += text;
-}
-
-void AppendHeader(std::string& out, const char* name, const char* help, const char* type) {
-  absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
-}
-
-// `name{labels,extra}` then a space; `labels` is already escaped, `extra` may be empty.
-void AppendSeries(std::string& out, absl::string_view name, absl::string_view suffix, absl::string_view labels,
-                  absl::string_view extra = {}) {
-  out.append(name.data(), name.size());
-  out.append(suffix.data(), suffix.size());
-  out += '{';
-  out.append(labels.data(), labels.size());
-  if (!extra.empty()) {
-    if (!labels.empty()) out += ',';
-    out.append(extra.data(), extra.size());
-  }
-  out += "} ";
+ClientMetric GaugeMetric(Labels labels, double value) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  m.gauge.value = value;
+  return m;
 }
 
 template <size_t kBuckets>
-void AppendHistogram(std::string& out, const char* name, const std::string& labels, const FixedHistogram<kBuckets>& h,
-                     const std::array<std::string, kBuckets + 1>& le) {
+ClientMetric HistogramMetric(const Labels& labels, const FixedHistogram<kBuckets>& h,
+                       const std::array<double, kBuckets>& upper_bounds) {
+  ClientMetric m;
+  m.label = labels;
   uint64_t cumulative = 0;
   for (size_t i = 0; i <= kBuckets; ++i) {
     cumulative += h.counts[i];
-    AppendSeries(out, name, "_bucket", labels, le[i]);
-    absl::StrAppend(&out, cumulative, "\n");
+    m.histogram.bucket.push_back({cumulative, i < kBuckets ? upper_bounds[i] : std::numeric_limits<double>::infinity()});
   }
-  AppendSeries(out, name, "_sum", labels);
-  AppendNanoUnits(out, h.sum_nanounits);
-  out += '\n';
-  AppendSeries(out, name, "_count", labels);
-  absl::StrAppend(&out, h.count, "\n");
+  m.histogram.sample_sum = NanoUnitsToDouble(h.sum_nanounits);
+  m.histogram.sample_count = h.count;
+  return m;
 }
 
-// le="..." per bucket, +Inf last.
-const std::array<std::string, kLatencyBucketsNanos.size() + 1>& LatencyLe() {
-  static const auto le = [] {
-    std::array<std::string, kLatencyBucketsNanos.size() + 1> out;
-    for (size_t i = 0; i < kLatencyBucketsNanos.size(); ++i) {
-      std::string bound;
-      AppendNanoUnits(bound, kLatencyBucketsNanos[i]);
-      out[i] = absl::StrCat("le=\"", bound, "\"");
-    }
-    out.back() = "le=\"+Inf\"";
+const std::array<double, kLatencyBucketsNanos.size()>& LatencyBounds() {
+  static const auto bounds = [] {
+    std::array<double, kLatencyBucketsNanos.size()> out{};
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(kLatencyBucketsNanos[i]) / kNanoUnitsPerUnit;
     return out;
   }();
-  return le;
+  return bounds;
 }
 
-const std::array<std::string, kRatioBuckets + 1>& RatioLe() {
-  static const auto le = [] {
-    std::array<std::string, kRatioBuckets + 1> out;
-    for (int k = 1; k <= kRatioBuckets; ++k) {
-      std::string bound;
-      AppendNanoUnits(bound, Uint128{1'000'000'000} * k / kRatioBuckets);
-      out[k - 1] = absl::StrCat("le=\"", bound, "\"");
-    }
-    out.back() = "le=\"+Inf\"";
+const std::array<double, kRatioBuckets>& RatioBounds() {
+  static const auto bounds = [] {
+    std::array<double, kRatioBuckets> out{};
+    for (int k = 1; k <= kRatioBuckets; ++k) out[k - 1] = static_cast<double>(k) / kRatioBuckets;
     return out;
   }();
-  return le;
+  return bounds;
 }
 
-void AppendDouble(std::string& out, double value) {
-  char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
-  out.append(buffer, result.ptr);
+void AddCounterRow(const CounterSpec& spec, const Scrape& s, MetricFamily& f) {
+  for (size_t c = 0; c < s.snapshot.cells.size(); ++c) {
+    const Totals& t = s.snapshot.cells[c].totals;
+    for (int i = 0; i < Width(spec.dimension); ++i) {
+      Labels labels = s.cell_labels[c];
+      if (spec.dimension == Dimension::kCause) labels.push_back({"cause", CauseLabel(kAllCauses[i])});
+      if (spec.dimension == Dimension::kBoundary) labels.push_back({"boundary", BoundaryLabel(kAllBoundaries[i])});
+      const Uint128 sum = t.counter(spec.id, i);
+      f.metric.push_back(CounterMetric(std::move(labels), spec.nanounits ? NanoUnitsToDouble(sum) : Uint128ToDouble(sum)));
+    }
+  }
 }
 
-std::string Label(const char* name, absl::string_view value) {
-  std::string out = absl::StrCat(name, "=\"");
-  AppendEscaped(out, value);
-  return out += '"';
+// The families that are not rows of the figure schema, each described here once.
+struct ServedFamily {
+  const char* name;
+  const char* help;
+  MetricType type;
+  void (*fill)(const Scrape& s, MetricFamily& f);
+  enum Needs { kAggregate, kEngine, kRates } needs = kAggregate;
+};
+
+void FillRejected(const Scrape& s, MetricFamily& f) {
+  for (RejectReason reason : kAllRejectReasons) {
+    f.metric.push_back(CounterMetric({{"reason", RejectReasonLabel(reason)}},
+                               static_cast<double>(s.snapshot.rejected[static_cast<size_t>(reason)])));
+  }
 }
 
-std::string ModelLabelOf(const std::vector<ModelLabel>& models, uint32_t slot) {
-  return Label("model", slot < models.size() ? absl::string_view(models[slot].model) : kOtherModelLabel);
+void FillFolded(const Scrape& s, MetricFamily& f) {
+  f.metric.push_back(CounterMetric({}, static_cast<double>(s.snapshot.folded_records)));
 }
+
+// One info series per profile in the catalog, and per label whose name costs with another profile
+// (an opted-in unknown model costed as "generic").
+void FillModelInfo(const Scrape& s, MetricFamily& f) {
+  auto add = [&](const std::string& model, const Profile& p) {
+    uint64_t layers = 0;
+    for (const auto& g : p.shape().groups) layers += g.num_layers;
+    const auto& serving = p.definition().serving();
+    f.metric.push_back(GaugeMetric({{"model", model},
+                              {"profile", p.name()},
+                              {"attention", p.attention_summary()},
+                              {"layers", absl::StrCat(layers)},
+                              {"kv_page_tokens", absl::StrCat(serving.kv_page_tokens())},
+                              {"recurrent_checkpoint_tokens", absl::StrCat(serving.recurrent_checkpoint_tokens())}},
+                             1));
+  };
+  const ProfileCatalog& catalog = s.registry->catalog();
+  for (const auto& name : catalog.Names()) add(name, *catalog.Find(name));
+  for (const auto& model : s.models) {
+    if (catalog.Find(model.model) == nullptr) add(model.model, *model.profile);
+  }
+}
+
+template <Uint128 EngineStats::TransferTotals::*kField, bool kSeconds>
+void FillTransfers(const Scrape& s, MetricFamily& f) {
+  for (const auto& [key, t] : s.engine->transfers) {
+    const Uint128 v = t.*kField;
+    f.metric.push_back(CounterMetric({s.Model(key.first), {"tier", TierLabel(key.second)}},
+                               kSeconds ? NanoUnitsToDouble(v) : Uint128ToDouble(v)));
+  }
+}
+
+void FillTransferCount(const Scrape& s, MetricFamily& f) {
+  for (const auto& [key, t] : s.engine->transfers) {
+    f.metric.push_back(CounterMetric({s.Model(key.first), {"tier", TierLabel(key.second)}}, static_cast<double>(t.transfers)));
+  }
+}
+
+template <bool kTokens>
+void FillUnrecorded(const Scrape& s, MetricFamily& f) {
+  for (const auto& [key, u] : s.engine->unrecorded) {
+    f.metric.push_back(CounterMetric({s.Model(key.first), {"reason", UnrecordedReasonLabel(key.second)}},
+                               kTokens ? Uint128ToDouble(u.logical_match_tokens) : static_cast<double>(u.requests)));
+  }
+}
+
+void FillEngineRejected(const Scrape& s, MetricFamily& f) {
+  for (int r = 0; r < kEngineStatsRejectReasonCount; ++r) {
+    f.metric.push_back(CounterMetric({{"reason", EngineStatsRejectReasonLabel(static_cast<EngineStatsRejectReason>(r))}},
+                               static_cast<double>(s.engine->rejected[static_cast<size_t>(r)])));
+  }
+}
+
+// Live rates (soft state of this replica, decayed with --advice_half_life_seconds): a rate or the
+// decayed weight of the samples behind it, for the reload bandwidths (per tier) or the compute rate.
+template <bool kReload, bool kWeight>
+void FillRates(const Scrape& s, MetricFamily& f) {
+  for (const auto& e : *s.rates) {
+    if (e.tier.has_value() != kReload) continue;
+    const double value = kWeight ? e.evidence.weight : e.evidence.rate;
+    if (!std::isfinite(value)) continue;  // never exported: not a measurement
+    Labels labels = {s.Model(e.model_slot)};
+    if (e.tier) labels.push_back({"tier", TierLabel(*e.tier)});
+    f.metric.push_back(GaugeMetric(std::move(labels), value));
+  }
+}
+
+constexpr ServedFamily kServedFamilies[] = {
+    {"kvledger_records_rejected_total", "Records rejected, by reason.", MetricType::Counter, FillRejected},
+    {"kvledger_model_label_folded_records_total",
+     "Records counted under model=\"other\" because --max_models distinct model labels were already in use.",
+     MetricType::Counter, FillFolded},
+    {"kvledger_engine_transfer_bytes_total",
+     "Bytes engines reported moving from a tier into working memory (aggregate transfer statistics, no request "
+     "attached).",
+     MetricType::Counter, FillTransfers<&EngineStats::TransferTotals::bytes, false>, ServedFamily::kEngine},
+    {"kvledger_engine_transfer_seconds_total",
+     "Seconds those aggregate transfers took (bytes / seconds = the tier's transfer bandwidth).", MetricType::Counter,
+     FillTransfers<&EngineStats::TransferTotals::seconds_nanounits, true>, ServedFamily::kEngine},
+    {"kvledger_engine_transfers_total", "Transfer operations behind those aggregates.", MetricType::Counter,
+     FillTransferCount, ServedFamily::kEngine},
+    {"kvledger_unrecorded_requests_total",
+     "Finished requests that did not become records, by reason: aborted or failed before their first output token.",
+     MetricType::Counter, FillUnrecorded<false>, ServedFamily::kEngine},
+    {"kvledger_unrecorded_logical_match_tokens_total",
+     "Prefix tokens the engine had matched for those requests, where it reported them (a failed KV load's prefix).",
+     MetricType::Counter, FillUnrecorded<true>, ServedFamily::kEngine},
+    {"kvledger_engine_stats_rejected_total", "Engine-statistics entries rejected, by reason.", MetricType::Counter,
+     FillEngineRejected, ServedFamily::kEngine},
+    {"kvledger_model_info", "Profile facts per model label, value 1; join on model.", MetricType::Gauge, FillModelInfo},
+    {"kvledger_reload_bandwidth_bytes_per_second",
+     "Effective reload bandwidth from one tier: reused bytes per reload second of records, and bytes per second of "
+     "engines' aggregate transfers, decayed over recent samples.",
+     MetricType::Gauge, FillRates<true, false>, ServedFamily::kRates},
+    {"kvledger_reload_bandwidth_weight",
+     "Decayed weight of the samples (records and transfer observations) behind "
+     "kvledger_reload_bandwidth_bytes_per_second (1 per sample now, 0.5 one half-life ago).",
+     MetricType::Gauge, FillRates<true, true>, ServedFamily::kRates},
+    {"kvledger_prefill_flops_per_second",
+     "Prefill compute rate, suffix-prefill FLOPs per suffix-prefill second, decayed over recent records.",
+     MetricType::Gauge, FillRates<false, false>, ServedFamily::kRates},
+    {"kvledger_prefill_flops_weight", "Decayed weight of the records behind kvledger_prefill_flops_per_second.",
+     MetricType::Gauge, FillRates<false, true>, ServedFamily::kRates},
+};
 
 }  // namespace
 
-// Engine statistics (lib/accounting/engine_stats.h): aggregate transfers per (model, tier),
-// unrecorded requests per (model, reason), rejected entries per reason.
-void MetricsExposition::WriteEngineStats(std::string& out, const std::vector<ModelLabel>& models) const {
-  const EngineStats::Snapshot totals = engine_stats_->Totals();
-  struct TransferFamily {
-    const char* name;
-    const char* help;
-    bool seconds;
-    Uint128 (*value)(const EngineStats::TransferTotals&);
-  };
-  for (const TransferFamily& f : {
-           TransferFamily{"kvledger_engine_transfer_bytes_total",
-                          "Bytes engines reported moving from a tier into working memory (aggregate transfer "
-                          "statistics, no request attached).",
-                          false, [](const EngineStats::TransferTotals& t) { return t.bytes; }},
-           TransferFamily{"kvledger_engine_transfer_seconds_total",
-                          "Seconds those aggregate transfers took (bytes / seconds = the tier's transfer bandwidth).",
-                          true, [](const EngineStats::TransferTotals& t) { return t.seconds_nanounits; }},
-           TransferFamily{"kvledger_engine_transfers_total", "Transfer operations behind those aggregates.", false,
-                          [](const EngineStats::TransferTotals& t) { return Uint128{t.transfers}; }}}) {
-    AppendHeader(out, f.name, f.help, "counter");
-    for (const auto& [key, t] : totals.transfers) {
-      AppendSeries(out, f.name, "", absl::StrCat(ModelLabelOf(models, key.first), ",", Label("tier", TierLabel(key.second))));
-      if (f.seconds) {
-        AppendNanoUnits(out, f.value(t));
-      } else {
-        AppendInteger(out, f.value(t));
-      }
-      out += '\n';
+void MetricsExposition::CollectEach(const std::function<void(MetricFamily&)>& emit) const {
+  Scrape s;
+  s.snapshot = aggregator_.Snapshot();
+  s.models = registry_.labels().Labels();
+  s.registry = &registry_;
+  if (engine_stats_ != nullptr) s.engine = engine_stats_->Totals();
+  if (rates_ != nullptr) s.rates = rates_->Snapshot();
+  s.cell_labels.reserve(s.snapshot.cells.size());
+  for (const auto& cell : s.snapshot.cells) s.cell_labels.push_back({s.Model(cell.model_slot), {"tier", TierLabel(cell.tier)}});
+
+  // The figures of figure_schema.h, one family per row, in table order.
+  for (const CounterSpec& spec : kCounters) {
+    MetricFamily f = Family(spec.name, spec.help, MetricType::Counter);
+    AddCounterRow(spec, s, f);
+    emit(f);
+  }
+  for (const LatencySpec& spec : kLatencies) {
+    MetricFamily f = Family(spec.name, spec.help, MetricType::Histogram);
+    for (size_t c = 0; c < s.snapshot.cells.size(); ++c) {
+      const LatencyHistogram& h = s.snapshot.cells[c].totals.latency(spec.id);
+      if (h.count > 0) f.metric.push_back(HistogramMetric(s.cell_labels[c], h, LatencyBounds()));
     }
+    emit(f);
   }
-  AppendHeader(out, "kvledger_unrecorded_requests_total",
-               "Finished requests that did not become records, by reason: aborted or failed before their first "
-               "output token.",
-               "counter");
-  for (const auto& [key, u] : totals.unrecorded) {
-    AppendSeries(out, "kvledger_unrecorded_requests_total", "",
-                 absl::StrCat(ModelLabelOf(models, key.first), ",", Label("reason", UnrecordedReasonLabel(key.second))));
-    absl::StrAppend(&out, u.requests, "\n");
+  for (const RatioSpec& spec : kRatios) {
+    MetricFamily f = Family(spec.name, spec.help, MetricType::Histogram);
+    for (size_t c = 0; c < s.snapshot.cells.size(); ++c) {
+      f.metric.push_back(HistogramMetric(s.cell_labels[c], s.snapshot.cells[c].totals.ratio(spec.id), RatioBounds()));
+    }
+    emit(f);
   }
-  AppendHeader(out, "kvledger_unrecorded_logical_match_tokens_total",
-               "Prefix tokens the engine had matched for those requests, where it reported them (a failed KV "
-               "load's prefix).",
-               "counter");
-  for (const auto& [key, u] : totals.unrecorded) {
-    AppendSeries(out, "kvledger_unrecorded_logical_match_tokens_total", "",
-                 absl::StrCat(ModelLabelOf(models, key.first), ",", Label("reason", UnrecordedReasonLabel(key.second))));
-    AppendInteger(out, u.logical_match_tokens);
-    out += '\n';
+  for (const ServedFamily& served : kServedFamilies) {
+    if ((served.needs == ServedFamily::kEngine && !s.engine) || (served.needs == ServedFamily::kRates && !s.rates)) {
+      continue;
+    }
+    MetricFamily f = Family(served.name, served.help, served.type);
+    served.fill(s, f);
+    emit(f);
   }
-  AppendHeader(out, "kvledger_engine_stats_rejected_total", "Engine-statistics entries rejected, by reason.",
-               "counter");
-  for (int r = 0; r < kEngineStatsRejectReasonCount; ++r) {
-    AppendSeries(out, "kvledger_engine_stats_rejected_total", "",
-                 Label("reason", EngineStatsRejectReasonLabel(static_cast<EngineStatsRejectReason>(r))));
-    absl::StrAppend(&out, totals.rejected[static_cast<size_t>(r)], "\n");
+  if (own_ != nullptr) {
+    for (MetricFamily& f : own_->Collect()) emit(f);
   }
+}
+
+std::vector<MetricFamily> MetricsExposition::Collect() const {
+  std::vector<MetricFamily> families;
+  CollectEach([&](MetricFamily& f) { families.push_back(std::move(f)); });
+  return families;
 }
 
 std::string MetricsExposition::Text() const {
@@ -196,137 +296,20 @@ std::string MetricsExposition::Text() const {
 }
 
 void MetricsExposition::Write(const std::function<void(std::string& piece)>& emit, size_t chunk_bytes) const {
-  const AggregateSnapshot snapshot = aggregator_.Snapshot();
-  const std::vector<ModelLabel> models = registry_.labels().Labels();
-  std::vector<std::string> labels;  // `model="…",tier="…"` per cell
-  labels.reserve(snapshot.cells.size());
-  for (const auto& cell : snapshot.cells) {
-    const absl::string_view model =
-        cell.model_slot < models.size() ? absl::string_view(models[cell.model_slot].model) : kOtherModelLabel;
-    labels.push_back(absl::StrCat(Label("model", model), ",", Label("tier", TierLabel(cell.tier))));
-  }
+  const prometheus::TextSerializer serializer;
+  std::vector<MetricFamily> one(1);
+  std::ostringstream stream;
   std::string out;
-  out.reserve(chunk_bytes + 16384);
-  auto flush_if_full = [&] {
-    if (out.size() < chunk_bytes) return;
-    emit(out);
-    out.clear();
-  };
-
-  // The figures of figure_schema.h, one family per row, in table order.
-  for (const CounterSpec& spec : kCounters) {
-    AppendHeader(out, spec.name, spec.help, "counter");
-    for (size_t c = 0; c < snapshot.cells.size(); ++c) {
-      const Totals& t = snapshot.cells[c].totals;
-      for (int i = 0; i < Width(spec.dimension); ++i) {
-        std::string extra;
-        if (spec.dimension == Dimension::kCause) extra = Label("cause", CauseLabel(kAllCauses[i]));
-        if (spec.dimension == Dimension::kBoundary) extra = Label("boundary", BoundaryLabel(kAllBoundaries[i]));
-        AppendSeries(out, spec.name, "", labels[c], extra);
-        if (spec.nanounits) {
-          AppendNanoUnits(out, t.counter(spec.id, i));
-        } else {
-          AppendInteger(out, t.counter(spec.id, i));
-        }
-        out += '\n';
-      }
-      flush_if_full();
+  CollectEach([&](MetricFamily& f) {
+    one[0] = std::move(f);
+    stream.str("");
+    serializer.Serialize(stream, one);
+    out += stream.str();
+    if (out.size() >= chunk_bytes) {
+      emit(out);
+      out.clear();
     }
-  }
-  for (const LatencySpec& spec : kLatencies) {
-    AppendHeader(out, spec.name, spec.help, "histogram");
-    for (size_t c = 0; c < snapshot.cells.size(); ++c) {
-      const LatencyHistogram& h = snapshot.cells[c].totals.latency(spec.id);
-      if (h.count > 0) AppendHistogram(out, spec.name, labels[c], h, LatencyLe());
-      flush_if_full();
-    }
-  }
-  for (const RatioSpec& spec : kRatios) {
-    AppendHeader(out, spec.name, spec.help, "histogram");
-    for (size_t c = 0; c < snapshot.cells.size(); ++c) {
-      AppendHistogram(out, spec.name, labels[c], snapshot.cells[c].totals.ratio(spec.id), RatioLe());
-      flush_if_full();
-    }
-  }
-
-  AppendHeader(out, "kvledger_records_rejected_total", "Records rejected, by reason.", "counter");
-  for (RejectReason reason : kAllRejectReasons) {
-    AppendSeries(out, "kvledger_records_rejected_total", "", Label("reason", RejectReasonLabel(reason)));
-    absl::StrAppend(&out, snapshot.rejected[static_cast<size_t>(reason)], "\n");
-  }
-  AppendHeader(out, "kvledger_model_label_folded_records_total",
-               "Records counted under model=\"other\" because --max_models distinct model labels were already "
-               "in use.",
-               "counter");
-  absl::StrAppend(&out, "kvledger_model_label_folded_records_total ", snapshot.folded_records, "\n");
-
-  if (engine_stats_ != nullptr) WriteEngineStats(out, models);
-  flush_if_full();
-
-  // One info series per profile in the catalog, and per label whose name costs with another
-  // profile (an opted-in unknown model costed as "generic").
-  AppendHeader(out, "kvledger_model_info", "Profile facts per model label, value 1; join on model.", "gauge");
-  auto add_info = [&](const std::string& model, const Profile& p) {
-    uint64_t layers = 0;
-    for (const auto& g : p.shape().groups) layers += g.num_layers;
-    const auto& serving = p.definition().serving();
-    AppendSeries(out, "kvledger_model_info", "",
-                 absl::StrCat(Label("model", model), ",", Label("profile", p.name()), ",",
-                              Label("attention", p.attention_summary()), ",", Label("layers", absl::StrCat(layers)),
-                              ",", Label("kv_page_tokens", absl::StrCat(serving.kv_page_tokens())), ",",
-                              Label("recurrent_checkpoint_tokens",
-                                    absl::StrCat(serving.recurrent_checkpoint_tokens()))));
-    out += "1\n";
-    flush_if_full();
-  };
-  const ProfileCatalog& catalog = registry_.catalog();
-  for (const auto& name : catalog.Names()) add_info(name, *catalog.Find(name));
-  for (const auto& model : models) {
-    if (catalog.Find(model.model) == nullptr) add_info(model.model, *model.profile);
-  }
-
-  if (rates_ != nullptr) {
-    // Live rates (soft state of this replica, decayed with --advice_half_life_seconds) and the
-    // decayed weight of the records behind each.
-    const auto entries = rates_->Snapshot();
-    auto model_label = [&](uint32_t slot) { return ModelLabelOf(models, slot); };
-    struct Gauge {
-      const char* name;
-      const char* help;
-      bool reload;
-      bool weight;
-    };
-    for (const Gauge& g : {
-             Gauge{"kvledger_reload_bandwidth_bytes_per_second",
-                   "Effective reload bandwidth from one tier: reused bytes per reload second of records, and "
-                   "bytes per second of engines' aggregate transfers, decayed over recent samples.",
-                   true,
-                   false},
-             Gauge{"kvledger_reload_bandwidth_weight",
-                   "Decayed weight of the samples (records and transfer observations) behind "
-                   "kvledger_reload_bandwidth_bytes_per_second (1 per sample now, 0.5 one half-life ago).",
-                   true, true},
-             Gauge{"kvledger_prefill_flops_per_second",
-                   "Prefill compute rate, suffix-prefill FLOPs per suffix-prefill second, decayed over recent "
-                   "records.",
-                   false, false},
-             Gauge{"kvledger_prefill_flops_weight",
-                   "Decayed weight of the records behind kvledger_prefill_flops_per_second.", false, true}}) {
-      AppendHeader(out, g.name, g.help, "gauge");
-      for (const auto& e : entries) {
-        if (e.tier.has_value() != g.reload) continue;
-        std::string labels = model_label(e.model_slot);
-        if (e.tier) absl::StrAppend(&labels, ",", Label("tier", TierLabel(*e.tier)));
-        AppendSeries(out, g.name, "", labels);
-        AppendDouble(out, g.weight ? e.evidence.weight : e.evidence.rate);
-        out += '\n';
-      }
-    }
-  }
-
-  AppendHeader(out, "kvledger_build_info", "Build facts, value 1.", "gauge");
-  AppendSeries(out, "kvledger_build_info", "", Label("version", version_));
-  out += "1\n";
+  });
   emit(out);
 }
 

@@ -1,7 +1,12 @@
-// Prometheus exposition of the aggregate (docs/operations.md, "Metrics"): turns an Aggregator
-// snapshot into the text format (version 0.0.4) at scrape time, walking the tables of
-// lib/accounting/figure_schema.h. Counters are printed exactly (integers in full, seconds to the
-// nanosecond), not through a double. Nothing on the record path touches it. Thread-safe.
+// The Prometheus side of the figures (docs/operations.md, "Metrics"), on prometheus-cpp's data
+// model: a prometheus::Collectable that turns an Aggregator snapshot (and the live rates and engine
+// statistics) into MetricFamily values at scrape time, one family per row of
+// lib/accounting/figure_schema.h plus the rows of kServedFamilies (metrics_exposition.cc), and
+// prometheus::TextSerializer writes them. Nothing on the record path touches it. Thread-safe.
+//
+// Values pass through doubles, as everywhere in Prometheus (float64 samples): integers are exact up
+// to 2^53 and print in full; larger ones print with 16 significant digits. The exact integer totals
+// stay available where a person reads them (/api/v1/totals, Explain).
 #ifndef KVLEDGER_SERVER_METRICS_EXPOSITION_H_
 #define KVLEDGER_SERVER_METRICS_EXPOSITION_H_
 
@@ -13,34 +18,40 @@
 #include "lib/accounting/engine_stats.h"
 #include "lib/accounting/live_rates.h"
 #include "lib/profiles/model_registry.h"
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
 
 namespace kvledger {
 
 inline constexpr char kExpositionContentType[] = "text/plain; version=0.0.4; charset=utf-8";
 
-class MetricsExposition {
+class MetricsExposition final : public prometheus::Collectable {
  public:
-  // All references must outlive the exposition.
-  MetricsExposition(const Aggregator& aggregator, const ModelRegistry& registry, std::string version,
-                    const LiveRates* rates = nullptr, const EngineStats* engine_stats = nullptr)
-      : aggregator_(aggregator), registry_(registry), version_(std::move(version)), rates_(rates),
-        engine_stats_(engine_stats) {}
+  // All references must outlive the exposition; `rates`, `engine_stats` and `own` may be null.
+  // `own` holds the server's operational metrics (ServerMetrics), written after the figures.
+  MetricsExposition(const Aggregator& aggregator, const ModelRegistry& registry, const LiveRates* rates = nullptr,
+                    const EngineStats* engine_stats = nullptr, const prometheus::Collectable* own = nullptr)
+      : aggregator_(aggregator), registry_(registry), rates_(rates), engine_stats_(engine_stats), own_(own) {}
 
-  // The whole exposition. Per populated (model, tier): every counter of the schema, the ratio
-  // histograms, and each latency histogram once the cell has observed that latency.
+  // Every family at once (prometheus::Collectable).
+  std::vector<prometheus::MetricFamily> Collect() const override;
+  // The same families one at a time, from one snapshot; `emit` may move from each. Per populated
+  // (model, tier): every counter of the schema, the ratio histograms, and each latency histogram
+  // once the cell has observed that latency.
+  void CollectEach(const std::function<void(prometheus::MetricFamily&)>& emit) const;
+
+  // The whole text exposition.
   std::string Text() const;
-  // The same text in pieces of about `chunk_bytes`: `emit` receives each piece and may consume it.
-  // A scrape of 1,000 models then never holds its 40 MB at once.
+  // The same text in pieces of about `chunk_bytes`, serialized family by family: `emit` receives
+  // each piece and may consume it, so a scrape of 1,000 models never holds every series at once.
   void Write(const std::function<void(std::string& piece)>& emit, size_t chunk_bytes = 256 * 1024) const;
 
  private:
-  void WriteEngineStats(std::string& out, const std::vector<ModelLabel>& models) const;
-
   const Aggregator& aggregator_;
   const ModelRegistry& registry_;
-  const std::string version_;
   const LiveRates* const rates_;
   const EngineStats* const engine_stats_;
+  const prometheus::Collectable* const own_;
 };
 
 }  // namespace kvledger

@@ -20,6 +20,7 @@
 #include "google/protobuf/stubs/logging.h"
 #include "server/kvledger_server.h"
 #include "server/listener_watchdog.h"
+#include "server/server_metrics.h"
 
 ABSL_FLAG(std::string, grpc_address, "127.0.0.1:50051", "gRPC listen address HOST:PORT (port 0 = any free port)");
 ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
@@ -193,6 +194,10 @@ int ServerMain(int argc, char** argv, const char* program, const char* summary, 
                                              std::cerr << program << ": " << why << "; exiting (status 3) to be "
                                                        << "restarted" << std::endl;
                                              std::_Exit(3);
+                                           },
+                                           absl::Seconds(1),
+                                           [metrics = &(*server)->metrics()](int64_t queued) {
+                                             metrics->WatchdogChecked(queued);
                                            });
     if (started.ok()) {
       watchdog = *std::move(started);

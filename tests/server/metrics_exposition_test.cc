@@ -1,5 +1,6 @@
 // The exposition text for known records: names, labels and exact values.
 #include "server/metrics_exposition.h"
+#include "server/server_metrics.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -19,7 +20,8 @@ class MetricsExpositionTest : public ::testing::Test {
         registry_(catalog_, 1, UnknownModelPolicy::kGeneric),
         aggregator_(registry_.labels().label_slots()),
         ledger_(registry_, aggregator_),
-        exposition_(aggregator_, registry_, "9.9.9") {}
+        metrics_("9.9.9"),
+        exposition_(aggregator_, registry_, nullptr, nullptr, &metrics_.registry()) {}
 
   std::string Text() { return exposition_.Text(); }
   static RecordFacts HalfHit(const char* model) {
@@ -37,6 +39,7 @@ class MetricsExpositionTest : public ::testing::Test {
   ModelRegistry registry_;
   Aggregator aggregator_;
   Ledger ledger_;
+  ServerMetrics metrics_;
   MetricsExposition exposition_;
 };
 
@@ -53,14 +56,17 @@ TEST_F(MetricsExpositionTest, ExactCountersForOneRecord) {
   EXPECT_THAT(text, HasSubstr("kvledger_reused_hit_ratio_bucket{model=\"llama-3.1-8b\",tier=\"remote\",le=\"0.5\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("kvledger_reused_hit_ratio_bucket{model=\"llama-3.1-8b\",tier=\"remote\",le=\"0.4\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("kvledger_reload_seconds_sum{model=\"llama-3.1-8b\",tier=\"remote\"} 0.5\n"));
-  EXPECT_THAT(text, HasSubstr("kvledger_build_info{version=\"9.9.9\"} 1\n"));
+  // Build info comes from the server's own registry (ServerMetrics), written after the figures.
+  EXPECT_THAT(text, HasSubstr("kvledger_build_info{grpc_version=\""));
+  EXPECT_THAT(text, HasSubstr(",version=\"9.9.9\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("kvledger_records_rejected_total{reason=\"invalid_prompt_tokens\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("kvledger_model_info{model=\"gemma-2-9b\",profile=\"gemma-2-9b\",attention=\"sliding_window+full\""));
 }
 
 // The series one populated (model, tier) costs Prometheus: 24 counter series, 2 ratio histograms
 // of 10 buckets (+Inf, _sum, _count: 13 each), and 20 per latency histogram the cell has observed
-// (TTFT was not reported here, so it has none). Seconds are exact decimals, not doubles.
+// (TTFT was not reported here, so it has none). Seconds are summed exactly in nanoseconds and
+// printed through a double, whose 16 significant digits keep the nanosecond here.
 TEST_F(MetricsExpositionTest, SeriesPerCellAndExactSeconds) {
   RecordFacts f = HalfHit("llama-3.1-8b");
   f.reload_seconds = 1.000000001;
@@ -123,8 +129,8 @@ TEST_F(MetricsExpositionTest, FoldingAndGenericInfo) {
 namespace kvledger {
 namespace {
 
-// Engine statistics and the tiers that name no single source: exact series, seconds as exact
-// decimals, and a mixed hit exported under tier="mixed", never under one of its tiers.
+// Engine statistics and the tiers that name no single source: exact series, seconds through a
+// double, and a mixed hit exported under tier="mixed", never under one of its tiers.
 TEST(EngineStatsExpositionTest, TransfersUnrecordedAndMixedTiers) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
@@ -132,7 +138,7 @@ TEST(EngineStatsExpositionTest, TransfersUnrecordedAndMixedTiers) {
   LiveRates rates(registry.labels().label_slots(), 300, [] { return 0.0; });
   Ledger ledger(registry, aggregator, &rates);
   EngineStats engine(registry, &rates);
-  const MetricsExposition exposition(aggregator, registry, "9.9.9", &rates, &engine);
+  const MetricsExposition exposition(aggregator, registry, &rates, &engine);
 
   ASSERT_FALSE(engine.AddTransfer({"llama-3.1-8b", 2, 3'000'000'000, 0.25, 3}, ""));
   ASSERT_FALSE(engine.AddUnrecorded({"llama-3.1-8b", 2, 4, 1024}, ""));
@@ -154,7 +160,7 @@ TEST(EngineStatsExpositionTest, TransfersUnrecordedAndMixedTiers) {
   EXPECT_THAT(text, HasSubstr("kvledger_unrecorded_logical_match_tokens_total{" + llama + ",reason=\"failed\"} 1024\n"));
   EXPECT_THAT(text, HasSubstr("kvledger_engine_stats_rejected_total{reason=\"invalid_tier\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("kvledger_engine_stats_rejected_total{reason=\"invalid_seconds\"} 0\n"));
-  EXPECT_THAT(text, HasSubstr("kvledger_reload_bandwidth_bytes_per_second{" + llama + ",tier=\"host\"} 1.2e+10\n"));
+  EXPECT_THAT(text, HasSubstr("kvledger_reload_bandwidth_bytes_per_second{" + llama + ",tier=\"host\"} 12000000000\n"));
   EXPECT_THAT(text, HasSubstr("kvledger_requests_total{" + llama + ",tier=\"mixed\"} 1\n"));
   EXPECT_THAT(text, Not(HasSubstr("kvledger_reload_bandwidth_bytes_per_second{" + llama + ",tier=\"mixed\"}")));
   EXPECT_THAT(text, HasSubstr("# TYPE kvledger_unrecorded_requests_total counter\n"));

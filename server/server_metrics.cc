@@ -1,0 +1,189 @@
+#include "server/server_metrics.h"
+
+#include <chrono>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "grpcpp/grpcpp.h"
+
+#ifndef KVLEDGER_GIT_REVISION
+#define KVLEDGER_GIT_REVISION "unknown"
+#endif
+
+namespace kvledger {
+namespace {
+
+// Call latency buckets: a unary Record is well under a millisecond; a large batch or a stream's
+// summary takes longer.
+const prometheus::Histogram::BucketBoundaries& RpcBuckets() {
+  static const prometheus::Histogram::BucketBoundaries buckets = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10};
+  return buckets;
+}
+
+const char* TypeName(grpc::experimental::ServerRpcInfo::Type type) {
+  using Type = grpc::experimental::ServerRpcInfo::Type;
+  switch (type) {
+    case Type::UNARY: return "unary";
+    case Type::CLIENT_STREAMING: return "client_stream";
+    case Type::SERVER_STREAMING: return "server_stream";
+    case Type::BIDI_STREAMING: return "bidi_stream";
+  }
+  return "unary";
+}
+
+// Records one call: started when created, handled with its status and latency when the status goes out.
+class RpcInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit RpcInterceptor(ServerMetrics::Method& method) : method_(method), start_(std::chrono::steady_clock::now()) {
+    method_.started->Increment();
+  }
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+      const std::chrono::duration<double> taken = std::chrono::steady_clock::now() - start_;
+      method_.Handled(methods->GetSendStatus().error_code(), taken.count());
+    }
+    methods->Proceed();
+  }
+
+ private:
+  ServerMetrics::Method& method_;
+  const std::chrono::steady_clock::time_point start_;
+};
+
+class RpcInterceptorFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit RpcInterceptorFactory(ServerMetrics& metrics) : metrics_(metrics) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
+    return new RpcInterceptor(metrics_.ForMethod(info->method(), info->type()));
+  }
+
+ private:
+  ServerMetrics& metrics_;
+};
+
+}  // namespace
+
+const char* GrpcCodeName(grpc::StatusCode code) {
+  static constexpr const char* kNames[] = {
+      "OK",       "Canceled",     "Unknown",       "InvalidArgument",  "DeadlineExceeded", "NotFound",
+      "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange",
+      "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated"};
+  const int i = static_cast<int>(code);
+  return i >= 0 && i < 17 ? kNames[i] : "Unknown";
+}
+
+ServerMetrics::ServerMetrics(const std::string& version)
+    : started_(prometheus::BuildCounter()
+                   .Name("grpc_server_started_total")
+                   .Help("RPCs started on the server.")
+                   .Register(registry_)),
+      handled_(prometheus::BuildCounter()
+                   .Name("grpc_server_handled_total")
+                   .Help("RPCs completed on the server, by status code.")
+                   .Register(registry_)),
+      handling_seconds_(prometheus::BuildHistogram()
+                            .Name("grpc_server_handling_seconds")
+                            .Help("Seconds from an RPC's start to its status being sent.")
+                            .Register(registry_)),
+      streams_open_(prometheus::BuildGauge()
+                        .Name("kvledger_streams_open")
+                        .Help("StreamRecords calls open now.")
+                        .Register(registry_)
+                        .Add({})),
+      deduplicated_batches_(prometheus::BuildCounter()
+                                .Name("kvledger_deduplicated_batches_total")
+                                .Help("Batches answered with the outcome of an earlier call with the same batch_id "
+                                      "and not counted again.")
+                                .Register(registry_)
+                                .Add({})),
+      oversized_batches_(prometheus::BuildCounter()
+                             .Name("kvledger_oversized_batches_total")
+                             .Help("Batches refused whole for holding more than --max_batch_records records.")
+                             .Register(registry_)
+                             .Add({})),
+      oversized_records_(prometheus::BuildCounter()
+                             .Name("kvledger_oversized_batch_records_total")
+                             .Help("Records in the batches refused as oversized (none of them counted).")
+                             .Register(registry_)
+                             .Add({})),
+      scrape_seconds_(prometheus::BuildHistogram()
+                          .Name("kvledger_scrape_duration_seconds")
+                          .Help("Seconds to write one /metrics answer (the scrape itself shows from the next).")
+                          .Register(registry_)
+                          .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                                           0.1, 0.25, 0.5, 1, 2.5, 10})),
+      last_scrape_bytes_(prometheus::BuildGauge()
+                             .Name("kvledger_last_scrape_size_bytes")
+                             .Help("Bytes of the latest /metrics answer.")
+                             .Register(registry_)
+                             .Add({})),
+      watchdog_family_(prometheus::BuildGauge()
+                           .Name("kvledger_watchdog_queued_connections")
+                           .Help("Connections waiting in the gRPC listener's accept queue at the listener "
+                                 "watchdog's latest check (--deaf_listener_seconds).")
+                           .Register(registry_)) {
+  prometheus::BuildGauge()
+      .Name("kvledger_build_info")
+      .Help("Build facts, value 1.")
+      .Register(registry_)
+      .Add({{"version", version}, {"revision", KVLEDGER_GIT_REVISION}, {"grpc_version", grpc::Version()}})
+      .Set(1);
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  prometheus::BuildGauge()
+      .Name("process_start_time_seconds")
+      .Help("Start time of the process since the Unix epoch, in seconds.")
+      .Register(registry_)
+      .Add({})
+      .Set(now);
+}
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> ServerMetrics::NewInterceptorFactory() {
+  return std::make_unique<RpcInterceptorFactory>(*this);
+}
+
+ServerMetrics::Method& ServerMetrics::ForMethod(const char* full_method,
+                                                grpc::experimental::ServerRpcInfo::Type type) {
+  const absl::string_view name = full_method == nullptr ? "" : full_method;
+  MutexLock lock(&mu_);
+  auto [it, inserted] = methods_.try_emplace(name);
+  if (inserted) {
+    // "/kvledger.v1.Ledger/Record": service "kvledger.v1.Ledger", method "Record".
+    const size_t slash = name.rfind('/');
+    const absl::string_view service = slash == absl::string_view::npos ? "" : name.substr(1, slash - 1);
+    const absl::string_view method = slash == absl::string_view::npos ? name : name.substr(slash + 1);
+    auto m = std::make_unique<Method>();
+    m->labels = {{"grpc_type", TypeName(type)}, {"grpc_service", std::string(service)},
+                 {"grpc_method", std::string(method)}};
+    m->started = &started_.Add(m->labels);
+    m->seconds = &handling_seconds_.Add(m->labels, RpcBuckets());
+    m->handled_family = &handled_;
+    it->second = std::move(m);
+  }
+  return *it->second;
+}
+
+void ServerMetrics::Method::Handled(grpc::StatusCode code, double seconds_taken) {
+  const int i = static_cast<int>(code) >= 0 && static_cast<int>(code) < 17 ? static_cast<int>(code) : 2;
+  prometheus::Counter* counter = handled[i].load(std::memory_order_acquire);
+  if (counter == nullptr) {  // Family::Add returns the same counter for the same labels, so a race is harmless
+    prometheus::Labels with_code = labels;
+    with_code.emplace("grpc_code", GrpcCodeName(static_cast<grpc::StatusCode>(i)));
+    counter = &handled_family->Add(with_code);
+    handled[i].store(counter, std::memory_order_release);
+  }
+  counter->Increment();
+  seconds->Observe(seconds_taken);
+}
+
+void ServerMetrics::WatchdogChecked(int64_t queued_connections) {
+  prometheus::Gauge* gauge = watchdog_queued_.load(std::memory_order_acquire);
+  if (gauge == nullptr) {
+    gauge = &watchdog_family_.Add({});
+    watchdog_queued_.store(gauge, std::memory_order_release);
+  }
+  gauge->Set(static_cast<double>(queued_connections));
+}
+
+}  // namespace kvledger
