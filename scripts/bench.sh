@@ -2,7 +2,8 @@
 # Sets up, builds Release, and measures: record-path micro-benchmarks (Google Benchmark, each beside
 # its baseline), the reporters' Report() latency beside its floor, the gRPC service against
 # kvledger-noop-server with the kvledger bench load generator (and ingest under 10 scrapes/s), and
-# resident memory from 1 M to 100 M records. Results go to stdout; docs/performance.md records a run.
+# resident memory from 1 M to 100 M records; with KVLEDGER_BASELINE=<revision>, the /metrics side of
+# that revision and this tree side by side. Results go to stdout; docs/performance.md records a run.
 # Extra arguments go to bench/compare_servers.py (e.g. --duration 10 --repetitions 5).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,3 +27,26 @@ echo "## gRPC service vs no-op baseline"
 echo
 echo "## Memory: settled RSS from 1 M to 100 M records, bytes per (model, tier)"
 /usr/bin/python3 "$root/bench/memory_flat.py" "$build"
+
+# With KVLEDGER_BASELINE=<git revision>: that revision is built beside this one (a git worktree) and
+# the /metrics side of both is measured in the same run: BM_Scrape alternately, then
+# bench/compare_scrape.py (CPU and peak memory per scrape, ingest while scraped).
+if [ -n "${KVLEDGER_BASELINE:-}" ]; then
+  baseline_src="$build-baseline-src"
+  baseline="$build-baseline"
+  [ -d "$baseline_src" ] || git -C "$root" worktree add -q --detach "$baseline_src" "$KVLEDGER_BASELINE"
+  git -C "$baseline_src" checkout -q --detach "$KVLEDGER_BASELINE"
+  cmake -S "$baseline_src" -B "$baseline" -DCMAKE_BUILD_TYPE=Release -DKVLEDGER_BUILD_TESTS=OFF >/dev/null
+  cmake --build "$baseline" -j"$(nproc)" --target kvledger-server record_path_bench
+  echo
+  echo "## BM_Scrape: $KVLEDGER_BASELINE (baseline) and this tree, alternating, median of 5 each"
+  for round in 1 2; do
+    for which in "$baseline" "$build"; do
+      echo "# $which (round $round)"
+      "$which/bench/record_path_bench" --benchmark_filter=BM_Scrape --benchmark_repetitions=5 \
+        --benchmark_report_aggregates_only=true 2>&1 | grep -E "^BM_Scrape.*_median"
+    done
+  done
+  echo
+  /usr/bin/python3 "$root/bench/compare_scrape.py" "$baseline" "$build"
+fi

@@ -36,7 +36,9 @@ void DecayedRate::AddDecayedTo(DecayedRate& into, double now, double half_life) 
 
 std::optional<RateEvidence> DecayedRate::Evidence() const {
   if (samples_ == 0 || seconds_ <= 0) return std::nullopt;
-  return RateEvidence{amount_ / seconds_, samples_, weight_};
+  const double rate = amount_ / seconds_;
+  if (!std::isfinite(rate)) return std::nullopt;  // seconds too small to be a measurement: no rate
+  return RateEvidence{rate, samples_, weight_};
 }
 
 LiveRates::LiveRates(uint32_t label_slots, double half_life_seconds, Clock clock)

@@ -38,7 +38,8 @@ class DecayedRate {
   void Observe(double amount, double seconds, double now, double half_life);
   // The sums decayed to `now` and added into `into` (which must be at `now` too).
   void AddDecayedTo(DecayedRate& into, double now, double half_life) const;
-  // Empty when no sample was ever seen.
+  // Empty when no sample was ever seen, or when the rate is not finite (seconds too small to be a
+  // measurement, e.g. 5e-324): never an infinite rate.
   std::optional<RateEvidence> Evidence() const;
 
  private:

@@ -42,6 +42,16 @@ TEST(DecayedRateTest, OrderOfArrivalDoesNotMatter) {
 
 TEST(DecayedRateTest, NoSampleNoRate) { EXPECT_FALSE(DecayedRate().Evidence().has_value()); }
 
+// A duration too small to be a measurement gives no rate, never an infinite one.
+TEST(DecayedRateTest, NoInfiniteRate) {
+  DecayedRate r;
+  r.Observe(536870912, 5e-324, 0, 300);
+  EXPECT_FALSE(r.Evidence().has_value());
+  r.Observe(536870912, 0.5, 0, 300);  // a real sample makes the sums a rate again
+  ASSERT_TRUE(r.Evidence().has_value());
+  EXPECT_DOUBLE_EQ(r.Evidence()->rate, 2 * 536870912 / 0.5);
+}
+
 class LiveRatesTest : public ::testing::Test {
  protected:
   RecordFacts Hit(double reload, std::optional<double> suffix) {
