@@ -37,7 +37,8 @@ int Advise(const Args& args) {
   flags.String("model", &model, "model name", true);
   flags.Int64("prompt-tokens", &prompt_tokens, "prompt length N", true);
   flags.Repeated("candidate", &candidates,
-                 "TIER:MATCH_TOKENS[:RECOVERABLE_TOKENS], a tier holding a prefix (repeatable), e.g. host:3000");
+                 "TIER:MATCH_TOKENS[:RECOVERABLE_TOKENS], a tier holding a prefix (repeatable), e.g. host:3000;\n"
+                 "or replica=ID,tier=TIER,tokens=N[,recoverable=N][,wait=SECONDS] to rank replicas");
   flags.Switch("json", &json, "print one JSON object");
   connection.Register(flags);
   if (int code = ParseOrExit(flags, args, "advise"); code >= 0) return code;
@@ -65,8 +66,11 @@ int Advise(const Args& args) {
     std::cout << AdviceToJson(advice) << "\n";
     return 0;
   }
-  std::cout << absl::StrFormat("%-22s %s\n", "recommendation",
-                               advice.recommendation().empty() ? "unknown (a rate is missing)" : advice.recommendation());
+  std::cout << absl::StrFormat("%-22s %s%s\n", "recommendation",
+                               advice.recommendation().empty() ? "unknown (a rate is missing)" : advice.recommendation(),
+                               advice.recommended_replica().empty()
+                                   ? ""
+                                   : absl::StrCat(" on replica ", advice.recommended_replica()));
   if (advice.has_saving_seconds()) std::cout << absl::StrFormat("%-22s %.6f s\n", "saving", advice.saving_seconds());
   std::cout << absl::StrFormat("%-22s %s\n", "compute rate", RateText(advice.compute(), "FLOP/s"));
   std::cout << absl::StrFormat("%-22s %s\n", "recompute all",
@@ -81,6 +85,12 @@ int Advise(const Args& args) {
                                  Seconds(c.has_recompute_seconds(), c.recompute_seconds()));
     std::cout << absl::StrFormat("  %-20s %s\n", "prefill with reload",
                                  Seconds(c.has_prefill_seconds(), c.prefill_seconds()));
+    if (!c.replica().empty() || c.has_wait_seconds()) {
+      std::cout << absl::StrFormat("  %-20s %s, wait %s\n", "replica", c.replica().empty() ? "-" : c.replica(),
+                                   Seconds(c.has_wait_seconds(), c.wait_seconds()));
+    }
+    std::cout << absl::StrFormat("  %-20s %s%s\n", "expected (rank)", Seconds(c.has_expected_seconds(), c.expected_seconds()),
+                                 c.rank() > 0 ? absl::StrCat(" (", c.rank(), ", ", c.choice(), ")") : " (not ranked)");
   }
   return 0;
 }

@@ -27,13 +27,15 @@ namespace {
 // Record fields as flags, named after the proto fields.
 struct RecordFlags {
   std::string request_id, model, tier = "device";
-  std::optional<int64_t> prompt_tokens, logical_match_tokens, recoverable_tokens, recompute_tokens;
+  std::optional<int64_t> prompt_tokens, logical_match_tokens, recoverable_tokens, recompute_tokens,
+      predicted_match_tokens;
   std::optional<double> reload_seconds, suffix_prefill_seconds, ttft_seconds;
   std::vector<std::string> state_boundaries;
 
   void Register(FlagSet& flags) {
     flags.String("model", &model, "model profile name, e.g. llama-3.1-8b", true);
-    flags.String("tier", &tier, "device | host | disk | remote | none (default device; none for a miss)");
+    flags.String("tier", &tier,
+                 "device | host | disk | remote | mixed | unknown | none (default device; none for a miss)");
     flags.Int64("prompt-tokens", &prompt_tokens, "N: prompt length", true);
     flags.Int64("logical-match-tokens", &logical_match_tokens, "P_match: prefix the cache index matched", true);
     flags.Int64("recoverable-tokens", &recoverable_tokens, "P_rec reported by the engine (default: modelled)");
@@ -42,6 +44,8 @@ struct RecordFlags {
     flags.Double("suffix-prefill-seconds", &suffix_prefill_seconds, "suffix prefill latency (default: not measured)");
     flags.Double("ttft-seconds", &ttft_seconds, "time to first token (default: not measured)");
     flags.Repeated("state-boundary", &state_boundaries, "GROUP=TOKENS per state group, repeatable");
+    flags.Int64("predicted-match-tokens", &predicted_match_tokens,
+                "the prefix a router predicted this engine held (default: no prediction)");
     flags.String("request-id", &request_id, "opaque request id");
   }
 
@@ -62,6 +66,7 @@ struct RecordFlags {
     if (reload_seconds) r.set_reload_seconds(*reload_seconds);
     if (suffix_prefill_seconds) r.set_suffix_prefill_seconds(*suffix_prefill_seconds);
     if (ttft_seconds) r.set_ttft_seconds(*ttft_seconds);
+    if (predicted_match_tokens) r.set_predicted_match_tokens(*predicted_match_tokens);
     for (const auto& text : state_boundaries) {
       std::pair<std::string, std::string> kv = absl::StrSplit(text, absl::MaxSplits('=', 1));
       int64_t tokens;
@@ -143,6 +148,13 @@ void PrintFigures(const v1::DerivedFigures& d) {
     row("overhead h / e2e speedup", absl::StrFormat("%.6f / %.4fx", d.overhead_fraction(), d.e2e_speedup()));
   } else {
     row("overhead h / e2e speedup", "unavailable");
+  }
+  if (d.has_predicted_match_tokens()) {
+    row("router predicted", absl::StrFormat("%d tokens: realised %d, over %d, under %d", d.predicted_match_tokens(),
+                                            d.prediction_realised_tokens(), d.prediction_over_tokens(),
+                                            d.prediction_under_tokens()));
+  } else {
+    row("router predicted", "no prediction");
   }
 }
 

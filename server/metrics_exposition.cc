@@ -288,7 +288,8 @@ void MetricsExposition::CollectEach(const std::function<void(MetricFamily&)>& em
   for (const RatioSpec& spec : kRatios) {
     MetricFamily f = Family(spec.name, spec.help, MetricType::Histogram);
     for (size_t c = 0; c < s.snapshot.cells.size(); ++c) {
-      f.metric.push_back(HistogramMetric(s.cell_labels[c], s.snapshot.cells[c].totals.ratio(spec.id), RatioBounds()));
+      const RatioHistogram& h = s.snapshot.cells[c].totals.ratio(spec.id);
+      if (h.count > 0) f.metric.push_back(HistogramMetric(s.cell_labels[c], h, RatioBounds()));
     }
     emit(f);
   }

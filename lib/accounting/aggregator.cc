@@ -54,7 +54,10 @@ void Totals::Add(const DerivedFigures& d) {
   for (size_t i = 0; i < kLatencies.size(); ++i) {
     if (const auto& seconds = d.*kLatencies[i].seconds) ObserveLatency(latencies[i], *seconds);
   }
-  for (size_t i = 0; i < kRatios.size(); ++i) ObserveRatio(ratios[i], d.*kRatios[i].part, d.prompt_tokens);
+  for (size_t i = 0; i < kRatios.size(); ++i) {
+    const uint64_t whole = d.*kRatios[i].whole;
+    if (whole > 0) ObserveRatio(ratios[i], d.*kRatios[i].part, whole);
+  }
 }
 
 void Totals::Merge(const Totals& o) {

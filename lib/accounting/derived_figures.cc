@@ -44,6 +44,13 @@ DerivedFigures Derive(const RecordFacts& facts, const Profile& profile) {
   d.reload_seconds = facts.reload_seconds;
   d.suffix_prefill_seconds = facts.suffix_prefill_seconds;
   d.ttft_seconds = facts.ttft_seconds;
+  if (facts.predicted_match_tokens) {
+    d.has_prediction = true;
+    d.predicted_match_tokens = static_cast<uint64_t>(*facts.predicted_match_tokens);
+    d.prediction_realised_tokens = std::min(d.predicted_match_tokens, d.logical_match_tokens);
+    d.prediction_over_tokens = d.predicted_match_tokens - d.prediction_realised_tokens;
+    d.prediction_under_tokens = d.logical_match_tokens - d.prediction_realised_tokens;
+  }
   const uint64_t n = d.prompt_tokens;
   const uint64_t match = d.logical_match_tokens;
 

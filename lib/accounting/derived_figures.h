@@ -68,6 +68,13 @@ struct DerivedFigures {
   std::optional<double> suffix_prefill_seconds;
   std::optional<double> ttft_seconds;
 
+  // A router's prediction (docs/cost-model.md §11): all 0 without one.
+  bool has_prediction = false;
+  uint64_t predicted_match_tokens = 0;
+  uint64_t prediction_realised_tokens = 0;  // min(predicted, logical match)
+  uint64_t prediction_over_tokens = 0;      // predicted - realised
+  uint64_t prediction_under_tokens = 0;     // logical match - realised
+
   absl::InlinedVector<GroupFigure, 4> groups;  // no allocation for up to 4 groups
 
   double Alpha(uint64_t tokens) const {

@@ -59,6 +59,11 @@ enum class Counter : uint8_t {
   kReloadSlowerThanRecompute,
   kRecoverableModelDisagreements,
   kAlignmentLossRequests,
+  kPredictedRequests,
+  kPredictedMatchTokens,
+  kPredictionRealisedTokens,
+  kPredictionOverTokens,
+  kPredictionUnderTokens,
 };
 
 struct CounterSpec {
@@ -73,7 +78,7 @@ struct CounterSpec {
 
 // Only the records whose reload was compared with a recompute estimate feed the compared_* figures,
 // so that they form honest ratios with one denominator.
-inline constexpr std::array<CounterSpec, 19> kCounters = {{
+inline constexpr std::array<CounterSpec, 24> kCounters = {{
     {Counter::kRequests, "kvledger_requests_total", "Records accepted.", Dimension::kNone, false,
      [](const DerivedFigures&, int) -> Uint128 { return 1; }},
     {Counter::kPromptTokens, "kvledger_prompt_tokens_total", "Sum of prompt tokens N.", Dimension::kNone, false,
@@ -146,6 +151,23 @@ inline constexpr std::array<CounterSpec, 19> kCounters = {{
      "checkpoint alignment cost them tokens.",
      Dimension::kNone, false,
      [](const DerivedFigures& d, int) -> Uint128 { return d.recompute_alignment_tokens > 0 ? 1 : 0; }},
+    // A router's predictions (docs/cost-model.md §11): only records that carried one contribute.
+    {Counter::kPredictedRequests, "kvledger_predicted_requests_total",
+     "Records that carried a router's predicted prefix match (predicted_match_tokens).", Dimension::kNone, false,
+     [](const DerivedFigures& d, int) -> Uint128 { return d.has_prediction ? 1 : 0; }},
+    {Counter::kPredictedMatchTokens, "kvledger_predicted_match_tokens_total",
+     "Sum of the prefix tokens routers predicted the engine would match.", Dimension::kNone, false,
+     [](const DerivedFigures& d, int) -> Uint128 { return d.predicted_match_tokens; }},
+    {Counter::kPredictionRealisedTokens, "kvledger_prediction_realised_tokens_total",
+     "Predicted tokens the engine did match: sum of min(predicted, logical match).", Dimension::kNone, false,
+     [](const DerivedFigures& d, int) -> Uint128 { return d.prediction_realised_tokens; }},
+    {Counter::kPredictionOverTokens, "kvledger_prediction_over_tokens_total",
+     "Predicted tokens the engine did not match (a prefix the router believed in that was not there): sum of "
+     "predicted - realised.",
+     Dimension::kNone, false, [](const DerivedFigures& d, int) -> Uint128 { return d.prediction_over_tokens; }},
+    {Counter::kPredictionUnderTokens, "kvledger_prediction_under_tokens_total",
+     "Matched tokens the router did not predict: sum of logical match - realised, over records with a prediction.",
+     Dimension::kNone, false, [](const DerivedFigures& d, int) -> Uint128 { return d.prediction_under_tokens; }},
 }};
 
 // Where each counter's values start in Totals::counters, and how many there are in all.
@@ -173,21 +195,27 @@ inline constexpr std::array<LatencySpec, 3> kLatencies = {{
      &DerivedFigures::ttft_seconds},
 }};
 
-// Per-record hit-ratio histograms: part / prompt_tokens.
-enum class Ratio : uint8_t { kLogicalHit, kReusedHit };
+// Per-record ratio histograms: part / whole, observed for records whose whole is > 0 (a prompt always
+// is; a prediction may be 0 or absent), exported for a (model, tier) once it has observed one.
+enum class Ratio : uint8_t { kLogicalHit, kReusedHit, kPredictionRealised };
 struct RatioSpec {
   Ratio id;
   const char* name;
   const char* help;
   uint64_t DerivedFigures::*part;
+  uint64_t DerivedFigures::*whole;
 };
-inline constexpr std::array<RatioSpec, 2> kRatios = {{
+inline constexpr std::array<RatioSpec, 3> kRatios = {{
     {Ratio::kLogicalHit, "kvledger_logical_hit_ratio",
      "Per-record logical hit ratio P_match/N (spread only; use token counters for fleet ratios).",
-     &DerivedFigures::logical_match_tokens},
+     &DerivedFigures::logical_match_tokens, &DerivedFigures::prompt_tokens},
     {Ratio::kReusedHit, "kvledger_reused_hit_ratio",
      "Per-record effective hit ratio P_eff/N (spread only; use token counters for fleet ratios).",
-     &DerivedFigures::reused_tokens},
+     &DerivedFigures::reused_tokens, &DerivedFigures::prompt_tokens},
+    {Ratio::kPredictionRealised, "kvledger_prediction_realised_ratio",
+     "Per-record share of a router's predicted prefix that the engine matched, min(predicted, match)/predicted, "
+     "for records with a prediction > 0 (spread only; use token counters for fleet ratios).",
+     &DerivedFigures::prediction_realised_tokens, &DerivedFigures::predicted_match_tokens},
 }};
 
 // The tables are in enum order.

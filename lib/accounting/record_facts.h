@@ -45,6 +45,8 @@ struct RecordFacts {
   std::optional<double> suffix_prefill_seconds;
   std::optional<double> ttft_seconds;
   std::vector<StateBoundaryFact> state_boundaries;
+  // A prefix-aware router's predicted hit for this engine; unset: no prediction.
+  std::optional<int64_t> predicted_match_tokens;
 };
 
 }  // namespace kvledger

@@ -16,6 +16,7 @@ const char* RejectReasonLabel(RejectReason reason) {
     case RejectReason::kInvalidSuffixPrefillSeconds: return "invalid_suffix_prefill_seconds";
     case RejectReason::kInvalidTtftSeconds: return "invalid_ttft_seconds";
     case RejectReason::kInvalidStateBoundaries: return "invalid_state_boundaries";
+    case RejectReason::kInvalidPredictedMatchTokens: return "invalid_predicted_match_tokens";
   }
   return "invalid";
 }

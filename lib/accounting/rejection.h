@@ -27,6 +27,7 @@ enum class RejectReason : uint8_t {
   kInvalidSuffixPrefillSeconds,
   kInvalidTtftSeconds,
   kInvalidStateBoundaries,
+  kInvalidPredictedMatchTokens,
 };
 inline constexpr std::array kAllRejectReasons = {
     RejectReason::kInvalidRequestId,          RejectReason::kInvalidModel,
@@ -35,6 +36,7 @@ inline constexpr std::array kAllRejectReasons = {
     RejectReason::kInvalidRecoverableTokens,  RejectReason::kInvalidRecomputeTokens,
     RejectReason::kInvalidReloadSeconds,      RejectReason::kInvalidSuffixPrefillSeconds,
     RejectReason::kInvalidTtftSeconds,        RejectReason::kInvalidStateBoundaries,
+    RejectReason::kInvalidPredictedMatchTokens,
 };
 inline constexpr int kRejectReasonCount = static_cast<int>(kAllRejectReasons.size());
 

@@ -66,6 +66,12 @@ Verdict ValidateFields(const RecordFacts& f) {
                   absl::StrCat("logical_match_tokens = ", f.logical_match_tokens,
                                ": must be in [0, prompt_tokens = ", f.prompt_tokens, "]"));
   }
+  if (f.predicted_match_tokens &&
+      (*f.predicted_match_tokens < 0 || *f.predicted_match_tokens > f.prompt_tokens)) {
+    return Verdict(RejectReason::kInvalidPredictedMatchTokens,
+                  absl::StrCat("predicted_match_tokens = ", *f.predicted_match_tokens,
+                               ": must be in [0, prompt_tokens = ", f.prompt_tokens, "]"));
+  }
   if (f.tier_value == 0 && f.logical_match_tokens > 0) {
     return Verdict(RejectReason::kInvalidTier,
                   absl::StrCat("tier = TIER_UNSPECIFIED: must be set when logical_match_tokens > 0 "

@@ -1,9 +1,12 @@
 #include "lib/advice/advisor.h"
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "lib/accounting/ledger.h"
+#include "lib/cost_model/number_format.h"
 
 namespace kvledger {
 namespace {
@@ -65,8 +68,37 @@ const char* BasisLabel(Basis basis) {
 std::string Advice::recommendation() const {
   if (!recommended) return "";
   if (*recommended < 0) return "recompute";
-  return TierLabel(candidates[static_cast<size_t>(*recommended)].tier);
+  const CandidateAdvice& c = candidates[static_cast<size_t>(*recommended)];
+  return by_replica && !c.reload ? "recompute" : TierLabel(c.tier);
 }
+
+namespace {
+
+// Each candidate's expected time until its prefill is done, and the ranking (docs/cost-model.md
+// §11): wait + the better of reloading and recomputing its prefix + the rest of the prefill.
+void RankReplicas(Advice& advice) {
+  std::vector<size_t> known;
+  for (size_t i = 0; i < advice.candidates.size(); ++i) {
+    CandidateAdvice& c = advice.candidates[i];
+    if (!c.prefill_seconds || !c.recompute_seconds || !advice.recompute_all_seconds) continue;
+    const double rest = *c.prefill_seconds - *c.reload_seconds;
+    c.reload = *c.reload_seconds < *c.recompute_seconds;  // a tie moves no bytes
+    c.expected_seconds = c.wait_seconds.value_or(0) + (c.reload ? *c.reload_seconds : *c.recompute_seconds) + rest;
+    known.push_back(i);
+  }
+  std::stable_sort(known.begin(), known.end(), [&](size_t a, size_t b) {
+    return *advice.candidates[a].expected_seconds < *advice.candidates[b].expected_seconds;
+  });
+  for (size_t r = 0; r < known.size(); ++r) advice.candidates[known[r]].rank = static_cast<uint32_t>(r + 1);
+  if (!advice.by_replica || known.empty()) return;
+  const CandidateAdvice& best = advice.candidates[known.front()];
+  advice.recommended = static_cast<int>(known.front());
+  // What reuse saves on the chosen replica against recomputing the whole prompt there.
+  advice.saving_seconds = *advice.recompute_all_seconds -
+                          (best.reload ? *best.prefill_seconds : *advice.recompute_all_seconds);
+}
+
+}  // namespace
 
 absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegistry& registry,
                               const LiveRates* rates) {
@@ -107,6 +139,15 @@ absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegi
       return absl::InvalidArgumentError(
           absl::StrCat(at, "logical_match_tokens = ", in.logical_match_tokens, ": must be >= 1 (a cached prefix)"));
     }
+    if (in.wait_seconds && !(std::isfinite(*in.wait_seconds) && *in.wait_seconds >= 0 && *in.wait_seconds <= 86400)) {
+      return absl::InvalidArgumentError(absl::StrCat(at, "wait_seconds = ", FormatDouble(*in.wait_seconds),
+                                                     ": must be finite, >= 0 and <= 86400 seconds"));
+    }
+    if (in.replica.size() > kMaxReplicaIdBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(at, "replica (", in.replica.size(), " bytes): must be at most ",
+                                                     kMaxReplicaIdBytes, " bytes"));
+    }
+    advice.by_replica = advice.by_replica || in.wait_seconds.has_value() || !in.replica.empty();
     RecordFacts facts = whole;
     facts.tier_value = in.tier_value;
     facts.logical_match_tokens = in.logical_match_tokens;
@@ -128,10 +169,12 @@ absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegi
     if (c.reload_seconds && suffix_seconds) c.prefill_seconds = *c.reload_seconds + *suffix_seconds;
     // Nothing to reload needs no bandwidth; otherwise the weaker of the two rates.
     c.basis = c.reused_bytes == 0 ? advice.compute.basis : std::min(c.bandwidth.basis, advice.compute.basis);
+    c.replica = in.replica;
+    c.wait_seconds = in.wait_seconds;
     advice.candidates.push_back(c);
   }
 
-  if (advice.recompute_all_seconds) {
+  if (advice.recompute_all_seconds && !advice.by_replica) {
     int best = -1;
     double best_seconds = *advice.recompute_all_seconds;
     bool any_known = advice.candidates.empty();
@@ -149,6 +192,7 @@ absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegi
       advice.saving_seconds = *advice.recompute_all_seconds - best_seconds;
     }
   }
+  RankReplicas(advice);
   return advice;
 }
 

@@ -33,7 +33,11 @@ struct AdviceCandidateInput {
   int tier_value = 0;  // raw wire enum value: device, host, disk or remote
   int64_t logical_match_tokens = 0;
   std::optional<int64_t> recoverable_tokens;
+  std::optional<double> wait_seconds;  // a router's expected scheduling wait on the replica
+  std::string replica;                 // opaque, echoed
 };
+
+inline constexpr size_t kMaxReplicaIdBytes = 128;
 
 struct AdviceRequestInput {
   std::string model;
@@ -62,6 +66,13 @@ struct CandidateAdvice {
   std::optional<double> recompute_seconds;
   std::optional<double> prefill_seconds;
   Basis basis = Basis::kNone;  // the weaker of the bandwidth's and the compute rate's
+  std::string replica;
+  std::optional<double> wait_seconds;
+  // wait + min(reload, recompute) of the prefix + the rest (docs/cost-model.md §11); absent when a
+  // rate it needs is unknown. `reload` is whether reloading is the better (a tie recomputes).
+  std::optional<double> expected_seconds;
+  bool reload = false;
+  uint32_t rank = 0;  // 1 = fastest; 0 = not ranked
 };
 
 struct Advice {
@@ -75,6 +86,9 @@ struct Advice {
   // estimated (the compute rate is unknown, or every candidate's bandwidth is).
   std::optional<int> recommended;
   std::optional<double> saving_seconds;  // recompute_all_seconds - the recommended prefill_seconds
+  // A candidate carried a wait or a replica: candidates are replicas, ranked by expected_seconds,
+  // and the recommendation is the first-ranked one's choice.
+  bool by_replica = false;
   // "host", "disk", ... for a candidate, "recompute", or "" when there is no recommendation.
   std::string recommendation() const;
 };

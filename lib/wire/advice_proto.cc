@@ -1,8 +1,10 @@
 #include "lib/wire/advice_proto.h"
 
+#include <functional>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -42,19 +44,62 @@ std::optional<Uint128> Decimal(const std::string& text) {
 
 }  // namespace
 
+namespace {
+
+std::optional<int> SourceTierValue(absl::string_view label) {
+  for (Tier t : kSourceTiers) {
+    if (label == TierLabel(t)) return static_cast<int>(t);
+  }
+  return std::nullopt;
+}
+
+// replica=a,tier=host,tokens=3000[,recoverable=2992][,wait=0.02]
+absl::StatusOr<v1::AdviceCandidate> ParseKeyValueCandidate(absl::string_view text,
+                                                           const std::function<absl::Status(absl::string_view)>& fail) {
+  v1::AdviceCandidate candidate;
+  bool has_tier = false, has_tokens = false;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    const std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(part, absl::MaxSplits('=', 1));
+    int64_t tokens = 0;
+    double seconds = 0;
+    if (kv.first == "tier") {
+      const std::optional<int> tier = SourceTierValue(kv.second);
+      if (!tier) return fail(absl::StrCat("the tier must be ", SourceTierList()));
+      candidate.set_tier(static_cast<v1::Tier>(*tier));
+      has_tier = true;
+    } else if (kv.first == "tokens" && absl::SimpleAtoi(kv.second, &tokens)) {
+      candidate.set_logical_match_tokens(tokens);
+      has_tokens = true;
+    } else if (kv.first == "recoverable" && absl::SimpleAtoi(kv.second, &tokens)) {
+      candidate.set_recoverable_tokens(tokens);
+    } else if (kv.first == "wait" && absl::SimpleAtod(kv.second, &seconds)) {
+      candidate.set_wait_seconds(seconds);
+    } else if (kv.first == "replica") {
+      candidate.set_replica(std::string(kv.second));
+    } else {
+      return fail(absl::StrCat("\"", part.substr(0, 64), "\": must be tier=TIER, tokens=N, recoverable=N, wait=SECONDS "
+                               "or replica=ID"));
+    }
+  }
+  if (!has_tier || !has_tokens) return fail("needs tier= and tokens=");
+  return candidate;
+}
+
+}  // namespace
+
 absl::StatusOr<v1::AdviceCandidate> ParseCandidate(absl::string_view text, absl::string_view what) {
-  const std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
   auto fail = [&](absl::string_view rule) {
     return absl::InvalidArgumentError(absl::StrCat(what, " = \"", text.substr(0, 64), "\": ", rule));
   };
-  if (parts.size() != 2 && parts.size() != 3) return fail("must be TIER:MATCH_TOKENS[:RECOVERABLE_TOKENS]");
-  v1::AdviceCandidate candidate;
-  int tier = 0;
-  for (Tier t : kSourceTiers) {
-    if (parts[0] == TierLabel(t)) tier = static_cast<int>(t);
+  if (absl::StrContains(text, '=')) return ParseKeyValueCandidate(text, fail);
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  if (parts.size() != 2 && parts.size() != 3) {
+    return fail("must be TIER:MATCH_TOKENS[:RECOVERABLE_TOKENS] or replica=ID,tier=TIER,tokens=N[,wait=SECONDS]");
   }
-  if (tier == 0) return fail(absl::StrCat("the tier must be ", SourceTierList()));
-  candidate.set_tier(static_cast<v1::Tier>(tier));
+  v1::AdviceCandidate candidate;
+  const std::optional<int> tier = SourceTierValue(parts[0]);
+  if (!tier) return fail(absl::StrCat("the tier must be ", SourceTierList()));
+  candidate.set_tier(static_cast<v1::Tier>(*tier));
   int64_t tokens = 0;
   if (!absl::SimpleAtoi(parts[1], &tokens)) return fail("MATCH_TOKENS must be an integer");
   candidate.set_logical_match_tokens(tokens);
@@ -74,6 +119,8 @@ AdviceRequestInput AdviceRequestFromProto(const v1::AdviceRequest& request) {
     candidate.tier_value = c.tier();
     candidate.logical_match_tokens = c.logical_match_tokens();
     if (c.has_recoverable_tokens()) candidate.recoverable_tokens = c.recoverable_tokens();
+    if (c.has_wait_seconds()) candidate.wait_seconds = c.wait_seconds();
+    candidate.replica = c.replica();
     in.candidates.push_back(candidate);
   }
   return in;
@@ -98,9 +145,19 @@ v1::Advice AdviceToProto(const Advice& advice) {
     if (c.recompute_seconds) o->set_recompute_seconds(*c.recompute_seconds);
     if (c.prefill_seconds) o->set_prefill_seconds(*c.prefill_seconds);
     o->set_basis(static_cast<v1::Basis>(c.basis));
+    o->set_replica(c.replica);
+    if (c.wait_seconds) o->set_wait_seconds(*c.wait_seconds);
+    if (c.expected_seconds) {
+      o->set_expected_seconds(*c.expected_seconds);
+      o->set_choice(c.reload ? TierLabel(c.tier) : "recompute");
+    }
+    o->set_rank(c.rank);
   }
   out.set_recommendation(advice.recommendation());
-  if (advice.recommended && *advice.recommended >= 0) out.set_recommended_candidate(*advice.recommended);
+  if (advice.recommended && *advice.recommended >= 0) {
+    out.set_recommended_candidate(*advice.recommended);
+    if (advice.by_replica) out.set_recommended_replica(advice.candidates[static_cast<size_t>(*advice.recommended)].replica);
+  }
   if (advice.saving_seconds) out.set_saving_seconds(*advice.saving_seconds);
   return out;
 }
@@ -119,7 +176,20 @@ std::string AdviceToJson(const v1::Advice& advice) {
         .Number("prefill_seconds", Optional(c.has_prefill_seconds(), c.prefill_seconds()))
         .String("basis", BasisName(c.basis()))
         .Integer("samples", Uint128{c.bandwidth().samples()})
-        .Object("bandwidth", RateJson(c.bandwidth()));
+        .Object("bandwidth", RateJson(c.bandwidth()))
+        .String("replica", c.replica())
+        .Number("wait_seconds", Optional(c.has_wait_seconds(), c.wait_seconds()))
+        .Number("expected_seconds", Optional(c.has_expected_seconds(), c.expected_seconds()));
+    if (c.choice().empty()) {
+      o.Null("choice");
+    } else {
+      o.String("choice", c.choice());
+    }
+    if (c.rank() == 0) {
+      o.Null("rank");
+    } else {
+      o.Integer("rank", Uint128{c.rank()});
+    }
     candidates.push_back(o);
   }
   JsonObject o;
@@ -128,6 +198,11 @@ std::string AdviceToJson(const v1::Advice& advice) {
     o.Null("recommendation");
   } else {
     o.String("recommendation", advice.recommendation());
+  }
+  if (advice.recommended_replica().empty()) {
+    o.Null("recommended_replica");
+  } else {
+    o.String("recommended_replica", advice.recommended_replica());
   }
   o.Number("saving_seconds", Optional(advice.has_saving_seconds(), advice.saving_seconds()))
       .Number("recompute_all_seconds", Optional(advice.has_recompute_all_seconds(), advice.recompute_all_seconds()))

@@ -46,6 +46,7 @@ RecordFacts FactsFromProto(const v1::Record& r) {
   if (r.has_reload_seconds()) f.reload_seconds = r.reload_seconds();
   if (r.has_suffix_prefill_seconds()) f.suffix_prefill_seconds = r.suffix_prefill_seconds();
   if (r.has_ttft_seconds()) f.ttft_seconds = r.ttft_seconds();
+  if (r.has_predicted_match_tokens()) f.predicted_match_tokens = r.predicted_match_tokens();
   f.state_boundaries.reserve(r.state_boundaries_size());
   for (const auto& b : r.state_boundaries()) {
     f.state_boundaries.push_back(StateBoundaryFact{b.state_group(), b.boundary_tokens()});
@@ -89,6 +90,12 @@ v1::DerivedFigures FiguresToProto(const DerivedFigures& d, absl::string_view mod
   p.set_reload_compared(d.reload_compared);
   p.set_overhead_fraction(d.overhead_fraction.value_or(0));
   p.set_e2e_speedup(d.e2e_speedup.value_or(0));
+  if (d.has_prediction) {
+    p.set_predicted_match_tokens(static_cast<int64_t>(d.predicted_match_tokens));
+    p.set_prediction_realised_tokens(static_cast<int64_t>(d.prediction_realised_tokens));
+    p.set_prediction_over_tokens(static_cast<int64_t>(d.prediction_over_tokens));
+    p.set_prediction_under_tokens(static_cast<int64_t>(d.prediction_under_tokens));
+  }
   for (const auto& g : d.groups) {
     auto* out = p.add_groups();
     out->set_name(g.group->name);

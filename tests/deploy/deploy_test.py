@@ -92,7 +92,7 @@ class DashboardTest(unittest.TestCase):
     def test_row_order(self):
         rows = [p["title"] for p in self.panels if p["type"] == "row"]
         expected = ["Traffic", "Logical", "Recoverable", "Reused", "Avoided attention", "Avoided prefill",
-                    "Reload cost", "Alignment and restore", "Latency", "Models"]
+                    "Reload cost", "Alignment and restore", "Routing", "Latency", "Models"]
         self.assertEqual(len(rows), len(expected))
         for row, start in zip(rows, expected):
             self.assertTrue(row.startswith(start), (row, start))

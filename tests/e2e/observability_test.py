@@ -77,6 +77,8 @@ def make_trace(models, seed):
             if i % 5 != 4:
                 r.suffix_prefill_seconds = rng.randrange(50, 2000) / 1000
             r.ttft_seconds = rng.randrange(60, 6000) / 1000
+            # A router's prediction: right, stale (more than was there) or pessimistic (less).
+            r.predicted_match_tokens = (match, min(n, match + rng.randrange(1, 2048)), match // 2)[i % 3]
             records.append(r)
         for i, tier in enumerate((record_pb2.TIER_MIXED, record_pb2.TIER_UNKNOWN)):  # no single source tier
             n = rng.randrange(512, 8192)
@@ -304,6 +306,30 @@ class DashboardTest(unittest.TestCase):
                          2 * sum(r.model in self.MODELS[self.KNOWN + 1:] for r in self.trace))
         tiers = {s["metric"]["tier"] for s in self.prometheus.query("group by (tier) (kvledger_requests_total)")}
         self.assertEqual(tiers, {"none", "device", "host", "disk", "remote", "mixed", "unknown"})
+
+    # Proves: the routing rules on a real Prometheus equal a hand calculation over the trace's
+    # predictions (right, stale and pessimistic ones) for llama-3.1-8b: precision, over- and
+    # under-prediction shares as ratios of sums.
+    def test_routing_predictions_by_hand(self):
+        predicted = realised = over = under = 0
+        for r in self.trace:
+            if r.model != "llama-3.1-8b" or not r.HasField("predicted_match_tokens"):
+                continue
+            p, m = r.predicted_match_tokens, r.logical_match_tokens
+            predicted += p
+            realised += min(p, m)
+            over += max(0, p - m)
+            under += max(0, m - p)
+        self.assertGreater(over, 0)
+        self.assertGreater(under, 0)
+        for rule, want in (("model:kvledger_prediction_realised_tokens_per_predicted_token:ratio_rate5m", realised / predicted),
+                           ("model:kvledger_prediction_over_tokens_per_predicted_token:ratio_rate5m", over / predicted),
+                           ("model:kvledger_prediction_under_tokens_per_logical_match_token:ratio_rate5m",
+                            under / (realised + under))):
+            with self.subTest(rule=rule):
+                expr = f'{rule}{{model="llama-3.1-8b"}}'
+                harness.poll(f"{rule} = {want}", lambda expr=expr, want=want: close(self.prometheus.value(expr), want),
+                             deadline=30, interval=0.5)
 
     # Proves: the shipped recording rules all load and produce data on a real Prometheus, and the
     # job-level token hit ratio equals the trace's.

@@ -63,7 +63,7 @@ TEST_F(MetricsExpositionTest, ExactCountersForOneRecord) {
   EXPECT_THAT(text, HasSubstr("kvledger_model_info{model=\"gemma-2-9b\",profile=\"gemma-2-9b\",attention=\"sliding_window+full\""));
 }
 
-// The series one populated (model, tier) costs Prometheus: 24 counter series, 2 ratio histograms
+// The series one populated (model, tier) costs Prometheus: 29 counter series, 2 ratio histograms
 // of 10 buckets (+Inf, _sum, _count: 13 each), and 20 per latency histogram the cell has observed
 // (TTFT was not reported here, so it has none). Seconds are summed exactly in nanoseconds and
 // printed through a double, whose 16 significant digits keep the nanosecond here.
@@ -76,7 +76,7 @@ TEST_F(MetricsExpositionTest, SeriesPerCellAndExactSeconds) {
   for (size_t at = text.find("tier=\"remote\""); at != std::string::npos; at = text.find("tier=\"remote\"", at + 1)) {
     ++series;
   }
-  EXPECT_EQ(series, 24 + 2 * 13 + 2 * 20);
+  EXPECT_EQ(series, 29 + 2 * 13 + 2 * 20);
   EXPECT_THAT(text, Not(HasSubstr("kvledger_ttft_seconds_bucket")));
   EXPECT_THAT(text, HasSubstr("kvledger_reload_seconds_sum{model=\"llama-3.1-8b\",tier=\"remote\"} 1.000000001\n"));
   EXPECT_THAT(text, HasSubstr("kvledger_reload_seconds_bucket{model=\"llama-3.1-8b\",tier=\"remote\",le=\"1\"} 0\n"));

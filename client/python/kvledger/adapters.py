@@ -217,7 +217,7 @@ def from_sglang(meta_info, *, model, request_id=None, ttft_seconds=None):
 
 
 def from_openai(response, *, model, cached_tokens_reported=False, tier=None, request_id=None,
-                ttft_seconds=None):
+                ttft_seconds=None, predicted_match_tokens=None):
     """From an OpenAI-compatible chat/completions response (a dict or the openai client's object),
     for gateways in front of any engine:
 
@@ -230,6 +230,8 @@ def from_openai(response, *, model, cached_tokens_reported=False, tier=None, req
     - tier: what the gateway knows (`tier=`); by default a hit is "unknown" (a response does not
       say where the cache was) and a miss "none".
     - id -> request_id (the argument wins); ttft_seconds as measured by the gateway.
+    - predicted_match_tokens: a prefix-aware router's (or gateway's) predicted hit for the replica
+      it chose; kvledger compares it with the engine's cached tokens (docs/integration.md, "Routers").
     """
     usage = _require(response, "usage", "response")
     prompt = int(_require(usage, "prompt_tokens", "response.usage"))
@@ -245,4 +247,5 @@ def from_openai(response, *, model, cached_tokens_reported=False, tier=None, req
     hit_tier = tier or "unknown"
     return make_record(request_id=request_id or _field(response, "id"), model=model,
                        tier=hit_tier if cached > 0 else "none", prompt_tokens=prompt,
-                       logical_match_tokens=cached, ttft_seconds=ttft_seconds)
+                       logical_match_tokens=cached, ttft_seconds=ttft_seconds,
+                       predicted_match_tokens=predicted_match_tokens)

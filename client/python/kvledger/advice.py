@@ -7,6 +7,8 @@
 The answer is the kvledger.v1.Advice message: per candidate the estimated reload, recompute and
 prefill seconds (unset when a rate is unknown: test with HasField), the basis of each rate, the
 recommendation ("host", ..., "recompute", or "" when nothing could be estimated) and the saving.
+With replicas (candidates carrying `replica` and `wait_seconds`), each candidate also has its
+expected_seconds and rank, and recommended_replica names the fastest.
 """
 import grpc
 
@@ -26,10 +28,17 @@ class Advisor:
 
     def advise(self, model, prompt_tokens, candidates):
         """`candidates`: (tier, logical_match_tokens) or (tier, logical_match_tokens,
-        recoverable_tokens) tuples, the tier as "device" | "host" | "disk" | "remote". Raises
-        grpc.RpcError (INVALID_ARGUMENT naming the field) for bad input."""
+        recoverable_tokens) tuples, the tier as "device" | "host" | "disk" | "remote"; or, to rank
+        replicas, dicts {"replica": id, "tier": ..., "logical_match_tokens": n, "wait_seconds": s}
+        (recoverable_tokens optional). Raises grpc.RpcError (INVALID_ARGUMENT naming the field) for
+        bad input."""
         request = advice_pb2.AdviceRequest(model=model, prompt_tokens=prompt_tokens)
         for candidate in candidates:
+            if isinstance(candidate, dict):
+                fields = {k: v for k, v in candidate.items() if v is not None}
+                fields["tier"] = tier_value(fields["tier"])
+                request.candidates.add(**fields)
+                continue
             c = request.candidates.add(tier=tier_value(candidate[0]), logical_match_tokens=candidate[1])
             if len(candidate) > 2 and candidate[2] is not None:
                 c.recoverable_tokens = candidate[2]

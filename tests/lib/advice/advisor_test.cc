@@ -25,6 +25,17 @@ ProfileCatalog CatalogWithRates() {
   return *ProfileCatalog::Make(overrides);
 }
 
+AdviceCandidateInput Candidate(int tier, int64_t tokens, std::optional<int64_t> recoverable,
+                               std::optional<double> wait_seconds = std::nullopt, std::string replica = "") {
+  AdviceCandidateInput c;
+  c.tier_value = tier;
+  c.logical_match_tokens = tokens;
+  c.recoverable_tokens = recoverable;
+  c.wait_seconds = wait_seconds;
+  c.replica = std::move(replica);
+  return c;
+}
+
 AdviceRequestInput Request(std::vector<AdviceCandidateInput> candidates) {
   AdviceRequestInput r;
   r.model = "llama-3.1-8b";
@@ -42,7 +53,8 @@ AdviceRequestInput Request(std::vector<AdviceCandidateInput> candidates) {
 TEST(AdvisorTest, HandWorkedOnProfileRates) {
   const ProfileCatalog catalog = CatalogWithRates();
   ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
-  auto advice = Advise(Request({{2, 4096, std::nullopt}, {3, 6000, std::nullopt}}), registry, nullptr);
+  auto advice =
+      Advise(Request({Candidate(2, 4096, std::nullopt), Candidate(3, 6000, std::nullopt)}), registry, nullptr);
   ASSERT_TRUE(advice.ok()) << advice.status();
   EXPECT_EQ(advice->prefill_flops, Uint128{131943542816768});
   EXPECT_EQ(advice->compute.basis, Basis::kProfile);
@@ -72,7 +84,7 @@ TEST(AdvisorTest, SlowReloadMeansRecompute) {
       &overrides);
   const ProfileCatalog catalog = *ProfileCatalog::Make(overrides);
   ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
-  auto advice = Advise(Request({{4, 4096, std::nullopt}}), registry, nullptr);
+  auto advice = Advise(Request({Candidate(4, 4096, std::nullopt)}), registry, nullptr);
   ASSERT_TRUE(advice.ok());
   // 536870912 / 5e8 = 1.073741824 s of reload against 0.6157372489728 s of recompute.
   EXPECT_DOUBLE_EQ(*advice->candidates[0].reload_seconds, 1.073741824);
@@ -84,7 +96,7 @@ TEST(AdvisorTest, SlowReloadMeansRecompute) {
 TEST(AdvisorTest, UnknownRatesAreNeverGuessed) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
-  auto advice = Advise(Request({{2, 4096, std::nullopt}}), registry, nullptr);
+  auto advice = Advise(Request({Candidate(2, 4096, std::nullopt)}), registry, nullptr);
   ASSERT_TRUE(advice.ok());
   EXPECT_EQ(advice->compute.basis, Basis::kNone);
   EXPECT_FALSE(advice->recompute_all_seconds.has_value());
@@ -111,7 +123,7 @@ TEST(AdvisorTest, LiveRatesFromRecords) {
   f.reload_seconds = 0.25;         // 536870912 B / 0.25 s = 2147483648 B/s
   f.suffix_prefill_seconds = 0.5;  // 70369817919488 FLOPs / 0.5 s = 140739635838976 FLOP/s
   ASSERT_TRUE(ledger.Record(f).ok());
-  auto advice = Advise(Request({{3, 4096, std::nullopt}, {2, 4096, std::nullopt}}), registry, &rates);
+  auto advice = Advise(Request({Candidate(3, 4096, std::nullopt), Candidate(2, 4096, std::nullopt)}), registry, &rates);
   ASSERT_TRUE(advice.ok());
   EXPECT_EQ(advice->compute.basis, Basis::kLive);
   EXPECT_DOUBLE_EQ(*advice->compute.rate, 140739635838976.0);
@@ -127,15 +139,56 @@ TEST(AdvisorTest, LiveRatesFromRecords) {
   EXPECT_EQ(advice->recommendation(), "host");  // 0.0537 s of reload beats 0.25 s
 }
 
+// Replicas ranked in seconds (docs/cost-model.md §11's example): with the live rates of one host
+// record (4096 tokens = 536870912 B in 0.05 s; 70369817919488 FLOPs in 0.4 s), replica a holds 6000
+// tokens behind 0.5 s of queue, replica b 2048 tokens behind 0.02 s: b is faster, and a replica whose
+// bandwidth is unknown (disk) is not ranked.
+TEST(AdvisorTest, RanksReplicasInSecondsByHand) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
+  Aggregator aggregator(registry.labels().label_slots());
+  LiveRates rates(registry.labels().label_slots(), 300, [] { return 0.0; });
+  Ledger ledger(registry, aggregator, &rates);
+  RecordFacts f;
+  f.model = "llama-3.1-8b";
+  f.tier_value = 2;
+  f.prompt_tokens = 8192;
+  f.logical_match_tokens = 4096;
+  f.reload_seconds = 0.05;
+  f.suffix_prefill_seconds = 0.4;
+  ASSERT_TRUE(ledger.Record(f).ok());
+  auto advice = Advise(Request({Candidate(2, 6000, std::nullopt, 0.5, "a"), Candidate(2, 2048, std::nullopt, 0.02, "b"),
+                                Candidate(3, 8000, std::nullopt, 0.0, "c")}),
+                       registry, &rates);
+  ASSERT_TRUE(advice.ok()) << advice.status();
+  const double B = 536870912.0 / 0.05, C = 70369817919488.0 / 0.4, FN = 131943542816768.0;
+  // F(6000) = 93190619136000, F(2048) = 29687350820864 (attention 262144 t(t+1) + 15099494400 t).
+  const double a = 0.5 + 786432000.0 / B + (FN - 93190619136000.0) / C;
+  const double b = 0.02 + 268435456.0 / B + (FN - 29687350820864.0) / C;
+  EXPECT_NEAR(*advice->candidates[0].expected_seconds, a, 1e-12);
+  EXPECT_NEAR(*advice->candidates[1].expected_seconds, b, 1e-12);
+  EXPECT_NEAR(a, 0.7935, 1e-4);
+  EXPECT_NEAR(b, 0.6263, 1e-4);
+  EXPECT_EQ(advice->candidates[1].rank, 1u);
+  EXPECT_EQ(advice->candidates[0].rank, 2u);
+  EXPECT_EQ(advice->candidates[2].rank, 0u);  // no disk rate: never ranked on a guess
+  EXPECT_FALSE(advice->candidates[2].expected_seconds.has_value());
+  EXPECT_TRUE(advice->by_replica);
+  ASSERT_TRUE(advice->recommended.has_value());
+  EXPECT_EQ(*advice->recommended, 1);
+  EXPECT_EQ(advice->recommendation(), "host");  // reload 0.025 s beats recomputing 0.169 s
+  EXPECT_EQ(advice->candidates[1].replica, "b");
+}
+
 TEST(AdvisorTest, BadInputNamesTheField) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
   auto advise = [&](AdviceRequestInput r) { return Advise(r, registry, nullptr).status(); };
-  AdviceRequestInput r = Request({{2, 9000, std::nullopt}});
+  AdviceRequestInput r = Request({Candidate(2, 9000, std::nullopt)});
   EXPECT_EQ(advise(r).message(), "candidates[0].logical_match_tokens = 9000: must be in [0, prompt_tokens = 8192]");
-  r = Request({{0, 100, std::nullopt}});
+  r = Request({Candidate(0, 100, std::nullopt)});
   EXPECT_THAT(advise(r).message(), HasSubstr("candidates[0].tier = 0: must be the tier holding the prefix"));
-  r = Request({{2, 0, std::nullopt}});
+  r = Request({Candidate(2, 0, std::nullopt)});
   EXPECT_EQ(advise(r).message(), "candidates[0].logical_match_tokens = 0: must be >= 1 (a cached prefix)");
   r = Request({});
   r.prompt_tokens = 0;
@@ -143,7 +196,11 @@ TEST(AdvisorTest, BadInputNamesTheField) {
   r = Request({});
   r.model = "llama-9";
   EXPECT_THAT(advise(r).message(), HasSubstr("model = \"llama-9\": no profile of that name"));
-  r = Request(std::vector<AdviceCandidateInput>(17, {2, 100, std::nullopt}));
+  r = Request({Candidate(2, 100, std::nullopt, -1.0, "a")});
+  EXPECT_EQ(advise(r).message(), "candidates[0].wait_seconds = -1: must be finite, >= 0 and <= 86400 seconds");
+  r = Request({Candidate(2, 100, std::nullopt, 0.1, std::string(129, 'x'))});
+  EXPECT_EQ(advise(r).message(), "candidates[0].replica (129 bytes): must be at most 128 bytes");
+  r = Request(std::vector<AdviceCandidateInput>(17, Candidate(2, 100, std::nullopt)));
   EXPECT_EQ(advise(r).message(), "candidates (17 of them): at most 16");
   EXPECT_EQ(advise(r).code(), absl::StatusCode::kInvalidArgument);
 }
