@@ -3,12 +3,14 @@
 // - BM_ParseAndAccount: the same plus validate, resolve, derive and aggregate (kvledger-server);
 // - BM_Derive/<model>: the cost model alone, per model shape;
 // - BM_Scrape: merging shards and writing the exposition text, per scrape, at 64 and 1,000 models x 5 tiers;
-//   BM_ScrapeCollectOnly: the same up to prometheus-cpp's MetricFamily values (no text).
+//   BM_ScrapeCollectOnly: the same up to prometheus-cpp's MetricFamily values (no text);
+// - BM_Advise16: one Advise with 16 replica candidates, beside BM_AdviseOne.
 #include <random>
 
 #include "benchmark/benchmark.h"
 #include "kvledger/v1/record.pb.h"
 #include "lib/accounting/ledger.h"
+#include "lib/advice/advisor.h"
 #include "lib/wire/record_proto.h"
 #include "lib/profiles/profile_catalog.h"
 #include "server/metrics_exposition.h"
@@ -154,6 +156,46 @@ void BM_ScrapeCollectOnly(benchmark::State& state) {
   state.counters["metrics"] = static_cast<double>(series);
 }
 BENCHMARK(BM_Scrape)->Arg(64)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+// One Advise with 16 replica candidates (a tier, a prefix and a wait each), answered from live rates,
+// in process: what a router pays per decision beside BM_AdviseOne, a single candidate (the gRPC or
+// HTTP round trip comes on top).
+void AdviseWith(benchmark::State& state, int candidates) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
+  Aggregator aggregator(registry.labels().label_slots());
+  LiveRates rates(registry.labels().label_slots(), 300);
+  Ledger ledger(registry, aggregator, &rates);
+  for (int tier = 1; tier <= 4; ++tier) {
+    RecordFacts f;
+    f.model = "llama-3.1-8b";
+    f.tier_value = tier;
+    f.prompt_tokens = 8192;
+    f.logical_match_tokens = 4096;
+    f.reload_seconds = 0.01 * tier;
+    f.suffix_prefill_seconds = 0.4;
+    if (!ledger.Record(f).ok()) state.SkipWithError("record rejected");
+  }
+  AdviceRequestInput request;
+  request.model = "llama-3.1-8b";
+  request.prompt_tokens = 8192;
+  for (int i = 0; i < candidates; ++i) {
+    AdviceCandidateInput c;
+    c.tier_value = 1 + i % 4;
+    c.logical_match_tokens = 512 * (i + 1);
+    c.wait_seconds = 0.01 * i;
+    c.replica = "replica-" + std::to_string(i);
+    request.candidates.push_back(c);
+  }
+  for (auto _ : state) {
+    auto advice = Advise(request, registry, &rates);
+    benchmark::DoNotOptimize(advice);
+  }
+}
+void BM_AdviseOne(benchmark::State& state) { AdviseWith(state, 1); }
+void BM_Advise16(benchmark::State& state) { AdviseWith(state, 16); }
+BENCHMARK(BM_AdviseOne)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Advise16)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ScrapeCollectOnly)->Arg(64)->Arg(1000)->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -101,6 +101,19 @@ class OpenAITest(ServerTest):
         self.assertEqual(self.value("kvledger_logical_match_tokens_total", model=MODEL, tier="unknown"), 1024)
         self.assertEqual(adapters.from_openai(hit, model=MODEL, tier="device").tier, record_pb2.TIER_DEVICE)
 
+    # Proves: a gateway's prediction rides along with the engine's answer, and a stale one shows as
+    # over-predicted tokens on /metrics.
+    def test_prediction_from_a_gateway(self):
+        stale = adapters.from_openai(openai_response(prompt_tokens=4096, cached_tokens=1024), model=MODEL,
+                                     cached_tokens_reported=True, tier="host", predicted_match_tokens=3072)
+        self.assertEqual(stale.predicted_match_tokens, 3072)
+        self.send([stale])
+        host = dict(model=MODEL, tier="host")
+        self.assertEqual(self.value("kvledger_prediction_realised_tokens_total", **host), 1024)
+        self.assertEqual(self.value("kvledger_prediction_over_tokens_total", **host), 2048)
+        self.assertEqual(self.value("kvledger_prediction_under_tokens_total", **host), 0)
+        self.assertEqual(self.value("kvledger_prediction_realised_ratio_bucket", le="0.4", **host), 1)  # 1/3
+
 
 class VllmAdapterTest(unittest.TestCase):
     # Proves (5): vLLM's count is the block-aligned boundary it resumed from, never the whole

@@ -6,6 +6,7 @@ are in engine_adapters_test.py.
 
 Usage: python_client_test.py SERVER_BINARY CLI_BINARY REPO_ROOT
 """
+import faulthandler
 import filecmp
 import json
 import os
@@ -18,6 +19,9 @@ import tempfile
 import threading
 import time
 import unittest
+
+# A hung test prints every thread's stack well before ctest's timeout kills it silently.
+faulthandler.dump_traceback_later(240, exit=True)
 
 SERVER, CLI, ROOT = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
 PACKAGE = os.path.join(ROOT, "client", "python")

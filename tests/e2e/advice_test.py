@@ -177,6 +177,41 @@ class AdviceTest(unittest.TestCase):
         self.assertEqual(json.loads(body)["error"],
                          'candidate[0] = "ssd:10": the tier must be device, host, disk or remote')
 
+    # Replicas ranked in seconds (docs/cost-model.md §11's example, with the rates of one host record):
+    # the CLI's replica= form, the HTTP API and the Python Advisor give the same ranking, equal to
+    # the hand calculation: the shorter prefix on the idle replica wins.
+    def test_replicas_ranked_in_seconds(self):
+        self.record(record_pb2.TIER_HOST, 4096, 0.05, 0.4)
+        bandwidth, compute = 4096 * BYTES_PER_TOKEN / 0.05, 70369817919488 / 0.4
+        whole = 131943542816768
+        expected = {"a": 0.5 + 6000 * BYTES_PER_TOKEN / bandwidth + (whole - 93190619136000) / compute,
+                    "b": 0.02 + 2048 * BYTES_PER_TOKEN / bandwidth + (whole - 29687350820864) / compute}
+        candidates = ["replica=a,tier=host,tokens=6000,wait=0.5", "replica=b,tier=host,tokens=2048,wait=0.02"]
+        result = cli("advise", "--target", self.server.grpc_address, "--model", "llama-3.1-8b", "--prompt-tokens",
+                     "8192", *[f"--candidate={c}" for c in candidates], "--json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        from_cli = json.loads(result.stdout)
+        status, body = get(self.server, "/api/v1/advise?" + urllib.parse.urlencode(
+            [("model", "llama-3.1-8b"), ("prompt_tokens", "8192")] + [("candidate", c) for c in candidates]))
+        self.assertEqual(status, 200, body)
+        assert_same(self, without(from_cli, "weight"), without(json.loads(body), "weight"))
+        for c in from_cli["candidates"]:
+            self.assertAlmostEqual(c["expected_seconds"] / expected[c["replica"]], 1, delta=1e-9)
+        self.assertEqual([(c["replica"], c["rank"], c["choice"]) for c in from_cli["candidates"]],
+                         [("a", 2, "host"), ("b", 1, "host")])
+        self.assertEqual((from_cli["recommended_replica"], from_cli["recommendation"]), ("b", "host"))
+        import kvledger
+        with kvledger.Advisor(self.server.grpc_address, timeout_seconds=10) as advisor:
+            advice = advisor.advise("llama-3.1-8b", 8192, [
+                {"replica": "a", "tier": "host", "logical_match_tokens": 6000, "wait_seconds": 0.5},
+                {"replica": "b", "tier": "host", "logical_match_tokens": 2048, "wait_seconds": 0.02}])
+        self.assertEqual((advice.recommended_replica, advice.recommended_candidate), ("b", 1))
+        bad = cli("advise", "--target", self.server.grpc_address, "--model", "llama-3.1-8b", "--prompt-tokens", "8192",
+                  "--candidate=replica=a,tier=host,tokens=6000,wait=-1")
+        self.assertEqual(bad.returncode, 2)
+        self.assertEqual(bad.stderr.strip(), "kvledger advise: candidates[0].wait_seconds = -1: must be finite, >= 0 "
+                                             "and <= 86400 seconds")
+
     # The Python package's Advisor asks the same RPC.
     def test_python_advisor(self):
         import kvledger
