@@ -116,14 +116,20 @@ HttpResponse Explain(const HttpRequest& r, const ModelRegistry& registry) {
   for (absl::Status s : {Number(r, "kv_page_tokens", &page), Number(r, "recurrent_checkpoint_tokens", &checkpoint)}) {
     if (!s.ok()) return BadRequest(s.message());
   }
+  // Past 32 bits a value would wrap in the profile's fields: refused as given, with the profile's range.
+  for (const auto& [name, value] : {std::pair{"kv_page_tokens", page}, std::pair{"recurrent_checkpoint_tokens", checkpoint}}) {
+    if (value && *value > kMaxAlignmentTokens) {
+      return BadRequest(absl::StrCat(name, " = ", *value, ": must be in [1, ", kMaxAlignmentTokens, "]"));
+    }
+  }
   absl::StatusOr<Resolution> model = registry.Resolve(record.model());
   std::optional<Profile> what_if;
   if (model.ok() && (page || checkpoint)) {
     v1::ModelProfile definition = model->profile->definition();
-    if (page) definition.mutable_serving()->set_kv_page_tokens(static_cast<uint32_t>(std::min<uint64_t>(*page, UINT32_MAX)));
+    if (page) definition.mutable_serving()->set_kv_page_tokens(static_cast<uint32_t>(*page));
     if (checkpoint) {
       definition.mutable_serving()->set_recurrent_checkpoint_tokens(
-          static_cast<uint32_t>(std::min<uint64_t>(*checkpoint, UINT32_MAX)));
+          static_cast<uint32_t>(*checkpoint));
     }
     auto profile = Profile::Make(definition);
     if (!profile.ok()) return BadRequest(profile.status().message());
@@ -141,7 +147,9 @@ HttpResponse Advise(const HttpRequest& r, const ModelRegistry& registry, const L
   std::optional<int64_t> prompt;
   if (absl::Status s = Number(r, "prompt_tokens", &prompt); !s.ok()) return BadRequest(s.message());
   request.set_prompt_tokens(prompt.value_or(0));
-  for (int i = 0; i <= kMaxAdviceCandidates; ++i) {
+  // Every candidate is parsed (the request line is bounded to 16 KiB), so Advise's count rule names
+  // the real number.
+  for (int i = 0;; ++i) {
     const auto text = r.Param("candidate", i);
     if (!text) break;
     auto candidate = ParseCandidate(*text, absl::StrCat("candidate[", i, "]"));

@@ -69,6 +69,8 @@ class RouteHandler final : public CivetHandler {
   bool handlePut(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
   bool handleDelete(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
   bool handlePatch(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
+  bool handleHead(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
+  bool handleOptions(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
 
   bool handleGet(CivetServer*, mg_connection* conn) override {
     if (!Authorized(conn)) {

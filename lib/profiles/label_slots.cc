@@ -41,6 +41,9 @@ const LabelSlots::Entry* LabelSlots::Find(absl::string_view model) const {
 
 LabelSlot LabelSlots::Claim(absl::string_view model, const Profile* profile) {
   if (const Entry* entry = Find(model)) return LabelSlot{entry->slot, false};  // known profiles: always
+  // The label of folded names is reserved: a client's model "other" is folded too, so /metrics never
+  // carries two series with the same labels.
+  if (model == kOtherModelLabel) return LabelSlot{other_slot(), true};
   if (used_slots_.load(std::memory_order_acquire) >= max_models_) return LabelSlot{other_slot(), true};
   MutexLock lock(&mu_);
   if (const Entry* entry = Find(model)) return LabelSlot{entry->slot, false};

@@ -22,8 +22,6 @@
 
 namespace kvledger {
 
-inline constexpr char kOtherModelLabel[] = "other";
-
 struct LabelSlot {
   uint32_t slot = 0;    // < other_slot(), or == other_slot() for "other"
   bool folded = false;  // true when this record went to "other"
@@ -47,9 +45,9 @@ class LabelSlots {
 
   // The entry of a name that has a slot, or nullptr. Lock-free.
   const Entry* Find(absl::string_view model) const;
-  // The slot of `model`, claiming a free one for a new name (or "other" past the cap). Call only for
-  // a record that is being counted, so rejected records never use up slots; `profile` is kept for
-  // kvledger_model_info.
+  // The slot of `model`, claiming a free one for a new name (or "other" past the cap, and always for
+  // a name equal to the reserved label "other"). Call only for a record that is being counted, so
+  // rejected records never use up slots; `profile` is kept for kvledger_model_info.
   LabelSlot Claim(absl::string_view model, const Profile* profile);
 
   // Labels of slots 0..n-1 in slot order: the catalog's profiles first, then the names claimed so far

@@ -93,6 +93,10 @@ absl::StatusOr<Profile> Profile::Make(const v1::ModelProfile& definition) {
         "profile '", definition.name(),
         "': name: must be 1-128 characters of letters, digits, '-', '_', '.', '/', ':'"));
   }
+  if (definition.name() == kOtherModelLabel) {
+    return absl::InvalidArgumentError(absl::StrCat("profile '", definition.name(), "': name: \"", kOtherModelLabel,
+                                                   "\" is reserved for the label of folded model names"));
+  }
   Profile p;
   p.definition_ = definition;
   auto* serving = p.definition_.mutable_serving();
@@ -105,7 +109,7 @@ absl::StatusOr<Profile> Profile::Make(const v1::ModelProfile& definition) {
   check.Range("hidden_size", hidden, 1, kMaxDimension);
   check.Range("vocab_size", definition.vocab_size(), 0, kMaxDimension);
   check.Range("layer_groups (count)", definition.layer_groups_size(), 1, kMaxGroups);
-  check.Range("serving.kv_page_tokens", serving->kv_page_tokens(), 1, 1u << 20);
+  check.Range("serving.kv_page_tokens", serving->kv_page_tokens(), 1, kMaxAlignmentTokens);
   check.Range("serving.cache_bytes_per_element", serving->cache_bytes_per_element(), 1, 8);
   check.Range("serving.state_bytes_per_element", serving->state_bytes_per_element(), 1, 8);
   const double fps = serving->prefill_flops_per_second();
@@ -194,7 +198,7 @@ absl::StatusOr<Profile> Profile::Make(const v1::ModelProfile& definition) {
         check.Fail("serving.recurrent_checkpoint_tokens",
                    absl::StrCat("must be set: ", at, " is a linear (recurrent) group"));
       }
-      check.Range("serving.recurrent_checkpoint_tokens", serving->recurrent_checkpoint_tokens(), 1, 1u << 20);
+      check.Range("serving.recurrent_checkpoint_tokens", serving->recurrent_checkpoint_tokens(), 1, kMaxAlignmentTokens);
       const uint64_t qk = uint64_t{l.num_qk_heads()} * l.key_head_dim();
       const uint64_t v = uint64_t{l.num_v_heads()} * l.value_head_dim();
       const uint64_t conv_channels = 2 * qk + v;

@@ -12,7 +12,13 @@
 
 namespace kvledger {
 
+// The model label of names folded past --max_models: reserved, so no profile and no client's model
+// can take it.
+inline constexpr char kOtherModelLabel[] = "other";
+
 inline constexpr uint32_t kDefaultKvPageTokens = 16;
+// KV page size and recurrent checkpoint interval, in tokens: at most this.
+inline constexpr uint32_t kMaxAlignmentTokens = 1u << 20;
 inline constexpr uint32_t kDefaultBytesPerElement = 2;
 
 class Profile {

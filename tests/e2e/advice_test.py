@@ -212,6 +212,41 @@ class AdviceTest(unittest.TestCase):
         self.assertEqual(bad.stderr.strip(), "kvledger advise: candidates[0].wait_seconds = -1: must be finite, >= 0 "
                                              "and <= 86400 seconds")
 
+    # A duration too small to be a measurement (5e-324 s) gives no rate, never an infinite one: /metrics
+    # has no inf, and gRPC and HTTP answer alike (no live rate, so no estimate and no recommendation).
+    def test_tiny_durations_give_no_infinite_rate(self):
+        self.record(record_pb2.TIER_HOST, 4096, 5e-324, 5e-324)
+        text = self.server.scrape()
+        values = [line.rsplit(" ", 1)[1].lower() for line in text.splitlines() if line and not line.startswith("#")]
+        self.assertFalse([v for v in values if v in ("inf", "+inf", "-inf", "nan")])
+        self.assertNotIn("kvledger_reload_bandwidth_bytes_per_second{", text)
+        rpc = self.advise((record_pb2.TIER_HOST, 4096))
+        self.assertEqual(rpc.candidates[0].bandwidth.basis, advice_pb2.BASIS_NONE)
+        self.assertFalse(rpc.candidates[0].HasField("reload_seconds"))
+        self.assertEqual(rpc.recommendation, "")
+        status, body = get(self.server, "/api/v1/advise?model=llama-3.1-8b&prompt_tokens=8192&candidate=host:4096")
+        self.assertEqual(status, 200)
+        http = json.loads(body)
+        self.assertEqual(http["candidates"][0]["bandwidth"]["basis"], "none")
+        self.assertIsNone(http["candidates"][0]["reload_seconds"])
+        self.assertIsNone(http["recommendation"])
+
+    # Smaller mismatches: HEAD and OPTIONS get 405 like every method but GET; a page size past 32 bits
+    # is refused as given, not wrapped; 100 advice candidates are counted as 100.
+    def test_methods_wraps_and_counts(self):
+        for method in ("HEAD", "OPTIONS"):
+            request = urllib.request.Request(f"http://{self.server.metrics_address}/metrics", method=method)
+            with self.assertRaises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=10)
+            self.assertEqual(refused.exception.code, 405, method)
+        status, body = get(self.server, "/api/v1/explain?model=llama-3.1-8b&tier=host&prompt_tokens=100"
+                                        "&logical_match_tokens=50&kv_page_tokens=18446744073709551615")
+        self.assertEqual((status, json.loads(body)["error"]),
+                         (400, "kv_page_tokens = 18446744073709551615: must be in [1, 1048576]"))
+        status, body = get(self.server, "/api/v1/advise?model=llama-3.1-8b&prompt_tokens=8192&"
+                                        + "&".join(["candidate=host:16"] * 100))
+        self.assertEqual((status, json.loads(body)["error"]), (400, "candidates (100 of them): at most 16"))
+
     # The Python package's Advisor asks the same RPC.
     def test_python_advisor(self):
         import kvledger

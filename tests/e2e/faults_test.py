@@ -6,6 +6,7 @@ and asserts the bound the docs state. Loopback only.
 
 usage: faults_test.py KVLEDGER_SERVER PYTHON_DIR
 """
+import json
 import os
 import resource
 import socket
@@ -15,6 +16,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 
 SERVER = sys.argv[1]
 sys.path.insert(0, sys.argv[2])
@@ -396,6 +398,28 @@ class FaultsTest(unittest.TestCase):
         measured("million_model_names", rss, series=len(samples), model_labels=len(models),
                  scrape_ms=f"{scrape_seconds * 1000:.0f}", exposition_kib=f"{len(text) / 1024:.0f}")
         self.assertLess(rss.peak, 256 * MiB)
+
+    def test_a_model_named_other_cannot_claim_the_folded_label(self):
+        # A client reporting model="other" while slots are free is folded into the reserved label, so
+        # no two series ever share a name and label set, and /api/v1/totals lists "other" once.
+        server = self.start("--unknown_model=generic", "--max_models=2")
+        stub = ledger_stub(server)
+        batches = [("finetune-a", 1), ("other", 2002), ("finetune-b", 3), ("finetune-c", 5)]  # c: past the cap
+        for model, count in batches:
+            records = [record_pb2.Record(model=model, tier=record_pb2.TIER_DEVICE, prompt_tokens=100,
+                                         logical_match_tokens=50) for _ in range(count)]
+            self.assertEqual(stub.RecordBatch(ledger_pb2.RecordBatchRequest(records=records), timeout=60).accepted, count)
+        text = server.scrape()
+        series = [line.rsplit(" ", 1)[0] for line in text.splitlines() if line and not line.startswith("#")]
+        self.assertEqual(len(series), len(set(series)), "two series share a name and label set")
+        samples = parse_exposition(text)
+        self.assertEqual(samples[("kvledger_requests_total", frozenset({("model", "other"), ("tier", "device")}))],
+                         2002 + 5)
+        self.assertEqual(sum(v for (name, _), v in samples.items() if name == "kvledger_requests_total"), 2011)
+        with urllib.request.urlopen(f"http://{server.metrics_address}/api/v1/totals", timeout=10) as r:
+            totals = json.loads(r.read())
+        models = [m["model"] for m in totals["models"]]
+        self.assertEqual(models.count("other"), 1, models)
 
     def test_invalid_utf8_does_not_flood_the_log(self):
         # 2,000 Records whose model string is not UTF-8: each is refused, and the log stays short.

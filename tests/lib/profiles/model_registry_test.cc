@@ -37,6 +37,21 @@ TEST(ModelRegistryTest, GenericPolicyKeepsTheName) {
   EXPECT_EQ(registry.labels().Labels().at(slot.slot).profile, *profile);
 }
 
+// A client's model named "other" can never take a slot of its own (it would share the folded
+// label): it is folded, even while slots are free; and no profile may be named "other".
+TEST(ModelRegistryTest, TheFoldedLabelIsReserved) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  ModelRegistry registry(catalog, 4, UnknownModelPolicy::kGeneric);
+  const LabelSlot other = registry.ClaimLabel("other", catalog.Find("generic"));
+  EXPECT_TRUE(other.folded);
+  EXPECT_EQ(other.slot, registry.labels().other_slot());
+  for (const auto& label : registry.labels().Labels()) EXPECT_NE(label.model, "other");
+  v1::ModelProfile definition = catalog.Find("llama-3.1-8b")->definition();
+  definition.set_name("other");
+  EXPECT_EQ(Profile::Make(definition).status().message(),
+            "profile 'other': name: \"other\" is reserved for the label of folded model names");
+}
+
 // Unknown names get slots first come first served; past max_models they fold into "other" and are
 // not stored. Known profiles keep their own labels even after junk names took every slot.
 TEST(ModelRegistryTest, FoldsPastTheCap) {
