@@ -24,25 +24,9 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_servers import kvledger, start  # noqa: E402
+from compare_servers import populate, start  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def populate(address, models):
-    """One record in every (model, tier) cell of `models` unknown models, every latency measured;
-    exits if any record did not arrive (both builds must export the same series)."""
-    with kvledger.Reporter(address, max_queue_size=8 * models * 5) as reporter:
-        for m in range(models):
-            for tier in ("none", "device", "host", "disk", "remote"):
-                reporter.report(model=f"finetune-{m}", tier=tier, prompt_tokens=8192,
-                                logical_match_tokens=0 if tier == "none" else 4096,
-                                reload_seconds=None if tier == "none" else 0.004,
-                                suffix_prefill_seconds=0.3, ttft_seconds=0.31)
-        reporter.flush(120)
-        stats = reporter.stats()
-    if stats["sent"] != models * 5:
-        sys.exit(f"populate: {stats}")
 
 
 def cpu_seconds(pid):

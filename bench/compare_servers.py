@@ -86,8 +86,9 @@ def main():
 
 
 def populate(address, models):
-    """One record in every (model, tier) cell of `models` unknown models, every latency measured."""
-    with kvledger.Reporter(address) as reporter:
+    """One record in every (model, tier) cell of `models` unknown models, every latency measured;
+    exits if any record did not arrive (builds compared side by side must export the same series)."""
+    with kvledger.Reporter(address, max_queue_size=8 * models * 5) as reporter:
         for m in range(models):
             for tier in ("none", "device", "host", "disk", "remote"):
                 reporter.report(model=f"finetune-{m}", tier=tier, prompt_tokens=8192,
@@ -95,6 +96,9 @@ def populate(address, models):
                                 reload_seconds=None if tier == "none" else 0.004,
                                 suffix_prefill_seconds=0.3, ttft_seconds=0.31)
         reporter.flush(120)
+        stats = reporter.stats()
+    if stats["sent"] != models * 5:
+        sys.exit(f"populate: {stats}")
 
 
 def scrape_while_ingesting(cli, tmp, args):
