@@ -28,8 +28,8 @@ namespace {
 struct RecordFlags {
   std::string request_id, model, tier = "device";
   std::optional<int64_t> prompt_tokens, logical_match_tokens, recoverable_tokens, recompute_tokens,
-      predicted_match_tokens;
-  std::optional<double> reload_seconds, suffix_prefill_seconds, ttft_seconds;
+      predicted_match_tokens, output_tokens;
+  std::optional<double> reload_seconds, suffix_prefill_seconds, ttft_seconds, queue_seconds, decode_seconds;
   std::vector<std::string> state_boundaries;
 
   void Register(FlagSet& flags) {
@@ -43,6 +43,9 @@ struct RecordFlags {
     flags.Double("reload-seconds", &reload_seconds, "reload latency (default: not measured)");
     flags.Double("suffix-prefill-seconds", &suffix_prefill_seconds, "suffix prefill latency (default: not measured)");
     flags.Double("ttft-seconds", &ttft_seconds, "time to first token (default: not measured)");
+    flags.Double("queue-seconds", &queue_seconds, "scheduling wait, arrival to prefill (default: not measured)");
+    flags.Int64("output-tokens", &output_tokens, "tokens generated (default: not reported)");
+    flags.Double("decode-seconds", &decode_seconds, "first output token to last (default: not measured)");
     flags.Repeated("state-boundary", &state_boundaries, "GROUP=TOKENS per state group, repeatable");
     flags.Int64("predicted-match-tokens", &predicted_match_tokens,
                 "the prefix a router predicted this engine held (default: no prediction)");
@@ -67,6 +70,9 @@ struct RecordFlags {
     if (suffix_prefill_seconds) r.set_suffix_prefill_seconds(*suffix_prefill_seconds);
     if (ttft_seconds) r.set_ttft_seconds(*ttft_seconds);
     if (predicted_match_tokens) r.set_predicted_match_tokens(*predicted_match_tokens);
+    if (queue_seconds) r.set_queue_seconds(*queue_seconds);
+    if (output_tokens) r.set_output_tokens(*output_tokens);
+    if (decode_seconds) r.set_decode_seconds(*decode_seconds);
     for (const auto& text : state_boundaries) {
       std::pair<std::string, std::string> kv = absl::StrSplit(text, absl::MaxSplits('=', 1));
       int64_t tokens;
@@ -96,6 +102,38 @@ std::string Share(double part, double whole) {
   return whole > 0 ? absl::StrFormat("%.2f%%", 100 * part / whole) : std::string("-");
 }
 std::string Times(double speedup) { return speedup > 0 ? absl::StrFormat("%.4fx", speedup) : std::string("unbounded"); }
+
+// docs/cost-model.md §12; "unavailable" names what was not measured.
+template <typename Row>
+void PrintWholeRequest(const v1::DerivedFigures& d, const Row& row) {
+  const std::string missing = "unavailable";
+  if (d.has_ttft_parts()) {
+    const auto& p = d.ttft_parts();
+    row("TTFT parts", absl::StrFormat("queue %.6g + reload %.6g + suffix prefill %.6g + rest %.6g s",
+                                      p.queue_seconds(), p.reload_seconds(), p.suffix_prefill_seconds(),
+                                      p.rest_seconds()));
+  } else if (d.has_ttft_overlap_seconds()) {
+    row("TTFT parts", absl::StrFormat("overlap: the parts exceed the TTFT by %.6g s", d.ttft_overlap_seconds()));
+  } else {
+    row("TTFT parts", "unavailable (needs TTFT, queue, suffix prefill and reload)");
+  }
+  row("overhead h with the wait", d.has_overhead_fraction_with_wait()
+                                       ? absl::StrFormat("%.6f", d.overhead_fraction_with_wait())
+                                       : missing);
+  row("TTFT without reuse / speedup",
+      d.has_ttft_speedup() ? absl::StrFormat("%.6g s / %.4fx", d.ttft_without_reuse_seconds(), d.ttft_speedup())
+                           : missing);
+  row("time per output token", d.has_time_per_output_token_seconds()
+                                   ? absl::StrFormat("%.6g s", d.time_per_output_token_seconds())
+                                   : missing);
+  row("cache share of end-to-end",
+      d.has_cache_share_of_e2e() ? absl::StrFormat("%.2f%% of %.6g s", 100 * d.cache_share_of_e2e(), d.e2e_seconds())
+                                 : missing);
+  row("KV byte-seconds / average", d.has_kv_byte_seconds()
+                                       ? absl::StrFormat("%.6g / %.6g bytes", d.kv_byte_seconds(),
+                                                         d.kv_bytes_held_average())
+                                       : missing);
+}
 
 void PrintFigures(const v1::DerivedFigures& d) {
   auto row = [](const std::string& label, const std::string& value) {
@@ -149,6 +187,7 @@ void PrintFigures(const v1::DerivedFigures& d) {
   } else {
     row("overhead h / e2e speedup", "unavailable");
   }
+  PrintWholeRequest(d, row);
   if (d.has_predicted_match_tokens()) {
     row("router predicted", absl::StrFormat("%d tokens: realised %d, over %d, under %d", d.predicted_match_tokens(),
                                             d.prediction_realised_tokens(), d.prediction_over_tokens(),
@@ -210,7 +249,7 @@ int Explain(const Args& args) {
     figures = FiguresToProto(*derived, request->model());
   }
   if (json) {
-    std::cout << ProtoToJson(figures) << "\n";
+    std::cout << ProtoToJson(figures, /*null_unset=*/true) << "\n";
   } else {
     PrintFigures(figures);
   }

@@ -77,6 +77,28 @@ HttpResponse KvBytes(const HttpRequest& r, const ProfileCatalog& catalog) {
   return Json(KvBytesToJson(*result));
 }
 
+// Every optional number of a Record (recoverable_tokens, the latencies, predicted_match_tokens, queue,
+// output and decode, ...) from the parameter of the same name: a field added to the record is a
+// parameter without a change here.
+absl::Status OptionalRecordNumbers(const HttpRequest& r, v1::Record& record) {
+  const auto* descriptor = record.GetDescriptor();
+  const auto* reflection = record.GetReflection();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const auto* field = descriptor->field(i);
+    if (field->is_repeated() || field->containing_oneof() == nullptr) continue;  // proto3 optional only
+    if (field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_INT64) {
+      std::optional<int64_t> value;
+      if (absl::Status s = Number(r, field->name().c_str(), &value); !s.ok()) return s;
+      if (value) reflection->SetInt64(&record, field, *value);
+    } else if (field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE) {
+      std::optional<double> value;
+      if (absl::Status s = Number(r, field->name().c_str(), &value); !s.ok()) return s;
+      if (value) reflection->SetDouble(&record, field, *value);
+    }
+  }
+  return absl::OkStatus();
+}
+
 HttpResponse Explain(const HttpRequest& r, const ModelRegistry& registry) {
   v1::Record record;
   record.set_model(Text(r, "model"));
@@ -86,12 +108,9 @@ HttpResponse Explain(const HttpRequest& r, const ModelRegistry& registry) {
     return BadRequest(absl::StrCat("tier = \"", tier.substr(0, 64), "\": must be ", TierLabelList()));
   }
   record.set_tier(static_cast<v1::Tier>(*tier_value));
-  std::optional<int64_t> prompt, match, recoverable, recompute;
-  std::optional<double> reload, suffix, ttft;
+  std::optional<int64_t> prompt, match;
   for (absl::Status s : {Number(r, "prompt_tokens", &prompt), Number(r, "logical_match_tokens", &match),
-                         Number(r, "recoverable_tokens", &recoverable), Number(r, "recompute_tokens", &recompute),
-                         Number(r, "reload_seconds", &reload), Number(r, "suffix_prefill_seconds", &suffix),
-                         Number(r, "ttft_seconds", &ttft)}) {
+                         OptionalRecordNumbers(r, record)}) {
     if (!s.ok()) return BadRequest(s.message());
   }
   record.set_prompt_tokens(prompt.value_or(0));
@@ -105,11 +124,6 @@ HttpResponse Explain(const HttpRequest& r, const ModelRegistry& registry) {
     }
     record.set_logical_match_tokens(static_cast<int64_t>(*tokens));
   }
-  if (recoverable) record.set_recoverable_tokens(*recoverable);
-  if (recompute) record.set_recompute_tokens(*recompute);
-  if (reload) record.set_reload_seconds(*reload);
-  if (suffix) record.set_suffix_prefill_seconds(*suffix);
-  if (ttft) record.set_ttft_seconds(*ttft);
   // What-if alignment: the model's profile with another KV page size or recurrent checkpoint
   // interval, validated like a profile file.
   std::optional<uint64_t> page, checkpoint;
@@ -138,7 +152,7 @@ HttpResponse Explain(const HttpRequest& r, const ModelRegistry& registry) {
   }
   auto figures = Evaluate(FactsFromProto(record), model);
   if (!figures.ok()) return BadRequest(figures.rejection().message);
-  return Json(ProtoToJson(FiguresToProto(*figures, record.model())));
+  return Json(ProtoToJson(FiguresToProto(*figures, record.model()), /*null_unset=*/true));
 }
 
 HttpResponse Advise(const HttpRequest& r, const ModelRegistry& registry, const LiveRates& rates) {

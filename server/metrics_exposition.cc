@@ -83,13 +83,10 @@ ClientMetric HistogramMetric(const Labels& labels, const FixedHistogram<kBuckets
   return m;
 }
 
-const std::array<double, kLatencyBucketsNanos.size()>& LatencyBounds() {
-  static const auto bounds = [] {
-    std::array<double, kLatencyBucketsNanos.size()> out{};
-    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(kLatencyBucketsNanos[i]) / kNanoUnitsPerUnit;
-    return out;
-  }();
-  return bounds;
+std::array<double, kLatencyBuckets> SecondsBounds(const LatencyBounds& nanos) {
+  std::array<double, kLatencyBuckets> out{};
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(nanos[i]) / kNanoUnitsPerUnit;
+  return out;
 }
 
 const std::array<double, kRatioBuckets>& RatioBounds() {
@@ -106,8 +103,9 @@ void AddCounterRow(const CounterSpec& spec, const Scrape& s, MetricFamily& f) {
     const Totals& t = s.snapshot.cells[c].totals;
     for (int i = 0; i < Width(spec.dimension); ++i) {
       Labels labels = s.cell_labels[c];
-      if (spec.dimension == Dimension::kCause) labels.push_back({"cause", CauseLabel(kAllCauses[i])});
-      if (spec.dimension == Dimension::kBoundary) labels.push_back({"boundary", BoundaryLabel(kAllBoundaries[i])});
+      if (spec.dimension != Dimension::kNone) {
+        labels.push_back({DimensionLabelName(spec.dimension), DimensionLabelValue(spec.dimension, i)});
+      }
       const Uint128 sum = t.counter(spec.id, i);
       f.metric.push_back(CounterMetric(std::move(labels), spec.nanounits ? NanoUnitsToDouble(sum) : Uint128ToDouble(sum)));
     }
@@ -279,9 +277,10 @@ void MetricsExposition::CollectEach(const std::function<void(MetricFamily&)>& em
   }
   for (const LatencySpec& spec : kLatencies) {
     MetricFamily f = Family(spec.name, spec.help, MetricType::Histogram);
+    const std::array<double, kLatencyBuckets> bounds = SecondsBounds(*spec.bounds);
     for (size_t c = 0; c < s.snapshot.cells.size(); ++c) {
       const LatencyHistogram& h = s.snapshot.cells[c].totals.latency(spec.id);
-      if (h.count > 0) f.metric.push_back(HistogramMetric(s.cell_labels[c], h, LatencyBounds()));
+      if (h.count > 0) f.metric.push_back(HistogramMetric(s.cell_labels[c], h, bounds));
     }
     emit(f);
   }

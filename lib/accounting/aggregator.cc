@@ -8,14 +8,14 @@
 namespace kvledger {
 namespace {
 
-void ObserveLatency(LatencyHistogram& h, double seconds) {
+void ObserveLatency(LatencyHistogram& h, const LatencyBounds& bounds, double seconds) {
   const Uint128 nanos = ToNanoUnits(seconds);
   // The bucket is the number of bounds below the value ("le" semantics: a value equal to a bound
   // falls in that bound's bucket); past the last bound, +Inf. A branch-free count over 17 integers,
   // not a search.
   const uint64_t v = nanos > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(nanos);
   size_t i = 0;
-  for (uint64_t bound : kLatencyBucketsNanos) i += v > bound ? 1 : 0;
+  for (uint64_t bound : bounds) i += v > bound ? 1 : 0;
   ++h.counts[i];
   h.sum_nanounits += nanos;
   ++h.count;
@@ -52,7 +52,7 @@ void AddCounters(const DerivedFigures& d, Uint128* counters, std::index_sequence
 void Totals::Add(const DerivedFigures& d) {
   AddCounters(d, counters.data(), std::make_index_sequence<kCounters.size()>());
   for (size_t i = 0; i < kLatencies.size(); ++i) {
-    if (const auto& seconds = d.*kLatencies[i].seconds) ObserveLatency(latencies[i], *seconds);
+    if (const auto seconds = kLatencies[i].seconds(d)) ObserveLatency(latencies[i], *kLatencies[i].bounds, *seconds);
   }
   for (size_t i = 0; i < kRatios.size(); ++i) {
     const uint64_t whole = d.*kRatios[i].whole;

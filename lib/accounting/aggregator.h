@@ -24,13 +24,6 @@
 
 namespace kvledger {
 
-// Latency bucket upper bounds, 1 ms to 20 minutes on a 1-2.5-5 scale: 17 buckets (+Inf), enough for
-// p50/p90/p99 within a factor of 2-2.5 of the truth, at a third fewer series than a dense scale.
-// Exact integer nanoseconds, so an observation's bucket is decided in integers.
-inline constexpr std::array<uint64_t, 17> kLatencyBucketsNanos = {
-    1'000'000,         2'500'000,         5'000'000,         10'000'000,         25'000'000,  50'000'000,
-    100'000'000,       250'000'000,       500'000'000,       1'000'000'000,      2'500'000'000, 5'000'000'000,
-    10'000'000'000,    30'000'000'000,    60'000'000'000,    300'000'000'000,    1'200'000'000'000};
 // Hit-ratio buckets: upper bounds k/10 for k = 1..10.
 inline constexpr int kRatioBuckets = 10;
 
@@ -45,7 +38,7 @@ struct FixedHistogram {
     count += other.count;
   }
 };
-using LatencyHistogram = FixedHistogram<kLatencyBucketsNanos.size()>;
+using LatencyHistogram = FixedHistogram<kLatencyBuckets>;  // bounds per LatencySpec
 using RatioHistogram = FixedHistogram<kRatioBuckets>;
 
 // Sums for one (model slot, tier): every figure of figure_schema.h.

@@ -34,27 +34,14 @@ double DerivedFigures::AttentionShare() const {
   return Fraction(attention_baseline_flops, prefill_baseline_flops);
 }
 
-DerivedFigures Derive(const RecordFacts& facts, const Profile& profile) {
+namespace {
+
+// The recoverable boundary and the tokens reused (docs/cost-model.md §3-4): the engine's boundary,
+// else the state groups' minimum, else the profile's model.
+void DeriveBoundaries(const RecordFacts& facts, const Profile& profile, DerivedFigures& d) {
   const ModelShape& shape = profile.shape();
-  DerivedFigures d;
-  d.profile = &profile;
-  d.tier = static_cast<Tier>(facts.tier_value);
-  d.prompt_tokens = static_cast<uint64_t>(facts.prompt_tokens);
-  d.logical_match_tokens = static_cast<uint64_t>(facts.logical_match_tokens);
-  d.reload_seconds = facts.reload_seconds;
-  d.suffix_prefill_seconds = facts.suffix_prefill_seconds;
-  d.ttft_seconds = facts.ttft_seconds;
-  if (facts.predicted_match_tokens) {
-    d.has_prediction = true;
-    d.predicted_match_tokens = static_cast<uint64_t>(*facts.predicted_match_tokens);
-    d.prediction_realised_tokens = std::min(d.predicted_match_tokens, d.logical_match_tokens);
-    d.prediction_over_tokens = d.predicted_match_tokens - d.prediction_realised_tokens;
-    d.prediction_under_tokens = d.logical_match_tokens - d.prediction_realised_tokens;
-  }
   const uint64_t n = d.prompt_tokens;
   const uint64_t match = d.logical_match_tokens;
-
-  // Recoverable boundary: the engine's, else the state groups' minimum, else the profile's model.
   d.modelled_recoverable_tokens = ModelledRecoverableTokens(shape, match, n);
   d.groups.resize(shape.groups.size());
   for (size_t i = 0; i < shape.groups.size(); ++i) {
@@ -92,10 +79,13 @@ DerivedFigures Derive(const RecordFacts& facts, const Profile& profile) {
   d.reused_tokens = reused;
   d.recompute_alignment_tokens = match - recoverable;
   d.recompute_restore_tokens = recoverable - reused;
+}
 
-  // Work: baseline over all N queries; avoided = the work of the first P queries
-  // (docs/cost-model.md §5).
-  const std::array<uint64_t, kBoundaryCount> boundaries = {match, recoverable, reused};
+// Work: baseline over all N queries; avoided = the work of the first P queries (docs/cost-model.md §5).
+void DeriveWork(const ModelShape& shape, DerivedFigures& d) {
+  const uint64_t n = d.prompt_tokens;
+  const std::array<uint64_t, kBoundaryCount> boundaries = {d.logical_match_tokens, d.recoverable_tokens,
+                                                           d.reused_tokens};
   for (size_t i = 0; i < shape.groups.size(); ++i) {
     const auto& g = shape.groups[i];
     const Uint128 mixing_n = GroupMixingFlops(g, n);
@@ -108,13 +98,15 @@ DerivedFigures Derive(const RecordFacts& facts, const Profile& profile) {
       d.prefill_avoided_flops[b] += mixing_p + GroupTokenFlops(g, boundaries[b]);
     }
     d.groups[i].attention_baseline_flops = mixing_n;
-    d.groups[i].attention_avoided_flops = GroupMixingFlops(g, reused);
+    d.groups[i].attention_avoided_flops = GroupMixingFlops(g, d.reused_tokens);
   }
-  d.reused_bytes = CacheBytes(shape, reused);
+  d.reused_bytes = CacheBytes(shape, d.reused_tokens);
+}
 
-  // Seconds (docs/cost-model.md §8): a rate from the profile's throughput, else from the time this
-  // request's suffix prefill took for the remaining FLOPs. No rate, no estimate: an unset (or zero)
-  // suffix time is not a free recompute.
+// Seconds (docs/cost-model.md §8): a rate from the profile's throughput, else from the time this
+// request's suffix prefill took for the remaining FLOPs. No rate, no estimate: an unset (or zero)
+// suffix time is not a free recompute.
+void DeriveSeconds(const RecordFacts& facts, const Profile& profile, DerivedFigures& d) {
   const Uint128 avoided = d.prefill_avoided_flops[2];
   const Uint128 remaining = d.prefill_baseline_flops - avoided;
   std::optional<double> seconds_per_flop;
@@ -123,21 +115,46 @@ DerivedFigures Derive(const RecordFacts& facts, const Profile& profile) {
   } else if (remaining > 0 && facts.suffix_prefill_seconds && *facts.suffix_prefill_seconds > 0) {
     seconds_per_flop = *facts.suffix_prefill_seconds / Uint128ToDouble(remaining);
   }
-  if (!seconds_per_flop) return d;
+  if (!seconds_per_flop) return;
   d.estimated_recompute_seconds = *seconds_per_flop * Uint128ToDouble(avoided);
   d.suffix_prefill_seconds_used = facts.suffix_prefill_seconds
                                       ? *facts.suffix_prefill_seconds
                                       : *seconds_per_flop * Uint128ToDouble(remaining);
+  const double full_prefill_seconds = *seconds_per_flop * Uint128ToDouble(d.prefill_baseline_flops);
+  d.whole.estimated_full_prefill_seconds = full_prefill_seconds;
   // Compared with the reload only when the reload time was measured.
-  if (!facts.reload_seconds) return d;
+  if (!facts.reload_seconds) return;
   d.reload_compared = true;
   d.reload_slower_than_recompute = *facts.reload_seconds > *d.estimated_recompute_seconds;
-  const double full_prefill_seconds = *seconds_per_flop * Uint128ToDouble(d.prefill_baseline_flops);
   if (full_prefill_seconds > 0) {
     d.overhead_fraction = *facts.reload_seconds / full_prefill_seconds;
     const double e2e_remaining = d.PrefillRemaining() + *d.overhead_fraction;
     if (e2e_remaining > 0) d.e2e_speedup = 1.0 / e2e_remaining;
   }
+}
+
+}  // namespace
+
+DerivedFigures Derive(const RecordFacts& facts, const Profile& profile) {
+  DerivedFigures d;
+  d.profile = &profile;
+  d.tier = static_cast<Tier>(facts.tier_value);
+  d.prompt_tokens = static_cast<uint64_t>(facts.prompt_tokens);
+  d.logical_match_tokens = static_cast<uint64_t>(facts.logical_match_tokens);
+  d.reload_seconds = facts.reload_seconds;
+  d.suffix_prefill_seconds = facts.suffix_prefill_seconds;
+  d.ttft_seconds = facts.ttft_seconds;
+  if (facts.predicted_match_tokens) {
+    d.has_prediction = true;
+    d.predicted_match_tokens = static_cast<uint64_t>(*facts.predicted_match_tokens);
+    d.prediction_realised_tokens = std::min(d.predicted_match_tokens, d.logical_match_tokens);
+    d.prediction_over_tokens = d.predicted_match_tokens - d.prediction_realised_tokens;
+    d.prediction_under_tokens = d.logical_match_tokens - d.prediction_realised_tokens;
+  }
+  DeriveBoundaries(facts, profile, d);
+  DeriveWork(profile.shape(), d);
+  DeriveSeconds(facts, profile, d);
+  DeriveWholeRequest(facts, profile.shape(), d);
   return d;
 }
 

@@ -31,6 +31,37 @@ struct GroupFigure {
   Uint128 attention_avoided_flops = 0;  // at the reused boundary
 };
 
+// Where a TTFT went; rest = TTFT - the parts, never negative. Summed in nanounits (exact).
+struct TtftParts {
+  Uint128 queue = 0;
+  Uint128 reload = 0;
+  Uint128 suffix_prefill = 0;
+  Uint128 rest = 0;
+};
+
+struct WholeRequest {
+  std::optional<double> queue_seconds;  // as reported
+  std::optional<uint64_t> output_tokens;
+  std::optional<double> decode_seconds;
+  // The reload the record paid: reload_seconds, or 0 when nothing was reused; absent otherwise.
+  std::optional<double> reload_paid_seconds;
+  // Queue, reload, suffix prefill and TTFT all known: the decomposition when the parts fit inside the
+  // TTFT (in nanounits, decided exactly), else the overlap.
+  std::optional<TtftParts> ttft_parts;
+  std::optional<Uint128> ttft_overlap_nanounits;  // 0 when the parts fit
+  // Rate x baseline FLOPs, when there is a recompute estimate.
+  std::optional<double> estimated_full_prefill_seconds;
+  // h with the wait (queue + reload) / full prefill: estimate, reload paid and queue known.
+  std::optional<double> overhead_with_wait;
+  // TTFT - reload + estimated recompute: TTFT, estimate and reload paid <= TTFT known.
+  std::optional<double> ttft_without_reuse_seconds;
+  std::optional<double> time_per_output_token_seconds;  // decode_seconds / (output_tokens - 1)
+  // TTFT + decode, and the reload + suffix prefill + estimated recompute within it.
+  std::optional<double> e2e_seconds;
+  std::optional<double> e2e_cache_seconds;
+  std::optional<double> kv_byte_seconds;  // Little's law, §12
+};
+
 struct DerivedFigures {
   const Profile* profile = nullptr;
   Tier tier = Tier::kNone;
@@ -75,6 +106,9 @@ struct DerivedFigures {
   uint64_t prediction_over_tokens = 0;      // predicted - realised
   uint64_t prediction_under_tokens = 0;     // logical match - realised
 
+  // The whole request (docs/cost-model.md §12): each figure absent when an input it needs is.
+  WholeRequest whole;
+
   absl::InlinedVector<GroupFigure, 4> groups;  // no allocation for up to 4 groups
 
   double Alpha(uint64_t tokens) const {
@@ -89,6 +123,10 @@ struct DerivedFigures {
 
 // `facts` must have passed ValidateFields and ValidateAgainstProfile for `profile`.
 DerivedFigures Derive(const RecordFacts& facts, const Profile& profile);
+
+// Fills d.whole from the record's whole-request fields (docs/cost-model.md §12); Derive's last step,
+// after the boundaries, the work and the recompute estimate. In whole_request.cc.
+void DeriveWholeRequest(const RecordFacts& facts, const ModelShape& shape, DerivedFigures& d);
 
 }  // namespace kvledger
 

@@ -4,4 +4,35 @@ namespace kvledger {
 
 const char* CauseLabel(Cause cause) { return cause == Cause::kAlignment ? "alignment" : "restore"; }
 
+const char* TtftPartLabel(TtftPart part) {
+  switch (part) {
+    case TtftPart::kQueue: return "queue";
+    case TtftPart::kReload: return "reload";
+    case TtftPart::kSuffixPrefill: return "suffix_prefill";
+    case TtftPart::kRest: return "rest";
+  }
+  return "unknown";
+}
+
+const char* DimensionLabelName(Dimension d) {
+  switch (d) {
+    case Dimension::kCause: return "cause";
+    case Dimension::kBoundary: return "boundary";
+    case Dimension::kPart: return "part";
+    case Dimension::kNone: break;
+  }
+  return "";
+}
+
+const char* DimensionLabelValue(Dimension d, int i) {
+  const auto at = static_cast<size_t>(i);
+  switch (d) {
+    case Dimension::kCause: return CauseLabel(kAllCauses[at]);
+    case Dimension::kBoundary: return BoundaryLabel(kAllBoundaries[at]);
+    case Dimension::kPart: return TtftPartLabel(kAllTtftParts[at]);
+    case Dimension::kNone: break;
+  }
+  return "";
+}
+
 }  // namespace kvledger

@@ -32,12 +32,30 @@ const char* CauseLabel(Cause cause);  // "alignment", "restore"
 
 inline constexpr std::array kAllBoundaries = {Boundary::kLogical, Boundary::kRecoverable, Boundary::kReused};
 
-// The extra label a counter carries besides model and tier.
-enum class Dimension : uint8_t { kNone, kCause, kBoundary };
-inline constexpr int Width(Dimension d) {
-  return d == Dimension::kCause ? static_cast<int>(kAllCauses.size())
-                                : d == Dimension::kBoundary ? static_cast<int>(kAllBoundaries.size()) : 1;
+// The parts of a TTFT (docs/cost-model.md §12), the `part` label.
+enum class TtftPart : uint8_t { kQueue = 0, kReload = 1, kSuffixPrefill = 2, kRest = 3 };
+inline constexpr std::array kAllTtftParts = {TtftPart::kQueue, TtftPart::kReload, TtftPart::kSuffixPrefill,
+                                             TtftPart::kRest};
+const char* TtftPartLabel(TtftPart part);  // "queue", "reload", "suffix_prefill", "rest"
+inline Uint128 TtftPartNanoUnits(const TtftParts& p, int i) {
+  const std::array<Uint128, 4> values = {p.queue, p.reload, p.suffix_prefill, p.rest};
+  return values[static_cast<size_t>(i)];
 }
+
+// The extra label a counter carries besides model and tier.
+enum class Dimension : uint8_t { kNone, kCause, kBoundary, kPart };
+inline constexpr int Width(Dimension d) {
+  switch (d) {
+    case Dimension::kCause: return static_cast<int>(kAllCauses.size());
+    case Dimension::kBoundary: return static_cast<int>(kAllBoundaries.size());
+    case Dimension::kPart: return static_cast<int>(kAllTtftParts.size());
+    case Dimension::kNone: break;
+  }
+  return 1;
+}
+// The label name and value at index `i` of a dimension other than kNone.
+const char* DimensionLabelName(Dimension d);  // "cause", "boundary", "part"
+const char* DimensionLabelValue(Dimension d, int i);
 
 enum class Counter : uint8_t {
   kRequests,
@@ -64,6 +82,25 @@ enum class Counter : uint8_t {
   kPredictionRealisedTokens,
   kPredictionOverTokens,
   kPredictionUnderTokens,
+  kTtftDecomposedRequests,
+  kTtftPartSeconds,
+  kTtftOverlapRequests,
+  kTtftOverlapSeconds,
+  kOverheadRequests,
+  kOverheadFullPrefillSeconds,
+  kOverheadReloadSeconds,
+  kOverheadQueueSeconds,
+  kTtftReuseRequests,
+  kTtftReuseSeconds,
+  kTtftWithoutReuseSeconds,
+  kDecodeRequests,
+  kDecodeTokens,
+  kDecodeSeconds,
+  kE2eRequests,
+  kE2eSeconds,
+  kE2eCacheSeconds,
+  kKvHeldRequests,
+  kKvByteSeconds,
 };
 
 struct CounterSpec {
@@ -78,7 +115,7 @@ struct CounterSpec {
 
 // Only the records whose reload was compared with a recompute estimate feed the compared_* figures,
 // so that they form honest ratios with one denominator.
-inline constexpr std::array<CounterSpec, 24> kCounters = {{
+inline constexpr std::array<CounterSpec, 43> kCounters = {{
     {Counter::kRequests, "kvledger_requests_total", "Records accepted.", Dimension::kNone, false,
      [](const DerivedFigures&, int) -> Uint128 { return 1; }},
     {Counter::kPromptTokens, "kvledger_prompt_tokens_total", "Sum of prompt tokens N.", Dimension::kNone, false,
@@ -168,6 +205,107 @@ inline constexpr std::array<CounterSpec, 24> kCounters = {{
     {Counter::kPredictionUnderTokens, "kvledger_prediction_under_tokens_total",
      "Matched tokens the router did not predict: sum of logical match - realised, over records with a prediction.",
      Dimension::kNone, false, [](const DerivedFigures& d, int) -> Uint128 { return d.prediction_under_tokens; }},
+    // The whole request (docs/cost-model.md §12): each set of records is named by its _requests_total.
+    {Counter::kTtftDecomposedRequests, "kvledger_ttft_decomposed_requests_total",
+     "Records with TTFT, queue, suffix prefill and reload (or nothing reused) measured whose parts fit inside "
+     "the TTFT: the records kvledger_ttft_part_seconds_total splits.",
+     Dimension::kNone, false, [](const DerivedFigures& d, int) -> Uint128 { return d.whole.ttft_parts ? 1 : 0; }},
+    {Counter::kTtftPartSeconds, "kvledger_ttft_part_seconds_total",
+     "TTFT seconds of the decomposed records by part: queue, reload, suffix_prefill, and rest (TTFT minus the "
+     "others: transfer, first-token decode, anything unattributed). The parts sum to their TTFT.",
+     Dimension::kPart, true,
+     [](const DerivedFigures& d, int i) -> Uint128 {
+       return d.whole.ttft_parts ? TtftPartNanoUnits(*d.whole.ttft_parts, i) : 0;
+     }},
+    {Counter::kTtftOverlapRequests, "kvledger_ttft_overlap_requests_total",
+     "Records whose queue + reload + suffix prefill exceed their TTFT (the parts overlapped): left out of "
+     "the decomposition.",
+     Dimension::kNone, false,
+     [](const DerivedFigures& d, int) -> Uint128 { return d.whole.ttft_overlap_nanounits.value_or(0) > 0; }},
+    {Counter::kTtftOverlapSeconds, "kvledger_ttft_overlap_seconds_total",
+     "Seconds by which the overlapping records' parts exceed their TTFT.", Dimension::kNone, true,
+     [](const DerivedFigures& d, int) -> Uint128 { return d.whole.ttft_overlap_nanounits.value_or(0); }},
+    {Counter::kOverheadRequests, "kvledger_overhead_requests_total",
+     "Records with a full-prefill estimate, a measured queue wait and a known reload: the records the "
+     "kvledger_overhead_* counters cover (h = reload / full prefill, with the wait (reload + queue) / full).",
+     Dimension::kNone, false,
+     [](const DerivedFigures& d, int) -> Uint128 { return d.whole.overhead_with_wait ? 1 : 0; }},
+    {Counter::kOverheadFullPrefillSeconds, "kvledger_overhead_full_prefill_seconds_total",
+     "Estimated seconds of a full prefill without reuse, over the records of kvledger_overhead_requests_total.",
+     Dimension::kNone, true,
+     [](const DerivedFigures& d, int) -> Uint128 {
+       return d.whole.overhead_with_wait ? ToNanoUnits(*d.whole.estimated_full_prefill_seconds) : 0;
+     }},
+    {Counter::kOverheadReloadSeconds, "kvledger_overhead_reload_seconds_total",
+     "Reload seconds paid, over the records of kvledger_overhead_requests_total.", Dimension::kNone, true,
+     [](const DerivedFigures& d, int) -> Uint128 {
+       return d.whole.overhead_with_wait ? ToNanoUnits(*d.whole.reload_paid_seconds) : 0;
+     }},
+    {Counter::kOverheadQueueSeconds, "kvledger_overhead_queue_seconds_total",
+     "Scheduling wait seconds, over the records of kvledger_overhead_requests_total.", Dimension::kNone, true,
+     [](const DerivedFigures& d, int) -> Uint128 {
+       return d.whole.overhead_with_wait ? ToNanoUnits(*d.whole.queue_seconds) : 0;
+     }},
+    {Counter::kTtftReuseRequests, "kvledger_ttft_reuse_requests_total",
+     "Records with a TTFT, a recompute estimate and a known reload no longer than the TTFT: the records the "
+     "TTFT speedup bought by reuse covers.",
+     Dimension::kNone, false,
+     [](const DerivedFigures& d, int) -> Uint128 { return d.whole.ttft_without_reuse_seconds ? 1 : 0; }},
+    {Counter::kTtftReuseSeconds, "kvledger_ttft_reuse_seconds_total",
+     "TTFT seconds as measured, over the records of kvledger_ttft_reuse_requests_total.", Dimension::kNone, true,
+     [](const DerivedFigures& d, int) -> Uint128 {
+       return d.whole.ttft_without_reuse_seconds ? ToNanoUnits(*d.ttft_seconds) : 0;
+     }},
+    {Counter::kTtftWithoutReuseSeconds, "kvledger_ttft_without_reuse_seconds_total",
+     "Estimated TTFT seconds had nothing been reused, queueing held fixed (TTFT - reload + estimated "
+     "recompute), over the records of kvledger_ttft_reuse_requests_total.",
+     Dimension::kNone, true,
+     [](const DerivedFigures& d, int) -> Uint128 {
+       if (!d.whole.ttft_without_reuse_seconds) return 0;
+       return ToNanoUnits(*d.ttft_seconds) - ToNanoUnits(*d.whole.reload_paid_seconds) +
+              ToNanoUnits(*d.estimated_recompute_seconds);
+     }},
+    {Counter::kDecodeRequests, "kvledger_decode_requests_total",
+     "Records with decode_seconds and at least 2 output tokens: the records the decode counters cover.",
+     Dimension::kNone, false,
+     [](const DerivedFigures& d, int) -> Uint128 { return d.whole.time_per_output_token_seconds ? 1 : 0; }},
+    {Counter::kDecodeTokens, "kvledger_decode_tokens_total",
+     "Output tokens after the first (output_tokens - 1), over the records of kvledger_decode_requests_total.",
+     Dimension::kNone, false,
+     [](const DerivedFigures& d, int) -> Uint128 {
+       return d.whole.time_per_output_token_seconds ? *d.whole.output_tokens - 1 : 0;
+     }},
+    {Counter::kDecodeSeconds, "kvledger_decode_seconds_total",
+     "Decode seconds (first output token to last), over the records of kvledger_decode_requests_total.",
+     Dimension::kNone, true,
+     [](const DerivedFigures& d, int) -> Uint128 {
+       return d.whole.time_per_output_token_seconds ? ToNanoUnits(*d.whole.decode_seconds) : 0;
+     }},
+    {Counter::kE2eRequests, "kvledger_e2e_requests_total",
+     "Records with TTFT, decode, suffix prefill, a known reload and a recompute estimate: the records the "
+     "cache's share of end-to-end latency covers.",
+     Dimension::kNone, false, [](const DerivedFigures& d, int) -> Uint128 { return d.whole.e2e_cache_seconds ? 1 : 0; }},
+    {Counter::kE2eSeconds, "kvledger_e2e_seconds_total",
+     "End-to-end seconds (TTFT + decode), over the records of kvledger_e2e_requests_total.", Dimension::kNone, true,
+     [](const DerivedFigures& d, int) -> Uint128 {
+       return d.whole.e2e_cache_seconds ? ToNanoUnits(*d.ttft_seconds) + ToNanoUnits(*d.whole.decode_seconds) : 0;
+     }},
+    {Counter::kE2eCacheSeconds, "kvledger_e2e_cache_seconds_total",
+     "Seconds a cache can touch (reload + suffix prefill + estimated recompute of the reused prefix), over the "
+     "records of kvledger_e2e_requests_total.",
+     Dimension::kNone, true,
+     [](const DerivedFigures& d, int) -> Uint128 {
+       if (!d.whole.e2e_cache_seconds) return 0;
+       return ToNanoUnits(*d.whole.reload_paid_seconds) + ToNanoUnits(*d.suffix_prefill_seconds) +
+              ToNanoUnits(*d.estimated_recompute_seconds);
+     }},
+    {Counter::kKvHeldRequests, "kvledger_kv_held_requests_total",
+     "Records with TTFT, output tokens and decode seconds: the records kvledger_kv_byte_seconds_total covers.",
+     Dimension::kNone, false, [](const DerivedFigures& d, int) -> Uint128 { return d.whole.kv_byte_seconds ? 1 : 0; }},
+    {Counter::kKvByteSeconds, "kvledger_kv_byte_seconds_total",
+     "KV/state bytes x seconds held by the requests (Little's law): its rate is the average bytes resident.",
+     Dimension::kNone, true,
+     [](const DerivedFigures& d, int) -> Uint128 { return d.whole.kv_byte_seconds ? ToNanoUnits(*d.whole.kv_byte_seconds) : 0; }},
 }};
 
 // Where each counter's values start in Totals::counters, and how many there are in all.
@@ -178,21 +316,44 @@ inline constexpr std::array<int, kCounters.size() + 1> kCounterOffsets = [] {
 }();
 inline constexpr int kCounterSlots = kCounterOffsets.back();
 
-// Latency histograms: only records that reported the latency are observed.
-enum class Latency : uint8_t { kReload, kSuffixPrefill, kTtft };
+// Latency bucket upper bounds in exact integer nanoseconds (an observation's bucket is decided in
+// integers), 17 per histogram (+Inf). Request latencies: 1 ms to 20 minutes on a 1-2.5-5 scale, p50/p90/p99
+// within a factor of 2-2.5 of the truth at a third fewer series than a dense scale.
+inline constexpr size_t kLatencyBuckets = 17;
+using LatencyBounds = std::array<uint64_t, kLatencyBuckets>;
+inline constexpr LatencyBounds kLatencyBucketsNanos = {
+    1'000'000,         2'500'000,         5'000'000,         10'000'000,         25'000'000,  50'000'000,
+    100'000'000,       250'000'000,       500'000'000,       1'000'000'000,      2'500'000'000, 5'000'000'000,
+    10'000'000'000,    30'000'000'000,    60'000'000'000,    300'000'000'000,    1'200'000'000'000};
+// Time per output token: 1 ms to 500 ms, dense between 5 and 200 ms where decode lives.
+inline constexpr LatencyBounds kTokenLatencyBucketsNanos = {
+    1'000'000,   2'500'000,   5'000'000,   7'500'000,   10'000'000,  15'000'000,  20'000'000,  25'000'000, 30'000'000,
+    40'000'000,  50'000'000,  75'000'000,  100'000'000, 150'000'000, 200'000'000, 300'000'000, 500'000'000};
+
+// Latency histograms: only records that reported (or could derive) the latency are observed.
+enum class Latency : uint8_t { kReload, kSuffixPrefill, kTtft, kQueue, kTimePerOutputToken };
 struct LatencySpec {
   Latency id;
   const char* name;
   const char* help;
-  std::optional<double> DerivedFigures::*seconds;
+  std::optional<double> (*seconds)(const DerivedFigures& d);
+  const LatencyBounds* bounds;
 };
-inline constexpr std::array<LatencySpec, 3> kLatencies = {{
+inline constexpr std::array<LatencySpec, 5> kLatencies = {{
     {Latency::kReload, "kvledger_reload_seconds", "Reload latency per record that reported one.",
-     &DerivedFigures::reload_seconds},
+     [](const DerivedFigures& d) { return d.reload_seconds; }, &kLatencyBucketsNanos},
     {Latency::kSuffixPrefill, "kvledger_suffix_prefill_seconds",
-     "Suffix prefill latency per record that reported one.", &DerivedFigures::suffix_prefill_seconds},
+     "Suffix prefill latency per record that reported one.",
+     [](const DerivedFigures& d) { return d.suffix_prefill_seconds; }, &kLatencyBucketsNanos},
     {Latency::kTtft, "kvledger_ttft_seconds", "Time to first token per record that reported one.",
-     &DerivedFigures::ttft_seconds},
+     [](const DerivedFigures& d) { return d.ttft_seconds; }, &kLatencyBucketsNanos},
+    {Latency::kQueue, "kvledger_queue_seconds",
+     "Scheduling wait (arrival to prefill scheduled) per record that reported one.",
+     [](const DerivedFigures& d) { return d.whole.queue_seconds; }, &kLatencyBucketsNanos},
+    {Latency::kTimePerOutputToken, "kvledger_time_per_output_token_seconds",
+     "Decode time per output token, decode_seconds / (output_tokens - 1), per record with decode_seconds "
+     "and at least 2 output tokens.",
+     [](const DerivedFigures& d) { return d.whole.time_per_output_token_seconds; }, &kTokenLatencyBucketsNanos},
 }};
 
 // Per-record ratio histograms: part / whole, observed for records whose whole is > 0 (a prompt always

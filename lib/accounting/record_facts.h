@@ -47,6 +47,10 @@ struct RecordFacts {
   std::vector<StateBoundaryFact> state_boundaries;
   // A prefix-aware router's predicted hit for this engine; unset: no prediction.
   std::optional<int64_t> predicted_match_tokens;
+  // The whole request (docs/cost-model.md §12); unset: not measured.
+  std::optional<double> queue_seconds;
+  std::optional<int64_t> output_tokens;
+  std::optional<double> decode_seconds;
 };
 
 }  // namespace kvledger

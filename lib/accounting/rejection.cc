@@ -17,6 +17,9 @@ const char* RejectReasonLabel(RejectReason reason) {
     case RejectReason::kInvalidTtftSeconds: return "invalid_ttft_seconds";
     case RejectReason::kInvalidStateBoundaries: return "invalid_state_boundaries";
     case RejectReason::kInvalidPredictedMatchTokens: return "invalid_predicted_match_tokens";
+    case RejectReason::kInvalidQueueSeconds: return "invalid_queue_seconds";
+    case RejectReason::kInvalidOutputTokens: return "invalid_output_tokens";
+    case RejectReason::kInvalidDecodeSeconds: return "invalid_decode_seconds";
   }
   return "invalid";
 }

@@ -28,6 +28,9 @@ enum class RejectReason : uint8_t {
   kInvalidTtftSeconds,
   kInvalidStateBoundaries,
   kInvalidPredictedMatchTokens,
+  kInvalidQueueSeconds,
+  kInvalidOutputTokens,
+  kInvalidDecodeSeconds,
 };
 inline constexpr std::array kAllRejectReasons = {
     RejectReason::kInvalidRequestId,          RejectReason::kInvalidModel,
@@ -36,7 +39,8 @@ inline constexpr std::array kAllRejectReasons = {
     RejectReason::kInvalidRecoverableTokens,  RejectReason::kInvalidRecomputeTokens,
     RejectReason::kInvalidReloadSeconds,      RejectReason::kInvalidSuffixPrefillSeconds,
     RejectReason::kInvalidTtftSeconds,        RejectReason::kInvalidStateBoundaries,
-    RejectReason::kInvalidPredictedMatchTokens,
+    RejectReason::kInvalidPredictedMatchTokens, RejectReason::kInvalidQueueSeconds,
+    RejectReason::kInvalidOutputTokens,       RejectReason::kInvalidDecodeSeconds,
 };
 inline constexpr int kRejectReasonCount = static_cast<int>(kAllRejectReasons.size());
 

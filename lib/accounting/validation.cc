@@ -32,6 +32,34 @@ Verdict CheckLatency(const char* field, const std::optional<double>& seconds, Re
                                      ": must be finite, >= 0 and <= ", kMaxLatencySeconds, " seconds"));
 }
 
+// The whole-request fields (docs/cost-model.md §12).
+Verdict ValidateWholeRequest(const RecordFacts& f) {
+  if (auto s = CheckLatency("queue_seconds", f.queue_seconds, RejectReason::kInvalidQueueSeconds); !s.ok()) return s;
+  if (f.queue_seconds && f.ttft_seconds && *f.queue_seconds > *f.ttft_seconds) {
+    return Verdict(RejectReason::kInvalidQueueSeconds,
+                   absl::StrCat("queue_seconds = ", FormatDouble(*f.queue_seconds), ": must be <= ttft_seconds = ",
+                                FormatDouble(*f.ttft_seconds), " (the wait ends before the first token)"));
+  }
+  if (f.output_tokens && (*f.output_tokens < 1 || *f.output_tokens > kMaxPromptTokens)) {
+    return Verdict(RejectReason::kInvalidOutputTokens, absl::StrCat("output_tokens = ", *f.output_tokens,
+                                                                    ": must be in [1, ", kMaxPromptTokens, "]"));
+  }
+  if (auto s = CheckLatency("decode_seconds", f.decode_seconds, RejectReason::kInvalidDecodeSeconds); !s.ok()) return s;
+  if (f.decode_seconds && !f.output_tokens) {
+    return Verdict(RejectReason::kInvalidDecodeSeconds,
+                   absl::StrCat("decode_seconds = ", FormatDouble(*f.decode_seconds),
+                                ": needs output_tokens (the time per output token is decode_seconds / "
+                                "(output_tokens - 1))"));
+  }
+  if (f.decode_seconds && *f.decode_seconds > 0 && *f.output_tokens < 2) {
+    return Verdict(RejectReason::kInvalidDecodeSeconds,
+                   absl::StrCat("decode_seconds = ", FormatDouble(*f.decode_seconds),
+                                ": must be 0 when output_tokens = ", *f.output_tokens,
+                                " (one token has no time between the first and the last)"));
+  }
+  return Verdict();
+}
+
 }  // namespace
 
 std::string ModelNameProblem(absl::string_view model, absl::string_view field) {
@@ -100,6 +128,7 @@ Verdict ValidateFields(const RecordFacts& f) {
   if (auto s = CheckLatency("suffix_prefill_seconds", f.suffix_prefill_seconds,
                             RejectReason::kInvalidSuffixPrefillSeconds); !s.ok()) return s;
   if (auto s = CheckLatency("ttft_seconds", f.ttft_seconds, RejectReason::kInvalidTtftSeconds); !s.ok()) return s;
+  if (auto s = ValidateWholeRequest(f); !s.ok()) return s;
   if (f.state_boundaries.size() > kMaxStateBoundaries) {
     return Verdict(RejectReason::kInvalidStateBoundaries,
                   absl::StrCat("state_boundaries: ", f.state_boundaries.size(),

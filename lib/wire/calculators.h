@@ -48,8 +48,9 @@ absl::StatusOr<KvBytesResult> RunKvBytes(const KvBytesParams& params, const Prof
 std::string KvBytesToJson(const KvBytesResult& result);
 
 // A protobuf message (e.g. DerivedFigures for explain) as JSON with the proto field names and
-// every field printed.
-std::string ProtoToJson(const google::protobuf::Message& message);
+// every field printed. With null_unset, a top-level field with presence that is unset (a figure that was
+// not measured or cannot be computed) is printed as null rather than left out.
+std::string ProtoToJson(const google::protobuf::Message& message, bool null_unset = false);
 
 // The catalog: per profile its name, attention kinds, layers, bytes per cached token, recurrent
 // state bytes, serving settings, and the whole definition.

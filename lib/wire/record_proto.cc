@@ -23,6 +23,37 @@ const google::protobuf::FieldDescriptor& PerBoundaryField(absl::string_view pref
   return *field;
 }
 
+double Seconds(Uint128 nanounits) { return Uint128ToDouble(nanounits) / kNanoUnitsPerUnit; }
+
+// docs/cost-model.md §12: a figure whose inputs were not all measured stays unset.
+void WholeRequestToProto(const DerivedFigures& d, v1::DerivedFigures& p) {
+  const WholeRequest& w = d.whole;
+  if (w.ttft_parts) {
+    auto* parts = p.mutable_ttft_parts();
+    parts->set_queue_seconds(Seconds(w.ttft_parts->queue));
+    parts->set_reload_seconds(Seconds(w.ttft_parts->reload));
+    parts->set_suffix_prefill_seconds(Seconds(w.ttft_parts->suffix_prefill));
+    parts->set_rest_seconds(Seconds(w.ttft_parts->rest));
+  }
+  if (w.ttft_overlap_nanounits) p.set_ttft_overlap_seconds(Seconds(*w.ttft_overlap_nanounits));
+  if (w.estimated_full_prefill_seconds) p.set_estimated_full_prefill_seconds(*w.estimated_full_prefill_seconds);
+  if (w.overhead_with_wait) p.set_overhead_fraction_with_wait(*w.overhead_with_wait);
+  if (w.ttft_without_reuse_seconds) {
+    p.set_ttft_without_reuse_seconds(*w.ttft_without_reuse_seconds);
+    p.set_ttft_speedup(*w.ttft_without_reuse_seconds / *d.ttft_seconds);
+  }
+  if (w.time_per_output_token_seconds) {
+    p.set_time_per_output_token_seconds(*w.time_per_output_token_seconds);
+    if (*w.time_per_output_token_seconds > 0) p.set_output_tokens_per_second(1.0 / *w.time_per_output_token_seconds);
+  }
+  if (w.e2e_seconds) p.set_e2e_seconds(*w.e2e_seconds);
+  if (w.e2e_cache_seconds && *w.e2e_seconds > 0) p.set_cache_share_of_e2e(*w.e2e_cache_seconds / *w.e2e_seconds);
+  if (w.kv_byte_seconds) {
+    p.set_kv_byte_seconds(*w.kv_byte_seconds);
+    if (*w.e2e_seconds > 0) p.set_kv_bytes_held_average(*w.kv_byte_seconds / *w.e2e_seconds);
+  }
+}
+
 }  // namespace
 
 double PerBoundary(const v1::DerivedFigures& figures, absl::string_view prefix, Boundary b, absl::string_view suffix) {
@@ -47,6 +78,9 @@ RecordFacts FactsFromProto(const v1::Record& r) {
   if (r.has_suffix_prefill_seconds()) f.suffix_prefill_seconds = r.suffix_prefill_seconds();
   if (r.has_ttft_seconds()) f.ttft_seconds = r.ttft_seconds();
   if (r.has_predicted_match_tokens()) f.predicted_match_tokens = r.predicted_match_tokens();
+  if (r.has_queue_seconds()) f.queue_seconds = r.queue_seconds();
+  if (r.has_output_tokens()) f.output_tokens = r.output_tokens();
+  if (r.has_decode_seconds()) f.decode_seconds = r.decode_seconds();
   f.state_boundaries.reserve(r.state_boundaries_size());
   for (const auto& b : r.state_boundaries()) {
     f.state_boundaries.push_back(StateBoundaryFact{b.state_group(), b.boundary_tokens()});
@@ -96,6 +130,7 @@ v1::DerivedFigures FiguresToProto(const DerivedFigures& d, absl::string_view mod
     p.set_prediction_over_tokens(static_cast<int64_t>(d.prediction_over_tokens));
     p.set_prediction_under_tokens(static_cast<int64_t>(d.prediction_under_tokens));
   }
+  WholeRequestToProto(d, p);
   for (const auto& g : d.groups) {
     auto* out = p.add_groups();
     out->set_name(g.group->name);

@@ -100,6 +100,10 @@ class OpenAITest(ServerTest):
         # A gateway cannot see where the hit came from: "unknown" unless it says so.
         self.assertEqual(self.value("kvledger_logical_match_tokens_total", model=MODEL, tier="unknown"), 1024)
         self.assertEqual(adapters.from_openai(hit, model=MODEL, tier="device").tier, record_pb2.TIER_DEVICE)
+        # usage.completion_tokens is the output; the decode time is the gateway's own measurement.
+        timed = adapters.from_openai(hit, model=MODEL, cached_tokens_reported=True, decode_seconds=0.4)
+        self.assertEqual((timed.output_tokens, timed.decode_seconds), (5, 0.4))
+        self.assertFalse(timed.HasField("queue_seconds"))
 
     # Proves: a gateway's prediction rides along with the engine's answer, and a stale one shows as
     # over-predicted tokens on /metrics.
@@ -141,6 +145,22 @@ class VllmAdapterTest(unittest.TestCase):
         self.assertEqual((miss.tier, miss.suffix_prefill_seconds), (record_pb2.TIER_UNSPECIFIED, 0.2))
         older = finished(e2e=0.0)  # e2e not measured: no TTFT rather than a made-up one
         self.assertFalse(adapters.from_vllm(older, model=MODEL).HasField("ttft_seconds"))
+
+    # Proves: the whole-request fields come from the same vLLM quantities (queued_time, num_generation_tokens,
+    # decode_time), and the wait is left unset where a connector's asynchronous load may be inside it.
+    def test_whole_request_fields(self):
+        plain = adapters.from_vllm(finished(), model=MODEL)
+        self.assertEqual((plain.queue_seconds, plain.output_tokens, plain.decode_seconds), (0.05, 32, 0.7))
+        hit = adapters.from_vllm(finished(), model=MODEL, connector=True)
+        self.assertFalse(hit.HasField("queue_seconds"))
+        self.assertEqual((hit.output_tokens, hit.decode_seconds), (32, 0.7))
+        miss = adapters.from_vllm(finished(cached=0), model=MODEL, connector=True)
+        self.assertEqual(miss.queue_seconds, 0.05)
+        one = adapters.from_vllm(finished(generated=1, decode=0.0), model=MODEL)
+        self.assertEqual(one.output_tokens, 1)
+        self.assertFalse(one.HasField("decode_seconds"))  # one token: no decode steps
+        no_ttft = adapters.from_vllm(finished(e2e=0.0), model=MODEL)
+        self.assertFalse(no_ttft.HasField("queue_seconds"))  # a wait needs the TTFT it is part of
 
     # Proves (2): no output token means no record, by reason; an abort after the first token ran
     # its prefill and is a record.
@@ -189,6 +209,36 @@ class SglangTest(ServerTest):
         # Only the device-only hit measured a compute time.
         self.assertEqual(self.value("kvledger_suffix_prefill_seconds_count", model=MODEL, tier="device"), 1)
         self.assertIsNone(self.value("kvledger_suffix_prefill_seconds_count", model=MODEL, tier="mixed"))
+
+    # Proves: SGLang's queue_time, completion_tokens and first-token/finish timestamps fill the whole-request
+    # fields (the wait only where no storage prefetch can be inside it), and on /metrics a miss's TTFT splits
+    # into its parts with the rest as the hand calculation says.
+    def test_whole_request_fields(self):
+        t0 = 1_700_000_000.0
+        metrics = {"request_received_ts": t0, "forward_entry_time": t0 + 0.1, "prefill_finished_time": t0 + 0.35,
+                   "prefill_finished_ts": t0 + 0.4, "decode_finished_ts": t0 + 2.4, "queue_time": 0.09}
+        miss = adapters.from_sglang(sglang_meta_info(prompt_tokens=4096, cached_tokens=0, completion_tokens=101,
+                                                     metrics=metrics), model=MODEL)
+        self.assertAlmostEqual(miss.ttft_seconds, 0.4, places=6)  # the newer first-token timestamp wins
+        self.assertEqual((miss.queue_seconds, miss.output_tokens), (0.09, 101))
+        self.assertAlmostEqual(miss.decode_seconds, 2.0, places=6)
+        storage = adapters.from_sglang(sglang_meta_info(
+            prompt_tokens=4096, cached_tokens=2048, metrics=metrics,
+            details={"device": 0, "host": 0, "storage": 2048, "storage_backend": "HiCacheFile"}), model=MODEL)
+        self.assertFalse(storage.HasField("queue_seconds"))  # may contain the storage prefetch
+        older = dict(metrics)
+        del older["prefill_finished_ts"], older["decode_finished_ts"]
+        old = adapters.from_sglang(sglang_meta_info(prompt_tokens=4096, cached_tokens=0, metrics=older), model=MODEL)
+        self.assertAlmostEqual(old.ttft_seconds, 0.35, places=6)
+        self.assertFalse(old.HasField("decode_seconds"))  # no finish timestamp: not measured
+        self.send([miss])
+        none = dict(model=MODEL, tier="none")
+        # TTFT 0.4 = queue 0.09 + reload 0 (a miss) + suffix prefill 0.25 + rest 0.06.
+        for part, want in (("queue", 0.09), ("reload", 0.0), ("suffix_prefill", 0.25), ("rest", 0.06)):
+            self.assertAlmostEqual(self.value("kvledger_ttft_part_seconds_total", part=part, **none), want, places=6)
+        self.assertEqual(self.value("kvledger_decode_tokens_total", **none), 100)
+        self.assertAlmostEqual(self.value("kvledger_decode_seconds_total", **none), 2.0, places=6)
+        self.assertEqual(self.value("kvledger_time_per_output_token_seconds_bucket", le="0.02", **none), 1)  # 20 ms
 
     # Proves (2): an SGLang abort before the first token is not a record ("failed" for a 5xx).
     def test_abort(self):

@@ -92,7 +92,8 @@ class DashboardTest(unittest.TestCase):
     def test_row_order(self):
         rows = [p["title"] for p in self.panels if p["type"] == "row"]
         expected = ["Traffic", "Logical", "Recoverable", "Reused", "Avoided attention", "Avoided prefill",
-                    "Reload cost", "Alignment and restore", "Routing", "Latency", "Models"]
+                    "Reload cost", "Alignment and restore", "Routing", "Where time to first token goes",
+                    "TTFT bought by reuse", "Decode and the cache's share", "Latency", "Models"]
         self.assertEqual(len(rows), len(expected))
         for row, start in zip(rows, expected):
             self.assertTrue(row.startswith(start), (row, start))

@@ -79,6 +79,7 @@ def make_trace(models, seed):
             r.ttft_seconds = rng.randrange(60, 6000) / 1000
             # A router's prediction: right, stale (more than was there) or pessimistic (less).
             r.predicted_match_tokens = (match, min(n, match + rng.randrange(1, 2048)), match // 2)[i % 3]
+            whole_request(r, rng, i)
             records.append(r)
         for i, tier in enumerate((record_pb2.TIER_MIXED, record_pb2.TIER_UNKNOWN)):  # no single source tier
             n = rng.randrange(512, 8192)
@@ -87,9 +88,21 @@ def make_trace(models, seed):
                                              suffix_prefill_seconds=0.5, ttft_seconds=0.9))
         for i in range(4):  # misses
             n = rng.randrange(64, 4096)
-            records.append(record_pb2.Record(model=model, prompt_tokens=n, suffix_prefill_seconds=n / 10000,
-                                             ttft_seconds=n / 9000))
+            miss = record_pb2.Record(model=model, prompt_tokens=n, suffix_prefill_seconds=n / 10000,
+                                     ttft_seconds=n / 9000)
+            whole_request(miss, rng, i)
+            records.append(miss)
     return records
+
+
+def whole_request(r, rng, i):
+    """Queue, output and decode (docs/cost-model.md §12): most records have every part, some parts that
+    overlap their TTFT (a long wait beside a long suffix prefill), some have a part missing."""
+    if i % 6 != 5:
+        r.queue_seconds = min(r.ttft_seconds, rng.randrange(0, 1500) / 1000)
+    r.output_tokens = rng.randrange(1, 400)
+    if i % 7 != 6:
+        r.decode_seconds = (r.output_tokens - 1) * rng.randrange(8, 90) / 1000
 
 
 BAD = [record_pb2.Record(model="llama-3.1-8b", tier=record_pb2.TIER_HOST, prompt_tokens=100, logical_match_tokens=200),
@@ -203,6 +216,56 @@ def expected_panels(t):
         "Ideal prefill speedup": t.pre_base / (t.pre_base - t.pre_reused),
         "Estimated end-to-end prefill speedup": t.e2e(),
     }
+
+
+def nanos(seconds):
+    return round(seconds * 1e9)
+
+
+def independent_whole_request(records):
+    """docs/cost-model.md §12 by hand for llama-3.1-8b records (no kvledger code): each figure over the
+    records that have all of its inputs; the TTFT split decided in integer nanoseconds."""
+    s = dict.fromkeys(["split", "overlap", "queue", "reload", "suffix", "rest", "h_reload", "h_queue", "h_full",
+                       "ttft", "ttft_without", "decode", "decode_tokens", "e2e", "e2e_cache", "kv_byte_seconds"], 0)
+    for r in records:
+        n, match = r.prompt_tokens, r.logical_match_tokens
+        reused = match - r.recompute_tokens if r.HasField("recompute_tokens") else llama_recoverable(n, match)
+        reload = r.reload_seconds if r.HasField("reload_seconds") else (0.0 if reused == 0 else None)
+        est = full = None
+        if r.HasField("suffix_prefill_seconds") and r.suffix_prefill_seconds > 0:
+            per_flop = r.suffix_prefill_seconds / (llama_prefill(n) - llama_prefill(reused))
+            est, full = per_flop * llama_prefill(reused), per_flop * llama_prefill(n)
+        queue = r.queue_seconds if r.HasField("queue_seconds") else None
+        decode = r.decode_seconds if r.HasField("decode_seconds") else None
+        if queue is not None and reload is not None and r.HasField("suffix_prefill_seconds"):
+            parts = nanos(queue) + nanos(reload) + nanos(r.suffix_prefill_seconds)
+            if parts <= nanos(r.ttft_seconds):
+                s["split"] += 1
+                s["queue"] += queue
+                s["reload"] += reload
+                s["suffix"] += r.suffix_prefill_seconds
+                s["rest"] += (nanos(r.ttft_seconds) - parts) / 1e9
+            else:
+                s["overlap"] += 1
+        if full and queue is not None and reload is not None:
+            s["h_reload"] += reload
+            s["h_queue"] += queue
+            s["h_full"] += full
+        if est is not None and reload is not None and nanos(reload) <= nanos(r.ttft_seconds):
+            s["ttft"] += r.ttft_seconds
+            s["ttft_without"] += r.ttft_seconds - reload + est
+        if decode is not None and r.output_tokens >= 2:
+            s["decode"] += decode
+            s["decode_tokens"] += r.output_tokens - 1
+        if decode is not None:
+            if est is not None and reload is not None:
+                s["e2e"] += r.ttft_seconds + decode
+                s["e2e_cache"] += reload + r.suffix_prefill_seconds + est
+            # 131072 KV bytes per llama-3.1-8b token: the reused prefix over the TTFT, the prompt through
+            # decode, the output's KV growing linearly through decode.
+            s["kv_byte_seconds"] += 131072 * (reused * r.ttft_seconds + n * decode
+                                              + (r.output_tokens - 1) * decode / 2)
+    return s
 
 
 class DashboardTest(unittest.TestCase):
@@ -330,6 +393,35 @@ class DashboardTest(unittest.TestCase):
                 expr = f'{rule}{{model="llama-3.1-8b"}}'
                 harness.poll(f"{rule} = {want}", lambda expr=expr, want=want: close(self.prometheus.value(expr), want),
                              deadline=30, interval=0.5)
+
+    # Proves: the whole-request rules on a real Prometheus equal a hand calculation over the trace's
+    # llama-3.1-8b host records, among them records with every part, with parts that overlap their TTFT
+    # and with parts missing: the TTFT split by part, both h's, the TTFT speedup bought by reuse, the time
+    # per output token, the cache's share of end to end, and the KV byte-seconds.
+    def test_whole_request_by_hand(self):
+        s = independent_whole_request(self.llama_host)
+        self.assertGreater(s["split"], 0)
+        self.assertGreater(s["overlap"], 0)
+        self.assertLess(s["split"] + s["overlap"], len(self.llama_host))  # some records miss a part
+        rules = {"model_tier:kvledger_overhead_fraction:ratio_rate5m": s["h_reload"] / s["h_full"],
+                 "model_tier:kvledger_overhead_fraction_with_wait:ratio_rate5m": (s["h_reload"] + s["h_queue"]) / s["h_full"],
+                 "model_tier:kvledger_ttft_speedup_from_reuse:ratio_rate5m": s["ttft_without"] / s["ttft"],
+                 "model_tier:kvledger_time_per_output_token_seconds:ratio_rate5m": s["decode"] / s["decode_tokens"],
+                 "model_tier:kvledger_cache_share_of_e2e:ratio_rate5m": s["e2e_cache"] / s["e2e"],
+                 "model_tier:kvledger_ttft_overlap_requests_per_split_request:ratio_rate5m":
+                     s["overlap"] / (s["overlap"] + s["split"])}
+        for part in ("queue", "reload", "suffix", "rest"):
+            label = "suffix_prefill" if part == "suffix" else part
+            rules[f'model_tier:kvledger_ttft_part_seconds_per_request:ratio_rate5m{{part="{label}"}}'] = s[part] / s["split"]
+        for rule, want in rules.items():
+            with self.subTest(rule=rule):
+                expr = rule.replace("ratio_rate5m", 'ratio_rate5m{model="llama-3.1-8b", tier="host"}', 1) \
+                    if "{" not in rule else rule.replace('{', '{model="llama-3.1-8b", tier="host", ', 1)
+                harness.poll(f"{rule} = {want}", lambda expr=expr, want=want: close(self.prometheus.value(expr), want),
+                             deadline=30, interval=0.5)
+        # Two copies were sent: the counter holds twice the hand sum.
+        got = self.prometheus.value('kvledger_kv_byte_seconds_total{model="llama-3.1-8b", tier="host"}', at=self.at)
+        self.assertTrue(close(got, 2 * s["kv_byte_seconds"]), (got, 2 * s["kv_byte_seconds"]))
 
     # Proves: the shipped recording rules all load and produce data on a real Prometheus, and the
     # job-level token hit ratio equals the trace's.

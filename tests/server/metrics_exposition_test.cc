@@ -76,7 +76,8 @@ TEST_F(MetricsExpositionTest, SeriesPerCellAndExactSeconds) {
   for (size_t at = text.find("tier=\"remote\""); at != std::string::npos; at = text.find("tier=\"remote\"", at + 1)) {
     ++series;
   }
-  EXPECT_EQ(series, 29 + 2 * 13 + 2 * 20);
+  // 51 counters (29 prefill and routing, 22 whole-request), two hit-ratio histograms, two latencies.
+  EXPECT_EQ(series, 51 + 2 * 13 + 2 * 20);
   EXPECT_THAT(text, Not(HasSubstr("kvledger_ttft_seconds_bucket")));
   EXPECT_THAT(text, HasSubstr("kvledger_reload_seconds_sum{model=\"llama-3.1-8b\",tier=\"remote\"} 1.000000001\n"));
   EXPECT_THAT(text, HasSubstr("kvledger_reload_seconds_bucket{model=\"llama-3.1-8b\",tier=\"remote\",le=\"1\"} 0\n"));

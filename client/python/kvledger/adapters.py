@@ -100,8 +100,12 @@ def from_vllm(stats, *, model, connector=False, block_size=None, request_id=None
     - prefill_time (first scheduled -> first token) -> suffix_prefill_seconds only when no reload
       can be inside it: a miss, or no connector. With a connector a synchronous KV load runs inside
       that interval, so it is left unset.
-    - e2e_latency - decode_time (arrival -> first token) -> ttft_seconds. queued_time is not used:
-      it may contain an asynchronous KV-connector load, and it misses arrival -> queued.
+    - e2e_latency - decode_time (arrival -> first token) -> ttft_seconds.
+    - queued_time (queued -> first scheduled: the scheduling wait) -> queue_seconds, under the same
+      rule as prefill_time: with a connector a hit's queued_time contains the asynchronous KV load it
+      waited for, so it is left unset. Arrival -> queued (the frontend) falls in the TTFT's rest.
+    - num_generation_tokens -> output_tokens; decode_time (first token -> last) -> decode_seconds
+      when at least 2 tokens were generated.
     - reload_seconds: not reported per request; left unset.
     - request_id: the argument, else the stats' request_id (newer vLLM).
     """
@@ -121,6 +125,8 @@ def from_vllm(stats, *, model, connector=False, block_size=None, request_id=None
     e2e, decode = _positive(_field(stats, "e2e_latency")), float(_field(stats, "decode_time", 0.0) or 0.0)
     ttft = e2e - decode if e2e is not None and e2e - decode >= 0 else None
     tier = "none" if cached == 0 else ("unknown" if connector else "device")
+    no_reload_inside = cached == 0 or not connector
+    output = int(generated) if generated is not None else None
     return make_record(
         request_id=request_id or _field(stats, "request_id"),
         model=model,
@@ -128,9 +134,35 @@ def from_vllm(stats, *, model, connector=False, block_size=None, request_id=None
         prompt_tokens=prompt,
         logical_match_tokens=cached,
         recoverable_tokens=cached,
-        suffix_prefill_seconds=prefill if cached == 0 or not connector else None,
+        suffix_prefill_seconds=prefill if no_reload_inside else None,
         ttft_seconds=ttft,
+        queue_seconds=_wait(_field(stats, "queued_time"), ttft) if no_reload_inside else None,
+        output_tokens=output,
+        decode_seconds=_decode(output, decode if _field(stats, "decode_time") is not None else None),
     )
+
+
+def _seconds(value):
+    """A measured duration (>= 0), or None."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if value >= 0 else None
+
+
+def _wait(queue, ttft):
+    """queue_seconds for a record: the wait, only beside a TTFT it fits in (it ends before the first
+    token; a larger one was measured from another start and is not this TTFT's wait)."""
+    queue = _seconds(queue)
+    return queue if queue is not None and ttft is not None and queue <= ttft else None
+
+
+def _decode(output_tokens, seconds):
+    """decode_seconds for a record: only with at least 2 output tokens (one token has no time between
+    the first and the last)."""
+    if output_tokens is None or output_tokens < 2:
+        return None
+    return _seconds(seconds)
 
 
 def _storage_tier(backend):
@@ -193,9 +225,13 @@ def from_sglang(meta_info, *, model, request_id=None, ttft_seconds=None):
       "mixed", or "unknown" when SGLang sent no details.
     - With --enable-metrics: prefill_finished_time - forward_entry_time (the prefill forward) ->
       suffix_prefill_seconds, only for a miss or a device-only hit (a host or storage hit is loaded
-      inside that forward); prefill_finished_time - request_received_ts -> ttft_seconds (the first
-      token comes out of the prefill step). queue_time is not used (it may contain HiCache's
-      storage prefetch).
+      inside that forward); the first token (prefill_finished_ts in newer releases, else
+      prefill_finished_time) - request_received_ts -> ttft_seconds.
+    - queue_time (wait-queue entry -> forward entry: the scheduling wait) -> queue_seconds for a miss,
+      a device or a host hit; left unset for a storage ("disk", "remote"), "mixed" or "unknown" hit,
+      whose queue_time may contain HiCache's storage prefetch.
+    - completion_tokens -> output_tokens; decode_finished_ts - the first token (newer releases) ->
+      decode_seconds when at least 2 tokens were generated; unset when SGLang did not send it.
     - id -> request_id (the argument wins); ttft_seconds given by the caller wins.
     - reload time, recoverable boundary: not reported; left unset.
     """
@@ -207,17 +243,22 @@ def from_sglang(meta_info, *, model, request_id=None, ttft_seconds=None):
     cached = int(_require(meta_info, "cached_tokens", where))
     tier = sglang_tier(cached, _field(meta_info, "cached_tokens_details"))
     prefill_finished = _field(meta_info, "prefill_finished_time")
+    first_token = _field(meta_info, "prefill_finished_ts", prefill_finished)
     suffix = _difference(prefill_finished, _field(meta_info, "forward_entry_time")) \
         if tier in ("none", "device") else None
     if ttft_seconds is None:
-        ttft_seconds = _difference(prefill_finished, _field(meta_info, "request_received_ts"))
+        ttft_seconds = _difference(first_token, _field(meta_info, "request_received_ts"))
+    output = int(_field(meta_info, "completion_tokens", 0) or 0) or None
+    queue = _wait(_field(meta_info, "queue_time"), ttft_seconds) if tier in ("none", "device", "host") else None
     return make_record(request_id=request_id or _field(meta_info, "id"), model=model, tier=tier,
                        prompt_tokens=prompt, logical_match_tokens=cached, suffix_prefill_seconds=suffix,
-                       ttft_seconds=ttft_seconds)
+                       ttft_seconds=ttft_seconds, queue_seconds=queue, output_tokens=output,
+                       decode_seconds=_decode(output, _difference(_field(meta_info, "decode_finished_ts"),
+                                                                  first_token)))
 
 
 def from_openai(response, *, model, cached_tokens_reported=False, tier=None, request_id=None,
-                ttft_seconds=None, predicted_match_tokens=None):
+                ttft_seconds=None, predicted_match_tokens=None, decode_seconds=None):
     """From an OpenAI-compatible chat/completions response (a dict or the openai client's object),
     for gateways in front of any engine:
 
@@ -230,6 +271,8 @@ def from_openai(response, *, model, cached_tokens_reported=False, tier=None, req
     - tier: what the gateway knows (`tier=`); by default a hit is "unknown" (a response does not
       say where the cache was) and a miss "none".
     - id -> request_id (the argument wins); ttft_seconds as measured by the gateway.
+    - usage.completion_tokens -> output_tokens; decode_seconds (first token -> last) as measured by a
+      streaming gateway, kept only with at least 2 output tokens. A response carries no queue time.
     - predicted_match_tokens: a prefix-aware router's (or gateway's) predicted hit for the replica
       it chose; kvledger compares it with the engine's cached tokens (docs/integration.md, "Routers").
     """
@@ -248,4 +291,11 @@ def from_openai(response, *, model, cached_tokens_reported=False, tier=None, req
     return make_record(request_id=request_id or _field(response, "id"), model=model,
                        tier=hit_tier if cached > 0 else "none", prompt_tokens=prompt,
                        logical_match_tokens=cached, ttft_seconds=ttft_seconds,
-                       predicted_match_tokens=predicted_match_tokens)
+                       predicted_match_tokens=predicted_match_tokens,
+                       output_tokens=_output_tokens(usage),
+                       decode_seconds=_decode(_output_tokens(usage), decode_seconds))
+
+
+def _output_tokens(usage):
+    value = _field(usage, "completion_tokens")
+    return int(value) if value is not None and int(value) >= 1 else None

@@ -11,7 +11,9 @@ def sglang_meta_info(*, rid="s1", prompt_tokens, cached_tokens, completion_token
     "finish_reason" a dict {"type": "stop" | "length" | "abort", ...} (an abort carries
     "status_code" and "message"); with --enable-metrics the timestamps of
     observability/req_time_stats.py: "request_received_ts", "forward_entry_time",
-    "prefill_finished_time" (real-time seconds), "queue_time" (forward entry - wait-queue entry)."""
+    "prefill_finished_time" (real-time seconds), "queue_time" (forward entry - wait-queue entry); newer
+    releases' TokenizerManager._calculate_timing_metrics adds "prefill_finished_ts" (the first token as
+    the tokenizer manager saw it) and "decode_finished_ts" (the request's finish), both time.time()."""
     meta = {"id": rid, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
             "cached_tokens": cached_tokens, "finish_reason": finish or {"type": "stop", "matched": 2},
             "e2e_latency": 0.5}

@@ -169,5 +169,44 @@ TEST(ValidationTest, StateBoundariesAgainstProfile) {
                  RejectReason::kInvalidRecomputeTokens);
 }
 
+// The whole-request fields (docs/cost-model.md §12): every rule, each message naming field, value and rule.
+TEST(ValidationTest, WholeRequestFields) {
+  RecordFacts f = Valid();
+  f.queue_seconds = 0.05;
+  f.output_tokens = 64;
+  f.decode_seconds = 1.5;
+  EXPECT_THAT(ToStatus(ValidateFields(f)), IsOk());
+  f.queue_seconds = -1;
+  ExpectRejected(ValidateFields(f), "queue_seconds = -1: must be finite, >= 0 and <= 86400 seconds",
+                 RejectReason::kInvalidQueueSeconds);
+  f.queue_seconds = 0.2;  // TTFT is 0.15
+  ExpectRejected(ValidateFields(f),
+                 "queue_seconds = 0.2: must be <= ttft_seconds = 0.15 (the wait ends before the first token)",
+                 RejectReason::kInvalidQueueSeconds);
+  f.queue_seconds = 0.15;
+  EXPECT_THAT(ToStatus(ValidateFields(f)), IsOk());
+  f.output_tokens = 0;
+  ExpectRejected(ValidateFields(f), "output_tokens = 0: must be in [1, 2147483648]", RejectReason::kInvalidOutputTokens);
+  f.output_tokens = 64;
+  f.decode_seconds = std::numeric_limits<double>::infinity();
+  ExpectRejected(ValidateFields(f), "decode_seconds = inf: must be finite, >= 0 and <= 86400 seconds",
+                 RejectReason::kInvalidDecodeSeconds);
+  f.decode_seconds = 1.5;
+  f.output_tokens.reset();
+  ExpectRejected(ValidateFields(f),
+                 "decode_seconds = 1.5: needs output_tokens (the time per output token is decode_seconds / "
+                 "(output_tokens - 1))",
+                 RejectReason::kInvalidDecodeSeconds);
+  f.output_tokens = 1;
+  ExpectRejected(ValidateFields(f),
+                 "decode_seconds = 1.5: must be 0 when output_tokens = 1 (one token has no time between the first "
+                 "and the last)",
+                 RejectReason::kInvalidDecodeSeconds);
+  f.decode_seconds = 0;
+  EXPECT_THAT(ToStatus(ValidateFields(f)), IsOk());
+  f.decode_seconds.reset();  // output tokens alone are fine
+  EXPECT_THAT(ToStatus(ValidateFields(f)), IsOk());
+}
+
 }  // namespace
 }  // namespace kvledger

@@ -1,0 +1,176 @@
+// The whole request (docs/cost-model.md §12), against hand-worked numbers.
+#include "gtest/gtest.h"
+#include "lib/accounting/aggregator.h"
+#include "lib/accounting/derived_figures.h"
+#include "lib/accounting/figure_schema.h"
+#include "lib/profiles/profile_catalog.h"
+
+namespace kvledger {
+namespace {
+
+class WholeRequestTest : public ::testing::Test {
+ protected:
+  const ProfileCatalog catalog_ = ProfileCatalog::Builtin();
+  DerivedFigures Run(const RecordFacts& f) { return Derive(f, *catalog_.Find("llama-3.1-8b")); }
+};
+
+// docs/cost-model.md §12 worked example: llama-3.1-8b, N = 8192, a 4096-token host hit, queue 0.1 s,
+// reload 0.02 s, suffix prefill 0.3 s, TTFT 0.5 s, 201 output tokens in 4 s of decode.
+RecordFacts Example() {
+  RecordFacts f;
+  f.model = "llama-3.1-8b";
+  f.tier_value = 2;
+  f.prompt_tokens = 8192;
+  f.logical_match_tokens = 4096;
+  f.queue_seconds = 0.1;
+  f.reload_seconds = 0.02;
+  f.suffix_prefill_seconds = 0.3;
+  f.ttft_seconds = 0.5;
+  f.output_tokens = 201;
+  f.decode_seconds = 4.0;
+  return f;
+}
+
+// Prefill FLOPs by hand (§5): 32 layers x 16384 FLOPs per attention pair, 13,958,643,712 token-wise
+// FLOPs per token. N = 8192: 524288 x 8192*8193/2 + 13958643712 x 8192; the first 4096 queries:
+// 524288 x 4096*4097/2 + 13958643712 x 4096.
+constexpr double kBaselineFlops = 17594333528064.0 + 114349209288704.0;  // 131,943,542,816,768
+constexpr double kAvoidedFlops = 4399120252928.0 + 57174604644352.0;     //  61,573,724,897,280
+constexpr double kSecondsPerFlop = 0.3 / (kBaselineFlops - kAvoidedFlops);
+
+TEST_F(WholeRequestTest, WorkedExample) {
+  const DerivedFigures d = Run(Example());
+  const WholeRequest& w = d.whole;
+  const double recompute = kSecondsPerFlop * kAvoidedFlops;  // 0.26250...
+  const double full = kSecondsPerFlop * kBaselineFlops;      // 0.56250...
+  EXPECT_NEAR(*d.estimated_recompute_seconds, recompute, 1e-15);
+  EXPECT_NEAR(recompute, 0.2625, 1e-4);
+  EXPECT_NEAR(*w.estimated_full_prefill_seconds, full, 1e-15);
+  // 0.5 = 0.1 queue + 0.02 reload + 0.3 suffix prefill + 0.08 rest, in exact nanoseconds.
+  ASSERT_TRUE(w.ttft_parts.has_value());
+  EXPECT_EQ(w.ttft_parts->queue, Uint128{100'000'000});
+  EXPECT_EQ(w.ttft_parts->reload, Uint128{20'000'000});
+  EXPECT_EQ(w.ttft_parts->suffix_prefill, Uint128{300'000'000});
+  EXPECT_EQ(w.ttft_parts->rest, Uint128{80'000'000});
+  EXPECT_EQ(*w.ttft_overlap_nanounits, Uint128{0});
+  // h = 0.02 / full; with the wait (0.02 + 0.1) / full.
+  EXPECT_NEAR(*d.overhead_fraction, 0.02 / full, 1e-15);
+  EXPECT_NEAR(*w.overhead_with_wait, 0.12 / full, 1e-15);
+  // TTFT without reuse = 0.5 - 0.02 + recompute.
+  EXPECT_NEAR(*w.ttft_without_reuse_seconds, 0.48 + recompute, 1e-15);
+  EXPECT_DOUBLE_EQ(*w.time_per_output_token_seconds, 4.0 / 200);
+  EXPECT_DOUBLE_EQ(*w.e2e_seconds, 4.5);
+  EXPECT_NEAR(*w.e2e_cache_seconds, 0.02 + 0.3 + recompute, 1e-15);
+  // Little's law (§12): 131072 bytes per token (2 x 32 layers x 8 KV heads x 128 x 2 bytes).
+  // Reused 4096 tokens over the 0.5 s TTFT + 8192 prompt tokens over 4 s of decode + 200 output tokens
+  // growing linearly over 4 s (average 100).
+  const double expected = 4096.0 * 131072 * 0.5 + 8192.0 * 131072 * 4 + 200.0 * 131072 * 4 / 2;
+  EXPECT_DOUBLE_EQ(*w.kv_byte_seconds, expected);
+  EXPECT_DOUBLE_EQ(expected, 4615831552.0);
+}
+
+// Parts that exceed the TTFT (an asynchronous reload overlapped the wait) are an overlap, never a
+// negative rest.
+TEST_F(WholeRequestTest, OverlapIsCountedApart) {
+  RecordFacts f = Example();
+  f.queue_seconds = 0.3;  // 0.3 + 0.02 + 0.3 > 0.5
+  const DerivedFigures d = Run(f);
+  EXPECT_FALSE(d.whole.ttft_parts.has_value());
+  EXPECT_EQ(*d.whole.ttft_overlap_nanounits, Uint128{120'000'000});
+  Totals t;
+  t.Add(d);
+  EXPECT_EQ(t.counter(Counter::kTtftDecomposedRequests), Uint128{0});
+  EXPECT_EQ(t.counter(Counter::kTtftOverlapRequests), Uint128{1});
+  EXPECT_EQ(t.counter(Counter::kTtftOverlapSeconds), Uint128{120'000'000});
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(t.counter(Counter::kTtftPartSeconds, i), Uint128{0});
+}
+
+// Parts that sum to the TTFT exactly fit: rest 0, not an overlap.
+TEST_F(WholeRequestTest, PartsEqualToTtftFit) {
+  RecordFacts f = Example();
+  f.queue_seconds = 0.18;
+  const DerivedFigures d = Run(f);
+  ASSERT_TRUE(d.whole.ttft_parts.has_value());
+  EXPECT_EQ(d.whole.ttft_parts->rest, Uint128{0});
+}
+
+// Every figure needs all of its inputs: with one missing, it is absent, never computed from a 0.
+TEST_F(WholeRequestTest, MissingInputsGiveNoFigure) {
+  RecordFacts f = Example();
+  f.queue_seconds.reset();
+  f.decode_seconds.reset();
+  const DerivedFigures d = Run(f);
+  EXPECT_FALSE(d.whole.ttft_parts.has_value());
+  EXPECT_FALSE(d.whole.ttft_overlap_nanounits.has_value());
+  EXPECT_FALSE(d.whole.overhead_with_wait.has_value());
+  EXPECT_TRUE(d.whole.ttft_without_reuse_seconds.has_value());  // needs no queue
+  EXPECT_FALSE(d.whole.time_per_output_token_seconds.has_value());
+  EXPECT_FALSE(d.whole.e2e_seconds.has_value());
+  EXPECT_FALSE(d.whole.kv_byte_seconds.has_value());
+
+  RecordFacts hit_without_reload = Example();
+  hit_without_reload.reload_seconds.reset();  // a hit whose reload was not measured
+  const DerivedFigures h = Run(hit_without_reload);
+  EXPECT_FALSE(h.whole.ttft_parts.has_value());
+  EXPECT_FALSE(h.whole.ttft_without_reuse_seconds.has_value());
+  EXPECT_FALSE(h.whole.e2e_cache_seconds.has_value());
+  EXPECT_TRUE(h.whole.kv_byte_seconds.has_value());  // needs no reload
+}
+
+// A miss reloads nothing: its reload part is 0 without a reload_seconds, and reuse bought it nothing.
+TEST_F(WholeRequestTest, MissPaysNoReload) {
+  RecordFacts f = Example();
+  f.tier_value = 0;
+  f.logical_match_tokens = 0;
+  f.reload_seconds.reset();
+  const DerivedFigures d = Run(f);
+  ASSERT_TRUE(d.whole.ttft_parts.has_value());
+  EXPECT_EQ(d.whole.ttft_parts->reload, Uint128{0});
+  EXPECT_EQ(d.whole.ttft_parts->rest, Uint128{100'000'000});
+  EXPECT_DOUBLE_EQ(*d.whole.ttft_without_reuse_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(*d.whole.kv_byte_seconds, 8192.0 * 131072 * 4 + 200.0 * 131072 * 2);
+}
+
+// A reload longer than the TTFT overlapped it: TTFT - reload would be negative, so no speedup.
+TEST_F(WholeRequestTest, ReloadLongerThanTtftGivesNoSpeedup) {
+  RecordFacts f = Example();
+  f.reload_seconds = 0.6;
+  EXPECT_FALSE(Run(f).whole.ttft_without_reuse_seconds.has_value());
+}
+
+// One output token: no decode steps, so no time per token; the request still held its KV.
+TEST_F(WholeRequestTest, OneOutputTokenHasNoTimePerToken) {
+  RecordFacts f = Example();
+  f.output_tokens = 1;
+  f.decode_seconds = 0.0;
+  const DerivedFigures d = Run(f);
+  EXPECT_FALSE(d.whole.time_per_output_token_seconds.has_value());
+  EXPECT_DOUBLE_EQ(*d.whole.e2e_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(*d.whole.kv_byte_seconds, 4096.0 * 131072 * 0.5);
+}
+
+// The counters sum exact nanounits: the four parts of each decomposed record add up to its TTFT, so
+// over many records Σ parts = Σ TTFT exactly.
+TEST_F(WholeRequestTest, CountersSumExactly) {
+  Totals t;
+  Uint128 ttft_sum = 0;
+  for (int i = 1; i <= 1000; ++i) {
+    RecordFacts f = Example();
+    f.queue_seconds = 0.000123456789 * i;
+    f.ttft_seconds = 0.5 + 0.000987654321 * i;
+    ttft_sum += ToNanoUnits(*f.ttft_seconds);
+    t.Add(Run(f));
+  }
+  Uint128 parts = 0;
+  for (int i = 0; i < 4; ++i) parts += t.counter(Counter::kTtftPartSeconds, i);
+  EXPECT_EQ(parts, ttft_sum);
+  EXPECT_EQ(t.counter(Counter::kTtftDecomposedRequests), Uint128{1000});
+  EXPECT_EQ(t.counter(Counter::kDecodeTokens), Uint128{200'000});
+  EXPECT_EQ(t.counter(Counter::kDecodeSeconds), Uint128{4'000'000'000'000});
+  EXPECT_EQ(t.latency(Latency::kTimePerOutputToken).count, 1000u);
+  // 20 ms per token falls in the (15 ms, 20 ms] bucket of the token-latency bounds.
+  EXPECT_EQ(t.latency(Latency::kTimePerOutputToken).counts[6], 1000u);
+}
+
+}  // namespace
+}  // namespace kvledger
