@@ -21,7 +21,7 @@ std::string Speedup(const std::optional<double>& s) {
 
 int Calc(const Args& args) {
   std::string alpha_text;
-  std::optional<double> window_fraction, beta, overhead;
+  std::optional<double> window_fraction, beta, overhead, queue_share, decode_share;
   std::optional<uint64_t> window, prompt_tokens, checkpoint;
   std::string attention = "full";
   bool json = false;
@@ -34,10 +34,13 @@ int Calc(const Args& args) {
   flags.Uint64("checkpoint", &checkpoint, "recurrent: checkpoint interval C in tokens (with --prompt-tokens)");
   flags.Double("beta", &beta, "attention share of baseline prefill FLOPs, [0, 1]");
   flags.Double("overhead", &overhead, "h: reuse overheads / full-prefill time (needs --beta)");
+  flags.Double("queue-share", &queue_share, "share of the request's latency spent waiting to be scheduled, [0, 1]");
+  flags.Double("decode-share", &decode_share, "share of the request's latency spent decoding, [0, 1]");
   flags.Switch("json", &json, "print one JSON object");
   if (int code = ParseOrExit(flags, args, "calc"); code >= 0) return code;
 
-  CalcParams params{alpha_text, attention, window_fraction, beta, overhead, window, prompt_tokens, checkpoint};
+  CalcParams params{alpha_text, attention,   window_fraction, beta,          overhead,
+                    queue_share, decode_share, window,          prompt_tokens, checkpoint};
   auto result = RunCalc(params, FlagName);
   if (!result.ok()) {
     std::cerr << "kvledger calc: " << result.status().message() << "\n";
@@ -61,6 +64,10 @@ int Calc(const Args& args) {
     std::cout << absl::StrFormat("%-22s %s\n", "block speedup", Speedup(r.block_speedup));
   }
   if (overhead) std::cout << absl::StrFormat("%-22s %s\n", "end-to-end speedup", Speedup(r.e2e_speedup));
+  if (queue_share || decode_share) {
+    std::cout << absl::StrFormat("%-22s %s  (bound %s)\n", "whole-request speedup", Speedup(r.request_speedup),
+                                 Speedup(r.request_speedup_bound));
+  }
   return 0;
 }
 

@@ -54,6 +54,7 @@ HttpResponse Calc(const HttpRequest& r) {
   p.attention = Text(r, "attention", "full");
   for (absl::Status s : {Number(r, "window_fraction", &p.window_fraction), Number(r, "beta", &p.beta),
                          Number(r, "overhead", &p.overhead), Number(r, "window", &p.window),
+                         Number(r, "queue_share", &p.queue_share), Number(r, "decode_share", &p.decode_share),
                          Number(r, "prompt_tokens", &p.prompt_tokens), Number(r, "checkpoint", &p.checkpoint)}) {
     if (!s.ok()) return BadRequest(s.message());
   }

@@ -36,6 +36,15 @@ absl::StatusOr<AlphaResult> CalculateAlpha(const AlphaInputs& in) {
   if (in.overhead && !in.beta) {
     return absl::InvalidArgumentError("overhead: needs beta (the end-to-end estimate adds h to the block remaining)");
   }
+  for (auto [name, share] : {std::pair{"queue_share", in.queue_share}, std::pair{"decode_share", in.decode_share}}) {
+    if (share && !InUnitInterval(*share)) return OutOfRange(name, *share, "must be in [0, 1]");
+  }
+  const double waiting = in.queue_share.value_or(0) + in.decode_share.value_or(0);
+  if (waiting > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("decode_share = ", FormatDouble(*in.decode_share),
+                                                   ": must be <= 1 - queue_share = ",
+                                                   FormatDouble(1 - *in.queue_share)));
+  }
   for (auto [name, tokens] : {std::pair{"prompt_tokens", in.prompt_tokens}, std::pair{"window", in.window_tokens},
                                std::pair{"checkpoint", in.checkpoint_tokens}}) {
     if (auto s = CheckTokens(name, tokens); !s.ok()) return s;
@@ -89,6 +98,12 @@ absl::StatusOr<AlphaResult> CalculateAlpha(const AlphaInputs& in) {
     out.block_remaining = block;
     out.block_speedup = Inverse(block);
     if (in.overhead) out.e2e_speedup = Inverse(block + *in.overhead);
+  }
+  if (in.queue_share || in.decode_share) {
+    const double prefill_remaining =
+        in.overhead ? *out.block_remaining + *in.overhead : out.block_remaining.value_or(out.attention_remaining);
+    out.request_speedup = Inverse(waiting + (1.0 - waiting) * prefill_remaining);
+    out.request_speedup_bound = Inverse(waiting);
   }
   return out;
 }

@@ -27,6 +27,10 @@ struct AlphaInputs {
   std::optional<uint64_t> checkpoint_tokens;  // C, with prompt_tokens, kLinear
   std::optional<double> beta;               // attention share of baseline prefill FLOPs, [0, 1]
   std::optional<double> overhead;           // h: reuse overheads / full-prefill time, >= 0
+  // Shares of the whole request's latency without reuse spent waiting to be scheduled and decoding
+  // (docs/cost-model.md §12): each in [0, 1], together <= 1; the rest is the prefill reuse acts on.
+  std::optional<double> queue_share;
+  std::optional<double> decode_share;
 };
 
 // Speedups are nullopt where unbounded (nothing remains to compute).
@@ -36,6 +40,11 @@ struct AlphaResult {
   std::optional<double> block_remaining;  // with beta
   std::optional<double> block_speedup;
   std::optional<double> e2e_speedup;      // with beta and overhead
+  // With queue_share or decode_share: the whole request's speedup, 1 / (q + d + (1 - q - d) x the
+  // prefill remaining (e2e with overhead, else block with beta, else attention)), and its Amdahl bound
+  // 1 / (q + d) were the prefill free (nullopt: unbounded).
+  std::optional<double> request_speedup;
+  std::optional<double> request_speedup_bound;
   std::optional<uint64_t> aligned_tokens;  // kLinear: floor(floor(alpha N) / C) C
   std::optional<uint64_t> replay_tokens;   // kLinear: floor(alpha N) - aligned_tokens
 };

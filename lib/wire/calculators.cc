@@ -66,6 +66,8 @@ absl::StatusOr<AlphaResult> RunCalc(const CalcParams& p, InputNamer name) {
   in.checkpoint_tokens = p.checkpoint;
   in.beta = p.beta;
   in.overhead = p.overhead;
+  in.queue_share = p.queue_share;
+  in.decode_share = p.decode_share;
   auto result = CalculateAlpha(in);
   if (!result.ok()) return absl::InvalidArgumentError(Renamed(result.status().message(), name));
   return result;
@@ -76,6 +78,9 @@ std::string CalcToJson(const AlphaResult& r, const CalcParams& p) {
   o.Number("attention_remaining", r.attention_remaining).Number("attention_speedup", r.attention_speedup);
   if (r.block_remaining) o.Number("block_remaining", *r.block_remaining).Number("block_speedup", r.block_speedup);
   if (p.overhead) o.Number("e2e_speedup", r.e2e_speedup);
+  if (p.queue_share || p.decode_share) {
+    o.Number("request_speedup", r.request_speedup).Number("request_speedup_bound", r.request_speedup_bound);
+  }
   if (r.aligned_tokens) o.Integer("aligned_tokens", *r.aligned_tokens).Integer("replay_tokens", *r.replay_tokens);
   return o.str();
 }

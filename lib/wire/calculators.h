@@ -26,7 +26,7 @@ std::string FlagName(absl::string_view field);   // "--" + the field with '-' fo
 struct CalcParams {
   std::string alpha;  // a decimal, taken exactly as typed
   std::string attention = "full";  // full | swa | recurrent
-  std::optional<double> window_fraction, beta, overhead;
+  std::optional<double> window_fraction, beta, overhead, queue_share, decode_share;
   std::optional<uint64_t> window, prompt_tokens, checkpoint;
 };
 absl::StatusOr<AlphaResult> RunCalc(const CalcParams& params, InputNamer name = FieldName);

@@ -289,7 +289,8 @@ class TraceAndPackagingTest(unittest.TestCase):
                 server.stop()
 
     # Proves: examples/trace.jsonl covers every attention kind, every tier and misses, and replays
-    # with every record accepted.
+    # with every record accepted; its whole-request fields split some TTFTs, overlap others, and leave
+    # parts missing on the rest.
     def test_example_trace(self):
         path = os.path.join(ROOT, "examples", "trace.jsonl")
         records = list(kvledger.read_trace(path))
@@ -303,6 +304,17 @@ class TraceAndPackagingTest(unittest.TestCase):
                                         capture_output=True, text=True, timeout=60)
                 self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
                 self.assertIn(f"{len(records)} accepted, 0 rejected", result.stdout)
+                # Records with every part of the TTFT, with parts that overlap it, and with parts missing.
+                samples = harness.parse_exposition(server.scrape())
+
+                def total(name):
+                    return sum(v for (n, _), v in samples.items() if n == name)
+                split, overlap = total("kvledger_ttft_decomposed_requests_total"), total("kvledger_ttft_overlap_requests_total")
+                self.assertGreater(split, 0)
+                self.assertGreater(overlap, 0)
+                self.assertLess(split + overlap, len(records))
+                self.assertGreater(total("kvledger_decode_requests_total"), 0)
+                self.assertLess(total("kvledger_decode_requests_total"), len(records))
             finally:
                 server.stop()
 

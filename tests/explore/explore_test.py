@@ -90,7 +90,7 @@ class Browser:
 
 FIGURES = ["remaining-full", "speedup-full", "remaining-swa", "speedup-swa", "remaining-recurrent",
            "speedup-recurrent", "remaining-model", "speedup-model", "block-remaining", "block-speedup",
-           "e2e-speedup", "boundary-logical", "boundary-recoverable", "boundary-reused", "reused-bytes", "kv-bytes",
+           "e2e-speedup", "request-speedup", "request-bound", "boundary-logical", "boundary-recoverable", "boundary-reused", "reused-bytes", "kv-bytes",
            "bytes-per-token", "max-tokens", "fleet-requests", "fleet-logical-hit", "fleet-reused-hit",
            "fleet-attention-avoided", "fleet-prefill-avoided"]
 
@@ -125,7 +125,8 @@ class ExploreTest(unittest.TestCase):
         name = model
         model = self.api("/api/v1/explain", model=name, tier="host", alpha=alpha, kv_page_tokens=page,
                          recurrent_checkpoint_tokens=checkpoint, **base)
-        block = self.api("/api/v1/calc", alpha=alpha, beta="0.30", overhead="0.05", **base)
+        block = self.api("/api/v1/calc", alpha=alpha, beta="0.30", overhead="0.05", queue_share="0.10",
+                         decode_share="0.50", **base)
         kv = self.api("/api/v1/kv-bytes", model=name, tokens="8192", budget_bytes=str(40 << 30))
         fleet = next((m for m in self.api("/api/v1/totals")["models"] if m["model"] == name),
                      dict.fromkeys(["requests", "logical_hit_ratio", "reused_hit_ratio", "attention_avoided_fraction",
@@ -137,7 +138,8 @@ class ExploreTest(unittest.TestCase):
             "remaining-model": model["attention_remaining_fraction"],
             "speedup-model": model["attention_speedup"] or None,
             "block-remaining": block["block_remaining"], "block-speedup": block["block_speedup"],
-            "e2e-speedup": block["e2e_speedup"],
+            "e2e-speedup": block["e2e_speedup"], "request-speedup": block["request_speedup"],
+            "request-bound": block["request_speedup_bound"],
             "boundary-logical": model["logical_match_tokens"],
             "boundary-recoverable": model["recoverable_tokens"], "boundary-reused": model["reused_tokens"],
             "reused-bytes": model["reused_bytes"], "kv-bytes": kv["kv_bytes"],

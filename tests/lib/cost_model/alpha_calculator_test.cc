@@ -140,5 +140,34 @@ TEST(AlphaCalculatorTest, BadInputsNameTheInput) {
   EXPECT_THAT(CalculateAlpha(in), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("window")));
 }
 
+// Proves: the whole request's speedup holds the queue and decode shares fixed (docs/cost-model.md §12).
+// Hand: alpha 0.5, beta 0.3 -> block 0.3 x 0.75 + 0.7 x 0.5 = 0.575, + h 0.05 = 0.625; queue 0.2 and
+// decode 0.5 -> 1 / (0.7 + 0.3 x 0.625) = 1 / 0.8875; the bound 1 / 0.7. Without beta the prefill's
+// remaining is the attention's (0.75).
+TEST(AlphaCalculatorTest, WholeRequestSpeedupHoldsQueueAndDecode) {
+  AlphaInputs in;
+  in.alpha = 0.5;
+  in.beta = 0.3;
+  in.overhead = 0.05;
+  in.queue_share = 0.2;
+  in.decode_share = 0.5;
+  auto r = CalculateAlpha(in);
+  ASSERT_TRUE(r.ok());
+  EXPECT_DOUBLE_EQ(*r->request_speedup, 1 / 0.8875);
+  EXPECT_DOUBLE_EQ(*r->request_speedup_bound, 1 / 0.7);
+  in.beta.reset();
+  in.overhead.reset();
+  EXPECT_DOUBLE_EQ(*CalculateAlpha(in)->request_speedup, 1 / (0.7 + 0.3 * 0.75));
+  in.queue_share = 0;
+  in.decode_share = 0;  // nothing but the prefill: the bound is unbounded
+  EXPECT_FALSE(CalculateAlpha(in)->request_speedup_bound.has_value());
+  in.decode_share = 0.9;
+  in.queue_share = 0.2;
+  EXPECT_THAT(CalculateAlpha(in), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           "decode_share = 0.9: must be <= 1 - queue_share = 0.8"));
+  in.queue_share = -0.1;
+  EXPECT_THAT(CalculateAlpha(in), StatusIs(absl::StatusCode::kInvalidArgument, "queue_share = -0.1: must be in [0, 1]"));
+}
+
 }  // namespace
 }  // namespace kvledger
