@@ -2,15 +2,37 @@
 
 namespace kvledger {
 
-BatchDeduplicator::BatchDeduplicator(size_t max_batches, absl::Duration max_age,
+const char* DedupEvictionLabel(DedupEviction cause) {
+  switch (cause) {
+    case DedupEviction::kAge: return "age";
+    case DedupEviction::kEntries: return "entries";
+    case DedupEviction::kBytes: return "bytes";
+  }
+  return "age";
+}
+
+BatchDeduplicator::BatchDeduplicator(size_t max_batches, size_t max_bytes, absl::Duration max_age,
                                      std::function<absl::Time()> now)
-    : max_batches_(max_batches), max_age_(max_age), now_(std::move(now)) {}
+    : max_batches_(max_batches), max_bytes_(max_bytes), max_age_(max_age), now_(std::move(now)) {}
 
 void BatchDeduplicator::EvictLocked(absl::Time now) {
   // Oldest first; one still being applied is forgotten too (its Finish then records nothing).
-  while (!order_.empty() && (order_.size() > max_batches_ || now - order_.front().first > max_age_)) {
-    entries_.erase(order_.front().second);
+  while (!order_.empty()) {
+    DedupEviction cause;
+    if (now - order_.front().first > max_age_) {
+      cause = DedupEviction::kAge;
+    } else if (order_.size() > max_batches_) {
+      cause = DedupEviction::kEntries;
+    } else if (bytes_ > max_bytes_) {
+      cause = DedupEviction::kBytes;
+    } else {
+      break;
+    }
+    auto it = entries_.find(order_.front().second);
+    bytes_ -= Cost(it->first, it->second);
+    entries_.erase(it);
     order_.pop_front();
+    ++evictions_[static_cast<size_t>(cause)];
   }
 }
 
@@ -22,30 +44,36 @@ BatchDeduplicator::Claim BatchDeduplicator::Begin(const std::string& batch_id, v
   auto [it, inserted] = entries_.try_emplace(batch_id);
   if (inserted) {
     order_.emplace_back(now, batch_id);
-    EvictLocked(now);  // at most max_batches remembered; the oldest goes
+    bytes_ += Cost(it->first, it->second);
+    EvictLocked(now);  // within the count and byte bounds; the oldest goes
     return Claim::kNew;
   }
   if (!it->second.done) return Claim::kInProgress;
-  *outcome = it->second.outcome;
+  outcome->ParseFromString(it->second.outcome);
   return Claim::kApplied;
 }
 
 void BatchDeduplicator::Finish(const std::string& batch_id, const v1::RecordBatchResponse& outcome) {
   if (max_batches_ == 0 || batch_id.empty()) return;
+  v1::RecordBatchResponse kept;
+  kept.set_accepted(outcome.accepted());
+  kept.set_rejected(outcome.rejected());
+  for (int i = 0; i < outcome.rejections_size() && i < kMaxRememberedRejections; ++i) {
+    *kept.add_rejections() = outcome.rejections(i);
+  }
+  std::string bytes = kept.SerializeAsString();
   MutexLock lock(&mu_);
   auto it = entries_.find(batch_id);
   if (it == entries_.end()) return;  // evicted meanwhile
   it->second.done = true;
-  it->second.outcome.set_accepted(outcome.accepted());
-  it->second.outcome.set_rejected(outcome.rejected());
-  for (int i = 0; i < outcome.rejections_size() && i < kMaxRememberedRejections; ++i) {
-    *it->second.outcome.add_rejections() = outcome.rejections(i);
-  }
+  bytes_ += bytes.size();
+  it->second.outcome = std::move(bytes);
+  EvictLocked(now_());
 }
 
-size_t BatchDeduplicator::size() const {
+BatchDeduplicator::Stats BatchDeduplicator::stats() const {
   MutexLock lock(&mu_);
-  return entries_.size();
+  return Stats{entries_.size(), bytes_, evictions_};
 }
 
 }  // namespace kvledger

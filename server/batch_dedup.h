@@ -1,13 +1,17 @@
 // Remembers the batch ids of recently applied RecordBatch requests, so that a client that retries a
 // batch whose reply it never saw (a cut connection, a deadline) gets the original outcome instead of
-// having the batch counted twice. Bounded by count and by age; one replica's memory only — a retry
-// that reaches another replica is counted again (docs/integration.md, "Failure semantics").
+// having the batch counted twice. Bounded by count, by bytes and by age; one replica's memory only — a
+// retry that reaches another replica is counted again (docs/integration.md, "Failure semantics"). An
+// outcome is kept serialized (its wire bytes), with at most kMaxRememberedRejections rejection details.
+// Who can flush the window, and what protects it: docs/security.md.
 //
 // Thread-safe.
 #ifndef KVLEDGER_SERVER_BATCH_DEDUP_H_
 #define KVLEDGER_SERVER_BATCH_DEDUP_H_
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <string>
@@ -26,6 +30,15 @@ namespace kvledger {
 inline constexpr size_t kMaxBatchIdBytes = 128;
 // Rejection details a remembered outcome keeps (the counts stay exact).
 inline constexpr int kMaxRememberedRejections = 100;
+// What one remembered batch costs besides its id and outcome bytes: the map slot, the order entry and
+// the strings' headers (measured with the window full, docs/security.md).
+inline constexpr size_t kDedupEntryOverheadBytes = 160;
+
+// Why a remembered batch was forgotten: its age, or room (count or bytes) for newer ones — the latter
+// before the age limit, so a retry of it would be counted again.
+enum class DedupEviction : uint8_t { kAge = 0, kEntries = 1, kBytes = 2 };
+inline constexpr std::array kAllDedupEvictions = {DedupEviction::kAge, DedupEviction::kEntries, DedupEviction::kBytes};
+const char* DedupEvictionLabel(DedupEviction cause);  // "age", "entries", "bytes"
 
 class BatchDeduplicator {
  public:
@@ -34,30 +47,42 @@ class BatchDeduplicator {
     kApplied,     // applied before: *outcome holds the remembered reply
     kInProgress,  // being applied by another call right now: ask the client to retry
   };
+  struct Stats {
+    size_t entries = 0;
+    size_t bytes = 0;
+    std::array<uint64_t, 3> evictions{};  // by DedupEviction
+  };
 
   // max_batches 0 turns deduplication off (every Claim is kNew). `now` is the clock (tests fake it).
-  BatchDeduplicator(size_t max_batches, absl::Duration max_age,
+  BatchDeduplicator(size_t max_batches, size_t max_bytes, absl::Duration max_age,
                     std::function<absl::Time()> now = [] { return absl::Now(); });
 
   Claim Begin(const std::string& batch_id, v1::RecordBatchResponse* outcome);
   // Records the reply of a batch claimed kNew.
   void Finish(const std::string& batch_id, const v1::RecordBatchResponse& outcome);
 
-  size_t size() const;
+  Stats stats() const;
+  size_t size() const { return stats().entries; }
 
  private:
   struct Entry {
     bool done = false;
-    v1::RecordBatchResponse outcome;
+    std::string outcome;  // the serialized reply
   };
   void EvictLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static size_t Cost(const std::string& batch_id, const Entry& entry) {
+    return batch_id.size() * 2 + entry.outcome.size() + kDedupEntryOverheadBytes;  // the id is held twice
+  }
 
   const size_t max_batches_;
+  const size_t max_bytes_;
   const absl::Duration max_age_;
   const std::function<absl::Time()> now_;
   mutable Mutex mu_;
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::deque<std::pair<absl::Time, std::string>> order_ ABSL_GUARDED_BY(mu_);  // oldest first
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::array<uint64_t, 3> evictions_ ABSL_GUARDED_BY(mu_){};
 };
 
 }  // namespace kvledger

@@ -116,6 +116,7 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   service_options.max_listed_rejections = options.max_listed_rejections;
   service_options.stream_idle_timeout = absl::Seconds(options.stream_idle_seconds);
   service_options.dedup_entries = options.batch_dedup_entries;
+  service_options.dedup_bytes = options.batch_dedup_bytes;
   service_options.dedup_age = absl::Seconds(options.batch_dedup_seconds);
   state->sink = std::move(sink);
   RecordSink& records = state->sink ? *state->sink : static_cast<RecordSink&>(*state->ledger);

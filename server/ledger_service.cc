@@ -177,7 +177,7 @@ LedgerService::LedgerService(RecordSink& sink, const ModelRegistry& registry, co
       rates_(rates),
       engine_stats_(engine_stats),
       metrics_(metrics),
-      options_(options), dedup_(options.dedup_entries, options.dedup_age) {
+      options_(options), dedup_(options.dedup_entries, options.dedup_bytes, options.dedup_age) {
   if (options_.stream_idle_timeout > absl::ZeroDuration()) {
     reaper_ = std::thread([this] {
       while (!stop_reaper_.WaitForNotificationWithTimeout(absl::Seconds(1))) EndIdleStreams(absl::Now());
@@ -239,6 +239,7 @@ grpc::Status LedgerService::ApplyBatch(const v1::RecordBatchRequest& batch, v1::
                         absl::StrCat("batch_id (", id.size(), " bytes): must be at most ", kMaxBatchIdBytes,
                                      " bytes; nothing of the batch was counted"));
   }
+  if (batch.records_size() == 0) return grpc::Status::OK;  // nothing to count twice: not remembered
   switch (dedup_.Begin(id, outcome)) {
     case BatchDeduplicator::Claim::kApplied:  // a retry: the original outcome, nothing counted again
       if (metrics_ != nullptr) metrics_->BatchDeduplicated();
@@ -251,6 +252,10 @@ grpc::Status LedgerService::ApplyBatch(const v1::RecordBatchRequest& batch, v1::
   }
   AccountBatch(sink_, batch, options_.max_listed_rejections, outcome);
   dedup_.Finish(id, *outcome);
+  if (metrics_ != nullptr && !id.empty()) {
+    const BatchDeduplicator::Stats stats = dedup_.stats();
+    metrics_->DedupWindow(stats.entries, stats.bytes, stats.evictions);
+  }
   return grpc::Status::OK;
 }
 

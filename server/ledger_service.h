@@ -27,8 +27,10 @@ struct LedgerServiceOptions {
   size_t max_listed_rejections = 1000;
   // A stream that sends no batch for this long is ended with its summary (0 = never).
   absl::Duration stream_idle_timeout = absl::Minutes(5);
-  // RecordBatch batch ids remembered: the most recent this many (0 = off), at most this old.
+  // RecordBatch batch ids remembered: the most recent this many (0 = off) holding at most this many
+  // bytes, at most this old.
   size_t dedup_entries = 65536;
+  size_t dedup_bytes = 64 << 20;
   absl::Duration dedup_age = absl::Minutes(10);
 };
 

@@ -33,6 +33,8 @@ ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for gRPC TLS");
 ABSL_FLAG(std::string, tls_client_ca_file, "", "PEM CA bundle: require and verify client certificates (mTLS)");
 ABSL_FLAG(uint32_t, batch_dedup_entries, 65536,
           "RecordBatch batch ids remembered to answer retries without counting twice (0 = off)");
+ABSL_FLAG(uint32_t, batch_dedup_bytes, 64 << 20,
+          "Bytes the remembered RecordBatch outcomes may hold; the oldest are forgotten first");
 ABSL_FLAG(uint32_t, batch_dedup_seconds, 600, "How long a RecordBatch batch id is remembered, seconds");
 ABSL_FLAG(uint32_t, max_batch_records, 10000, "Records in one RecordBatch or stream batch; a larger batch is refused whole");
 ABSL_FLAG(uint32_t, max_listed_rejections, 1000, "Rejection details listed in one reply (the counts stay exact)");
@@ -154,6 +156,7 @@ int ServerMain(int argc, char** argv, const char* program, const char* summary, 
   options.shutdown_drain_seconds = absl::GetFlag(FLAGS_shutdown_drain_seconds);
   options.shutdown_scrape_grace_seconds = absl::GetFlag(FLAGS_shutdown_scrape_grace_seconds);
   options.batch_dedup_entries = absl::GetFlag(FLAGS_batch_dedup_entries);
+  options.batch_dedup_bytes = absl::GetFlag(FLAGS_batch_dedup_bytes);
   options.batch_dedup_seconds = absl::GetFlag(FLAGS_batch_dedup_seconds);
   if (auto s = options.Validate(); !s.ok()) {
     std::cerr << program << ": " << s.message() << "\n";

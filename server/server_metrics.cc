@@ -123,7 +123,24 @@ ServerMetrics::ServerMetrics(const std::string& version)
                            .Name("kvledger_watchdog_queued_connections")
                            .Help("Connections waiting in the gRPC listener's accept queue at the listener "
                                  "watchdog's latest check (--deaf_listener_seconds).")
-                           .Register(registry_)) {
+                           .Register(registry_)),
+      dedup_entries_(prometheus::BuildGauge()
+                         .Name("kvledger_batch_dedup_entries")
+                         .Help("Batch ids remembered now to answer RecordBatch retries (--batch_dedup_entries).")
+                         .Register(registry_)
+                         .Add({})),
+      dedup_bytes_(prometheus::BuildGauge()
+                       .Name("kvledger_batch_dedup_bytes")
+                       .Help("Bytes the remembered batch outcomes hold now (--batch_dedup_bytes).")
+                       .Register(registry_)
+                       .Add({})) {
+  auto& evictions = prometheus::BuildCounter()
+                        .Name("kvledger_batch_dedup_evictions_total")
+                        .Help("Batch ids forgotten, by cause: age (--batch_dedup_seconds), or room for newer ones "
+                              "(entries, bytes) before their age: a retry of those is counted again.")
+                        .Register(registry_);
+  const std::array<const char*, 3> causes = {"age", "entries", "bytes"};  // DedupEviction's order
+  for (size_t i = 0; i < causes.size(); ++i) dedup_evictions_[i] = &evictions.Add({{"cause", causes[i]}});
   prometheus::BuildGauge()
       .Name("kvledger_build_info")
       .Help("Build facts, value 1.")
@@ -175,6 +192,17 @@ void ServerMetrics::Method::Handled(grpc::StatusCode code, double seconds_taken)
   }
   counter->Increment();
   seconds->Observe(seconds_taken);
+}
+
+void ServerMetrics::DedupWindow(size_t entries, size_t bytes, const std::array<uint64_t, 3>& evictions) {
+  dedup_entries_.Set(static_cast<double>(entries));
+  dedup_bytes_.Set(static_cast<double>(bytes));
+  MutexLock lock(&mu_);
+  for (size_t i = 0; i < evictions.size(); ++i) {
+    if (evictions[i] <= dedup_evictions_seen_[i]) continue;  // a concurrent call reported newer totals
+    dedup_evictions_[i]->Increment(static_cast<double>(evictions[i] - dedup_evictions_seen_[i]));
+    dedup_evictions_seen_[i] = evictions[i];
+  }
 }
 
 void ServerMetrics::WatchdogChecked(int64_t queued_connections) {

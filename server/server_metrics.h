@@ -70,6 +70,9 @@ class ServerMetrics {
   }
   // The listener watchdog's latest check (its gauge appears once the watchdog runs).
   void WatchdogChecked(int64_t queued_connections);
+  // The batch-id window now: entries, bytes, and its evictions so far by cause (age, entries, bytes —
+  // the order of DedupEviction); counters advance to the largest totals seen.
+  void DedupWindow(size_t entries, size_t bytes, const std::array<uint64_t, 3>& evictions);
 
  private:
   prometheus::Registry registry_;
@@ -84,7 +87,11 @@ class ServerMetrics {
   prometheus::Gauge& last_scrape_bytes_;
   prometheus::Family<prometheus::Gauge>& watchdog_family_;
   std::atomic<prometheus::Gauge*> watchdog_queued_{nullptr};
+  prometheus::Gauge& dedup_entries_;
+  prometheus::Gauge& dedup_bytes_;
+  std::array<prometheus::Counter*, 3> dedup_evictions_{};
   Mutex mu_;
+  std::array<uint64_t, 3> dedup_evictions_seen_ ABSL_GUARDED_BY(mu_){};
   absl::flat_hash_map<std::string, std::unique_ptr<Method>> methods_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -48,20 +48,15 @@ absl::Status ServerOptions::Validate() const {
                          Bound{"stream_idle_seconds", stream_idle_seconds, 0, 86400},
                          Bound{"advice_half_life_seconds", advice_half_life_seconds, 1, 86400},
                          Bound{"shutdown_scrape_grace_seconds", shutdown_scrape_grace_seconds, 0, 3600},
+                         Bound{"batch_dedup_bytes", batch_dedup_bytes, uint64_t{64} << 10, uint64_t{4} << 30},
+                         Bound{"batch_dedup_entries", batch_dedup_entries, 0, 10000000},
+                         Bound{"batch_dedup_seconds", batch_dedup_seconds, 1, 86400},
                          Bound{"grpc_memory_quota_bytes", grpc_memory_quota_bytes, uint64_t{16} << 20,
                                uint64_t{64} << 30}}) {
     if (b.value < b.lo || b.value > b.hi) {
       return absl::InvalidArgumentError(
           absl::StrCat("--", b.flag, " = ", b.value, ": must be in [", b.lo, ", ", b.hi, "]"));
     }
-  }
-  if (batch_dedup_entries > 10000000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--batch_dedup_entries = ", batch_dedup_entries, ": must be in [0, 10000000]"));
-  }
-  if (batch_dedup_seconds < 1 || batch_dedup_seconds > 86400) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--batch_dedup_seconds = ", batch_dedup_seconds, ": must be in [1, 86400]"));
   }
   if (tls_cert_file.empty() != tls_key_file.empty()) {
     return absl::InvalidArgumentError("--tls_cert_file and --tls_key_file: give both or neither");

@@ -32,6 +32,7 @@ struct ServerOptions {
   // RecordBatch batch ids remembered for deduplication: the most recent this many (0 = off), at
   // most this old.
   uint32_t batch_dedup_entries = 65536;
+  uint32_t batch_dedup_bytes = 64 << 20;
   uint32_t batch_dedup_seconds = 600;
   // Resource bounds (docs/security.md): records per batch (larger batches are refused whole),
   // rejection details listed per reply (counts stay exact), the largest message accepted, HTTP/2

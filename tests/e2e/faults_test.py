@@ -421,6 +421,39 @@ class FaultsTest(unittest.TestCase):
         models = [m["model"] for m in totals["models"]]
         self.assertEqual(models.count("other"), 1, models)
 
+    def test_dedup_window_is_bounded_in_bytes(self):
+        # Batches of 100 unknown-model records each leave an outcome of 100 long rejection messages in the
+        # batch-id window: with the defaults the window holds at most --batch_dedup_bytes (64 MiB), forgets
+        # the oldest for room (counted by cause), and the server stays under 128 MiB; empty batches are
+        # never remembered, so they cannot flush it; a retry of a remembered batch still counts nothing.
+        server = self.start()
+        stub = ledger_stub(server)
+        records = [record_pb2.Record(model=f"no-such-model-{i}", prompt_tokens=100) for i in range(100)]
+        with PeakRss(server.proc.pid) as rss:
+            for b in range(3000):
+                reply = stub.RecordBatch(ledger_pb2.RecordBatchRequest(batch_id=f"b{b}", records=records), timeout=60)
+                self.assertEqual(reply.rejected, 100)
+        samples = parse_exposition(server.scrape())
+        window = samples[("kvledger_batch_dedup_bytes", frozenset())]
+        entries = samples[("kvledger_batch_dedup_entries", frozenset())]
+        by_bytes = samples[("kvledger_batch_dedup_evictions_total", frozenset({("cause", "bytes")}))]
+        self.assertLessEqual(window, 64 * MiB)
+        self.assertGreater(window, 48 * MiB)
+        self.assertGreater(by_bytes, 0)
+        self.assertEqual(entries + by_bytes, 3000)
+        for b in range(1000):  # empty batches: nothing to count twice, so nothing remembered
+            stub.RecordBatch(ledger_pb2.RecordBatchRequest(batch_id=f"empty{b}"), timeout=60)
+        samples = parse_exposition(server.scrape())
+        self.assertEqual(samples[("kvledger_batch_dedup_entries", frozenset())], entries)
+        retry = stub.RecordBatch(ledger_pb2.RecordBatchRequest(batch_id="b2999", records=records), timeout=60)
+        self.assertEqual((retry.accepted, retry.rejected, len(retry.rejections)), (0, 100, 100))
+        samples = parse_exposition(server.scrape())
+        self.assertEqual(samples[("kvledger_deduplicated_batches_total", frozenset())], 1)
+        self.assertEqual(sum(v for (n, _), v in samples.items() if n == "kvledger_records_rejected_total"), 300_000)
+        measured("dedup_window", rss, window_mib=f"{window / MiB:.1f}", entries=int(entries),
+                 evicted_for_bytes=int(by_bytes))
+        self.assertLess(rss.peak, 128 * MiB)
+
     def test_invalid_utf8_does_not_flood_the_log(self):
         # 2,000 Records whose model string is not UTF-8: each is refused, and the log stays short.
         server = self.start()

@@ -23,7 +23,7 @@ v1::RecordBatchResponse Outcome(uint64_t accepted, int rejections) {
 // Proves: a repeat of an applied batch gets the original counts (rejection details capped), and
 // a repeat while the first is still being applied is told to retry.
 TEST(BatchDeduplicatorTest, RepeatGetsTheOriginalOutcome) {
-  BatchDeduplicator dedup(10, absl::Minutes(10));
+  BatchDeduplicator dedup(10, 1 << 20, absl::Minutes(10));
   v1::RecordBatchResponse out;
   EXPECT_EQ(dedup.Begin("a", &out), BatchDeduplicator::Claim::kNew);
   EXPECT_EQ(dedup.Begin("a", &out), BatchDeduplicator::Claim::kInProgress);
@@ -40,7 +40,7 @@ TEST(BatchDeduplicatorTest, RepeatGetsTheOriginalOutcome) {
 // and 0 turns it off.
 TEST(BatchDeduplicatorTest, BoundedByCountAndAge) {
   absl::Time now = absl::UnixEpoch();
-  BatchDeduplicator dedup(3, absl::Seconds(60), [&] { return now; });
+  BatchDeduplicator dedup(3, 1 << 20, absl::Seconds(60), [&] { return now; });
   v1::RecordBatchResponse out;
   for (const char* id : {"a", "b", "c", "d"}) {
     ASSERT_EQ(dedup.Begin(id, &out), BatchDeduplicator::Claim::kNew);
@@ -52,7 +52,10 @@ TEST(BatchDeduplicatorTest, BoundedByCountAndAge) {
   now += absl::Seconds(61);
   EXPECT_EQ(dedup.Begin("d", &out), BatchDeduplicator::Claim::kNew);      // too old
   EXPECT_EQ(dedup.size(), 1u);
-  BatchDeduplicator off(0, absl::Seconds(60));
+  const auto stats = dedup.stats();
+  EXPECT_EQ(stats.evictions[static_cast<size_t>(DedupEviction::kEntries)], 2u);  // "a", then "b" to make room for "a" again
+  EXPECT_EQ(stats.evictions[static_cast<size_t>(DedupEviction::kAge)], 3u);
+  BatchDeduplicator off(0, 1 << 20, absl::Seconds(60));
   EXPECT_EQ(off.Begin("x", &out), BatchDeduplicator::Claim::kNew);
   off.Finish("x", Outcome(1, 0));
   EXPECT_EQ(off.Begin("x", &out), BatchDeduplicator::Claim::kNew);
@@ -61,7 +64,7 @@ TEST(BatchDeduplicatorTest, BoundedByCountAndAge) {
 // Proves: when many threads present the same ids at once, each id is claimed kNew exactly once;
 // everyone else sees it in progress or applied. Run under ThreadSanitizer by scripts/test.sh.
 TEST(BatchDeduplicatorTest, ConcurrentClaimsApplyEachIdOnce) {
-  BatchDeduplicator dedup(1024, absl::Seconds(60));
+  BatchDeduplicator dedup(1024, 64 << 20, absl::Seconds(60));
   constexpr int kThreads = 4, kIds = 200;
   std::atomic<int> applied{0};
   std::vector<std::thread> threads;
@@ -80,6 +83,29 @@ TEST(BatchDeduplicatorTest, ConcurrentClaimsApplyEachIdOnce) {
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(applied.load(), kIds);
   EXPECT_EQ(dedup.size(), static_cast<size_t>(kIds));
+}
+
+// Proves: the window is bounded in bytes too, each entry costing its id, its serialized outcome and a
+// fixed overhead; the bytes come back when entries go, and evictions say why.
+TEST(BatchDeduplicatorTest, BoundedByBytes) {
+  const v1::RecordBatchResponse big = Outcome(0, 100);
+  v1::RecordBatchResponse kept = big;
+  const size_t per_entry = 2 * 2 + kept.ByteSizeLong() + kDedupEntryOverheadBytes;  // ids "00".."99"
+  BatchDeduplicator dedup(1000, 10 * per_entry, absl::Minutes(10));
+  v1::RecordBatchResponse out;
+  for (int i = 0; i < 30; ++i) {
+    const std::string id = absl::StrCat(i / 10, i % 10);
+    ASSERT_EQ(dedup.Begin(id, &out), BatchDeduplicator::Claim::kNew);
+    dedup.Finish(id, big);
+    EXPECT_LE(dedup.stats().bytes, 10 * per_entry);
+  }
+  const auto stats = dedup.stats();
+  EXPECT_EQ(stats.entries, 10u);
+  EXPECT_EQ(stats.bytes, 10 * per_entry);
+  EXPECT_EQ(stats.evictions[static_cast<size_t>(DedupEviction::kBytes)], 20u);
+  EXPECT_EQ(dedup.Begin("29", &out), BatchDeduplicator::Claim::kApplied);
+  EXPECT_EQ(out.rejections_size(), 100);
+  EXPECT_EQ(dedup.Begin("00", &out), BatchDeduplicator::Claim::kNew);  // forgotten for room, before its age
 }
 
 }  // namespace
