@@ -15,7 +15,7 @@ RUN scripts/setup build \
 FROM docker.io/library/debian:bookworm-slim
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      libgrpc++1.51 libgrpc29 libprotobuf32 libcivetweb1 libprometheus-cpp-core1.0 \
+      libgrpc++1.51 libgrpc29 libprotobuf32 libprometheus-cpp-core1.0 \
       libabsl20220623 libssl3 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin kvledger

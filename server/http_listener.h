@@ -1,7 +1,10 @@
 // The one HTTP listener of a kvledger server (--metrics_address): /metrics for Prometheus, the JSON
-// API and the explorer page for people and tools without gRPC. Read-only GET routes over civetweb;
-// optional HTTP basic auth covers every route. Thread-safe: handlers run on civetweb's worker
-// threads and must be safe to call concurrently.
+// API and the explorer page for people and tools without gRPC. Read-only GET routes over HTTP/1.1
+// with keep-alive; optional HTTP basic auth covers every route. One event thread reads every
+// request's line and headers without blocking, so a slow client holds a buffer, not a thread; the
+// workers run handlers, at most HttpLimits::kServedPerClient at once for one client address, so no
+// number of slow or greedy clients from one address keeps another address from being served.
+// Thread-safe: handlers run on the worker threads and must be safe to call concurrently.
 #ifndef KVLEDGER_SERVER_HTTP_LISTENER_H_
 #define KVLEDGER_SERVER_HTTP_LISTENER_H_
 
@@ -15,6 +18,18 @@
 #include "absl/status/statusor.h"
 
 namespace kvledger {
+
+// The listener's bounds (docs/security.md).
+struct HttpLimits {
+  static constexpr int kWorkers = 8;               // handlers running at once
+  static constexpr int kServedPerClient = 2;       // of them for one client address; its other requests wait
+  static constexpr int kConnectionsPerClient = 64;  // open connections of one address; more get 503
+  static constexpr int kConnections = 1024;        // open connections in all
+  static constexpr size_t kHeadBytes = 16384;      // a request line and headers; more get 431
+  static constexpr int kHeadSeconds = 5;           // from a request's first byte to its blank line
+  static constexpr int kIdleSeconds = 60;          // a kept-alive connection without a request is closed
+  static constexpr int kWriteSeconds = 10;         // a client that reads nothing of its answer this long is cut
+};
 
 struct HttpRequest {
   std::string path;

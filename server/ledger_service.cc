@@ -8,6 +8,7 @@
 #include "lib/wire/advice_proto.h"
 #include "lib/wire/record_proto.h"
 #include "lib/accounting/rejection.h"
+#include "server/wire_admission.h"
 
 namespace kvledger {
 namespace {
@@ -50,16 +51,46 @@ void AddToSummary(const v1::RecordBatchResponse& outcome, uint64_t index_offset,
   }
 }
 
-bool TooLarge(const v1::RecordBatchRequest& batch, size_t max_records) {
-  return static_cast<size_t>(batch.records_size()) > max_records;
+// The limits of a request type whose entries are the top-level fields `first` and `second`.
+WireLimits LimitsOf(const google::protobuf::Descriptor* type, size_t max_entries, int first = 0, int second = 0) {
+  WireLimits limits;
+  limits.type = type;
+  limits.entry_fields[0] = first;
+  limits.entry_fields[1] = second;
+  limits.max_entries = max_entries;
+  return limits;
 }
 
-// The INVALID_ARGUMENT for a batch with more records than allowed, naming the limit.
-grpc::Status TooLargeStatus(const v1::RecordBatchRequest& batch, size_t max_records, absl::string_view what) {
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                      absl::StrCat("records: ", batch.records_size(), " records in one batch: must be at most ",
-                                   max_records, " (--max_batch_records); ", what));
+// Serves a unary call whose request is `bytes`: admitted, parsed and handed to `handle` (which fills
+// its reply), or refused (`too_many(entries)` when it carries too many entries).
+template <typename Request, typename Response, typename TooMany, typename Handle>
+grpc::ServerUnaryReactor* ServeUnary(grpc::CallbackServerContext* context, const grpc::ByteBuffer& bytes,
+                                     grpc::ByteBuffer* out, const WireLimits& limits, PartsBudget& budget,
+                                     TooMany too_many, Handle handle) {
+  auto* reactor = context->DefaultReactor();
+  PartsHeld held;  // destroyed after `request`
+  Request request;
+  WireCount count;
+  grpc::Status status;
+  switch (Admit(bytes, limits, budget, held, &request, &count, &status)) {
+    case Admission::kTooManyEntries:
+      status = too_many(count.entries);
+      break;
+    case Admission::kRefused:
+      break;
+    case Admission::kAdmitted: {
+      Response response;
+      status = handle(request, &response);
+      if (status.ok()) status = Reply(response, out);
+      break;
+    }
+  }
+  reactor->Finish(status);
+  return reactor;
 }
+
+// A unary call's refusal for too many entries is never reached where entries are not counted.
+grpc::Status NoEntries(size_t) { return grpc::Status(grpc::StatusCode::INTERNAL, "entries are not counted"); }
 
 // Adds one engine-statistics entry's outcome to `response`.
 void AddOutcome(const std::optional<EngineStatsRejection>& rejected, int index, size_t max_rejections,
@@ -81,9 +112,9 @@ void AddOutcome(const std::optional<EngineStatsRejection>& rejected, int index, 
 // One open StreamRecords call. Batches are accounted as they arrive; the summary is sent once, when
 // the client half-closes or when the service ends open streams for shutdown, and nothing arriving
 // after it is counted, so the summary is exactly what was counted.
-class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::RecordBatchRequest> {
+class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
-  StreamReactor(LedgerService& service, v1::RecordBatchResponse* response)
+  StreamReactor(LedgerService& service, grpc::ByteBuffer* response)
       : service_(service), response_(response), last_read_(absl::Now()) {
     bool ending;
     {
@@ -96,7 +127,7 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
       EndWithSummary();  // shutting down: an empty summary, nothing read
       return;
     }
-    StartRead(&batch_);
+    StartRead(&bytes_);
   }
 
   void OnReadDone(bool ok) override {
@@ -107,27 +138,35 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
       FinishLocked(grpc::Status::OK);
       return;
     }
-    if (TooLarge(batch_, service_.options_.max_batch_records)) {
-      if (service_.metrics_ != nullptr) service_.metrics_->BatchOversized(static_cast<size_t>(batch_.records_size()));
-      FinishLocked(TooLargeStatus(batch_, service_.options_.max_batch_records,
-                                  absl::StrCat("nothing of it was counted; the stream's earlier batches were (",
-                                               response_->accepted(), " accepted, ", response_->rejected(),
-                                               " rejected)")));
-      return;
+    PartsHeld held;  // destroyed after `batch`
+    v1::RecordBatchRequest batch;
+    WireCount count;
+    grpc::Status refused;
+    switch (Admit(bytes_, service_.batch_limits_, service_.parts_budget_, held, &batch, &count, &refused)) {
+      case Admission::kTooManyEntries:
+        FinishLocked(service_.Oversized(count.entries, absl::StrCat("nothing of it was counted; the stream's earlier "
+                                                                    "batches were (", Earlier(), ")")));
+        return;
+      case Admission::kRefused:
+        FinishLocked(grpc::Status(refused.error_code(),
+                                  absl::StrCat(refused.error_message(), " (this batch; the stream's earlier batches "
+                                               "were counted: ", Earlier(), ")")));
+        return;
+      case Admission::kAdmitted:
+        break;
     }
+    bytes_.Clear();
     v1::RecordBatchResponse outcome;
-    const grpc::Status applied = service_.ApplyBatch(batch_, &outcome);
+    const grpc::Status applied = service_.ApplyBatch(batch, &outcome);
     if (!applied.ok()) {
       FinishLocked(grpc::Status(applied.error_code(),
                                 absl::StrCat(applied.error_message(), " (this batch; the stream's earlier batches were "
-                                             "counted: ", response_->accepted(), " accepted, ",
-                                             response_->rejected(), " rejected)")));
+                                             "counted: ", Earlier(), ")")));
       return;
     }
-    AddToSummary(outcome, records_seen_, service_.options_.max_listed_rejections, response_);
-    records_seen_ += static_cast<uint64_t>(batch_.records_size());
-    batch_.Clear();
-    StartRead(&batch_);
+    AddToSummary(outcome, records_seen_, service_.options_.max_listed_rejections, &summary_);
+    records_seen_ += static_cast<uint64_t>(batch.records_size());
+    StartRead(&bytes_);
   }
 
   bool IdleSince(absl::Time cutoff) {
@@ -156,14 +195,20 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<v1::Re
   bool done_ = false;  // guarded by service_.streams_mu_
 
  private:
+  // The summary goes out with an OK status only; an error carries its counts in its message.
   void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     finished_ = true;
-    Finish(status);
+    Finish(status.ok() ? Reply(summary_, response_) : status);
+  }
+
+  std::string Earlier() const {
+    return absl::StrCat(summary_.accepted(), " accepted, ", summary_.rejected(), " rejected");
   }
 
   LedgerService& service_;
-  v1::RecordBatchResponse* response_;
-  v1::RecordBatchRequest batch_;
+  grpc::ByteBuffer* response_;
+  grpc::ByteBuffer bytes_;  // the batch being read
+  v1::RecordBatchResponse summary_;
   uint64_t records_seen_ = 0;
   Mutex mu_;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
@@ -177,7 +222,17 @@ LedgerService::LedgerService(RecordSink& sink, const ModelRegistry& registry, co
       rates_(rates),
       engine_stats_(engine_stats),
       metrics_(metrics),
-      options_(options), dedup_(options.dedup_entries, options.dedup_bytes, options.dedup_age) {
+      options_(options),
+      record_limits_(LimitsOf(v1::Record::descriptor(), 1)),
+      batch_limits_(LimitsOf(v1::RecordBatchRequest::descriptor(), options.max_batch_records,
+                             v1::RecordBatchRequest::kRecordsFieldNumber)),
+      advice_limits_(LimitsOf(v1::AdviceRequest::descriptor(), kMaxAdviceCandidates,
+                              v1::AdviceRequest::kCandidatesFieldNumber)),
+      engine_stats_limits_(LimitsOf(v1::EngineStatsRequest::descriptor(), options.max_batch_records,
+                                    v1::EngineStatsRequest::kTransfersFieldNumber,
+                                    v1::EngineStatsRequest::kUnrecordedFieldNumber)),
+      parts_budget_(options.parsing_parts),
+      dedup_(options.dedup_entries, options.dedup_bytes, options.dedup_age) {
   if (options_.stream_idle_timeout > absl::ZeroDuration()) {
     reaper_ = std::thread([this] {
       while (!stop_reaper_.WaitForNotificationWithTimeout(absl::Seconds(1))) EndIdleStreams(absl::Now());
@@ -226,10 +281,17 @@ void LedgerService::EndOpenStreams() {
 }
 
 grpc::ServerUnaryReactor* LedgerService::Record(grpc::CallbackServerContext* context,
-                                                const v1::Record* request, v1::RecordResponse*) {
-  auto* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(sink_.Record(FactsFromProto(*request))));
-  return reactor;
+                                                const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  return ServeUnary<v1::Record, v1::RecordResponse>(
+      context, *request, response, record_limits_, parts_budget_, NoEntries,
+      [this](const v1::Record& record, v1::RecordResponse*) { return ToGrpcStatus(sink_.Record(FactsFromProto(record))); });
+}
+
+grpc::Status LedgerService::Oversized(size_t records, absl::string_view what) {
+  if (metrics_ != nullptr) metrics_->BatchOversized(records);
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                      absl::StrCat("records: ", records, " records in one batch: must be at most ",
+                                   options_.max_batch_records, " (--max_batch_records); ", what));
 }
 
 grpc::Status LedgerService::ApplyBatch(const v1::RecordBatchRequest& batch, v1::RecordBatchResponse* outcome) {
@@ -260,60 +322,69 @@ grpc::Status LedgerService::ApplyBatch(const v1::RecordBatchRequest& batch, v1::
 }
 
 grpc::ServerUnaryReactor* LedgerService::RecordBatch(grpc::CallbackServerContext* context,
-                                                     const v1::RecordBatchRequest* request,
-                                                     v1::RecordBatchResponse* response) {
-  auto* reactor = context->DefaultReactor();
-  if (TooLarge(*request, options_.max_batch_records)) {
-    if (metrics_ != nullptr) metrics_->BatchOversized(static_cast<size_t>(request->records_size()));
-    reactor->Finish(TooLargeStatus(*request, options_.max_batch_records, "nothing of the batch was counted"));
-    return reactor;
-  }
-  reactor->Finish(ApplyBatch(*request, response));
-  return reactor;
+                                                     const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  return ServeUnary<v1::RecordBatchRequest, v1::RecordBatchResponse>(
+      context, *request, response, batch_limits_, parts_budget_,
+      [this](size_t records) { return Oversized(records, "nothing of the batch was counted"); },
+      [this](const v1::RecordBatchRequest& batch, v1::RecordBatchResponse* outcome) {
+        return ApplyBatch(batch, outcome);
+      });
 }
 
-grpc::ServerReadReactor<v1::RecordBatchRequest>* LedgerService::StreamRecords(
-    grpc::CallbackServerContext*, v1::RecordBatchResponse* response) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* LedgerService::StreamRecords(grpc::CallbackServerContext*,
+                                                                        grpc::ByteBuffer* response) {
   return new StreamReactor(*this, response);
 }
 
 grpc::ServerUnaryReactor* LedgerService::Explain(grpc::CallbackServerContext* context,
-                                                 const v1::Record* request, v1::DerivedFigures* response) {
-  auto* reactor = context->DefaultReactor();
-  auto figures = Evaluate(FactsFromProto(*request), registry_);
-  if (figures.ok()) *response = FiguresToProto(*figures, request->model());
-  reactor->Finish(ToGrpcStatus(figures.verdict()));
-  return reactor;
+                                                 const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  return ServeUnary<v1::Record, v1::DerivedFigures>(
+      context, *request, response, record_limits_, parts_budget_, NoEntries,
+      [this](const v1::Record& record, v1::DerivedFigures* figures_out) {
+        auto figures = Evaluate(FactsFromProto(record), registry_);
+        if (figures.ok()) *figures_out = FiguresToProto(*figures, record.model());
+        return ToGrpcStatus(figures.verdict());
+      });
 }
 
 grpc::ServerUnaryReactor* LedgerService::Advise(grpc::CallbackServerContext* context,
-                                                const v1::AdviceRequest* request, v1::Advice* response) {
-  auto* reactor = context->DefaultReactor();
-  auto advice = kvledger::Advise(AdviceRequestFromProto(*request), registry_, rates_);
-  if (!advice.ok()) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(advice.status().message())));
-    return reactor;
-  }
-  *response = AdviceToProto(*advice);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+                                                const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  return ServeUnary<v1::AdviceRequest, v1::Advice>(
+      context, *request, response, advice_limits_, parts_budget_,
+      [](size_t candidates) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, TooManyCandidatesMessage(candidates));
+      },
+      [this](const v1::AdviceRequest& asked, v1::Advice* answer) {
+        auto advice = kvledger::Advise(AdviceRequestFromProto(asked), registry_, rates_);
+        if (!advice.ok()) {
+          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(advice.status().message()));
+        }
+        *answer = AdviceToProto(*advice);
+        return grpc::Status::OK;
+      });
 }
 
 grpc::ServerUnaryReactor* LedgerService::RecordEngineStats(grpc::CallbackServerContext* context,
-                                                           const v1::EngineStatsRequest* request,
-                                                           v1::EngineStatsResponse* response) {
-  auto* reactor = context->DefaultReactor();
-  const size_t entries = static_cast<size_t>(request->transfers_size() + request->unrecorded_size());
-  if (entries > options_.max_batch_records) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 absl::StrCat("transfers + unrecorded: ", entries, " entries in one request: must be "
-                                              "at most ", options_.max_batch_records,
-                                              " (--max_batch_records); nothing of it was counted")));
-    return reactor;
-  }
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
+  return ServeUnary<v1::EngineStatsRequest, v1::EngineStatsResponse>(
+      context, *request, response, engine_stats_limits_, parts_budget_,
+      [this](size_t entries) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            absl::StrCat("transfers + unrecorded: ", entries, " entries in one request: must be "
+                                         "at most ", options_.max_batch_records,
+                                         " (--max_batch_records); nothing of it was counted"));
+      },
+      [this](const v1::EngineStatsRequest& stats, v1::EngineStatsResponse* outcome) {
+        return ApplyEngineStats(stats, outcome);
+      });
+}
+
+grpc::Status LedgerService::ApplyEngineStats(const v1::EngineStatsRequest& request,
+                                             v1::EngineStatsResponse* response) {
   const size_t max_listed = options_.max_listed_rejections;
-  for (int i = 0; i < request->transfers_size(); ++i) {
-    const v1::TransferObservation& t = request->transfers(i);
+  for (int i = 0; i < request.transfers_size(); ++i) {
+    const v1::TransferObservation& t = request.transfers(i);
     if (engine_stats_ == nullptr) {
       AddOutcome(std::nullopt, i, max_listed, response);
       continue;
@@ -322,8 +393,8 @@ grpc::ServerUnaryReactor* LedgerService::RecordEngineStats(grpc::CallbackServerC
                                           absl::StrCat("transfers[", i, "].")),
                i, max_listed, response);
   }
-  for (int i = 0; i < request->unrecorded_size(); ++i) {
-    const v1::UnrecordedRequests& u = request->unrecorded(i);
+  for (int i = 0; i < request.unrecorded_size(); ++i) {
+    const v1::UnrecordedRequests& u = request.unrecorded(i);
     if (engine_stats_ == nullptr) {
       AddOutcome(std::nullopt, i, max_listed, response);
       continue;
@@ -332,8 +403,7 @@ grpc::ServerUnaryReactor* LedgerService::RecordEngineStats(grpc::CallbackServerC
                                             absl::StrCat("unrecorded[", i, "].")),
                i, max_listed, response);
   }
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return grpc::Status::OK;
 }
 
 }  // namespace kvledger

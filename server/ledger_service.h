@@ -1,5 +1,8 @@
 // The gRPC face of the ledger (kvledger.v1.Ledger, callback API): converts messages to domain
-// facts, hands them to a RecordSink, and maps a Rejection to a grpc::Status in one place.
+// facts, hands them to a RecordSink, and maps a Rejection to a grpc::Status in one place. Every
+// method takes its request as bytes and counts them before parsing (server/wire_admission.h): a
+// request with too many records, candidates or entries, or with more nested messages and unknown
+// fields than it may carry, is refused before any of it is materialised.
 #ifndef KVLEDGER_SERVER_LEDGER_SERVICE_H_
 #define KVLEDGER_SERVER_LEDGER_SERVICE_H_
 
@@ -17,6 +20,8 @@
 #include "lib/accounting/record_sink.h"
 #include "server/batch_dedup.h"
 #include "server/server_metrics.h"
+#include "lib/wire/wire_budget.h"
+#include "server/wire_admission.h"
 
 namespace kvledger {
 
@@ -32,33 +37,39 @@ struct LedgerServiceOptions {
   size_t dedup_entries = 65536;
   size_t dedup_bytes = 64 << 20;
   absl::Duration dedup_age = absl::Minutes(10);
+  // Parts (nested messages and unknown fields) of all requests being parsed at once; more are
+  // refused with RESOURCE_EXHAUSTED. At kPartBytes each: 256 MiB of parsed messages in flight.
+  size_t parsing_parts = size_t{1} << 20;
 };
 
 // Thread-safe; `sink`, `registry` (for Explain and Advise), `rates` (for Advise; may be null) and
 // `engine_stats` (for RecordEngineStats; null: entries are parsed and discarded, as a no-op sink
 // does with records) and `metrics` (streams open, deduplicated and oversized batches; may be null)
 // must outlive the service.
-class LedgerService final : public v1::Ledger::CallbackService {
+using RawLedgerService = v1::Ledger::WithRawCallbackMethod_Record<v1::Ledger::WithRawCallbackMethod_RecordBatch<
+    v1::Ledger::WithRawCallbackMethod_StreamRecords<v1::Ledger::WithRawCallbackMethod_Explain<
+        v1::Ledger::WithRawCallbackMethod_Advise<v1::Ledger::WithRawCallbackMethod_RecordEngineStats<
+            v1::Ledger::Service>>>>>>;
+
+class LedgerService final : public RawLedgerService {
  public:
   LedgerService(RecordSink& sink, const ModelRegistry& registry, const LedgerServiceOptions& options,
                 const LiveRates* rates = nullptr, EngineStats* engine_stats = nullptr,
                 ServerMetrics* metrics = nullptr);
   ~LedgerService() override;
 
-  grpc::ServerUnaryReactor* Record(grpc::CallbackServerContext* context, const v1::Record* request,
-                                   v1::RecordResponse* response) override;
-  grpc::ServerUnaryReactor* RecordBatch(grpc::CallbackServerContext* context,
-                                        const v1::RecordBatchRequest* request,
-                                        v1::RecordBatchResponse* response) override;
-  grpc::ServerReadReactor<v1::RecordBatchRequest>* StreamRecords(
-      grpc::CallbackServerContext* context, v1::RecordBatchResponse* response) override;
-  grpc::ServerUnaryReactor* Explain(grpc::CallbackServerContext* context, const v1::Record* request,
-                                    v1::DerivedFigures* response) override;
-  grpc::ServerUnaryReactor* Advise(grpc::CallbackServerContext* context, const v1::AdviceRequest* request,
-                                   v1::Advice* response) override;
-  grpc::ServerUnaryReactor* RecordEngineStats(grpc::CallbackServerContext* context,
-                                              const v1::EngineStatsRequest* request,
-                                              v1::EngineStatsResponse* response) override;
+  grpc::ServerUnaryReactor* Record(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* RecordBatch(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* StreamRecords(grpc::CallbackServerContext* context,
+                                                           grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Explain(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Advise(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* RecordEngineStats(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) override;
 
   // Ends every open StreamRecords call with its summary (status OK, the counts so far); batches
   // that arrive afterwards are not counted. New streams opened later end at their first batch.
@@ -74,12 +85,18 @@ class LedgerService final : public v1::Ledger::CallbackService {
   friend class StreamReactor;
   // Applies one batch once per batch_id (see BatchDeduplicator): its outcome, indices within the batch.
   grpc::Status ApplyBatch(const v1::RecordBatchRequest& batch, v1::RecordBatchResponse* outcome);
+  // The refusal of a batch of `records` records, more than max_batch_records (counted as oversized).
+  grpc::Status Oversized(size_t records, absl::string_view what);
+  grpc::Status ApplyEngineStats(const v1::EngineStatsRequest& request, v1::EngineStatsResponse* response);
   RecordSink& sink_;
   const ModelRegistry& registry_;
   const LiveRates* const rates_;
   EngineStats* const engine_stats_;
   ServerMetrics* const metrics_;
   const LedgerServiceOptions options_;
+  // What each request type may carry on the wire (see lib/wire/wire_budget.h).
+  const WireLimits record_limits_, batch_limits_, advice_limits_, engine_stats_limits_;
+  PartsBudget parts_budget_;
   BatchDeduplicator dedup_;
   Mutex streams_mu_;
   absl::flat_hash_set<StreamReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);

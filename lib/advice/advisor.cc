@@ -100,11 +100,14 @@ void RankReplicas(Advice& advice) {
 
 }  // namespace
 
+std::string TooManyCandidatesMessage(size_t candidates) {
+  return absl::StrCat("candidates (", candidates, " of them): at most ", kMaxAdviceCandidates);
+}
+
 absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegistry& registry,
                               const LiveRates* rates) {
   if (request.candidates.size() > kMaxAdviceCandidates) {
-    return absl::InvalidArgumentError(absl::StrCat("candidates (", request.candidates.size(),
-                                                   " of them): at most ", kMaxAdviceCandidates));
+    return absl::InvalidArgumentError(TooManyCandidatesMessage(request.candidates.size()));
   }
   // The request itself, as a miss: validates model and prompt_tokens and gives F(N).
   RecordFacts whole;

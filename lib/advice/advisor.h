@@ -93,6 +93,10 @@ struct Advice {
   std::string recommendation() const;
 };
 
+// The refusal of a request with more than kMaxAdviceCandidates candidates (also given before one is
+// parsed, by the server).
+std::string TooManyCandidatesMessage(size_t candidates);
+
 // Validates the request (INVALID_ARGUMENT naming the field, its value and the rule, as for a
 // record) and advises. `rates` may be null (no live rates).
 absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegistry& registry,

@@ -159,6 +159,20 @@ class KubernetesTest(unittest.TestCase):
         for probe in ("readinessProbe", "livenessProbe"):  # through gRPC health, never /metrics
             self.assertEqual(self.container[probe]["grpc"]["port"], ports["grpc"])
 
+    # Proves: the NetworkPolicy selects the server's pods, lets only Prometheus reach the metrics port
+    # (by name, the container port the Service targets) and leaves the gRPC port to the namespace.
+    def test_network_policy(self):
+        policy = self.docs[("NetworkPolicy", "kvledger")]
+        self.assertTrue(self.selects_pods(policy["spec"]["podSelector"]["matchLabels"]))
+        self.assertEqual(policy["spec"]["policyTypes"], ["Ingress"])
+        rules = {rule["ports"][0]["port"]: rule["from"] for rule in policy["spec"]["ingress"]}
+        ports = {p["name"] for p in self.container["ports"]}
+        self.assertEqual(set(rules), ports)
+        (metrics_peer,) = rules["metrics"]
+        self.assertEqual(metrics_peer["podSelector"]["matchLabels"], {"app.kubernetes.io/name": "prometheus"})
+        self.assertIn("namespaceSelector", metrics_peer)  # Prometheus' namespace, not every namespace
+        self.assertEqual(rules["grpc"], [{"podSelector": {}}])
+
     # Proves: --profiles names the file the ConfigMap generator ships, at the mounted path.
     def test_profiles_configmap(self):
         args = dict(a[2:].split("=", 1) for a in self.container["args"])

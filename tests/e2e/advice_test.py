@@ -130,7 +130,7 @@ class AdviceTest(unittest.TestCase):
         self.assertAlmostEqual(
             host_advice.prefill_seconds / (host_advice.reload_seconds
                                            + (prefill_flops - int(host_advice.reused_flops)) / compute), 1,
-            delta=1e-9)
+            delta=1e-4)  # `compute` is the totals' ratio; the live rate weighs the two records by their ages
         # Nothing was ever reloaded from disk, and the profile states no disk bandwidth.
         self.assertEqual(disk_advice.basis, advice_pb2.BASIS_NONE)
         self.assertFalse(disk_advice.HasField("reload_seconds"))

@@ -6,6 +6,7 @@ and asserts the bound the docs state. Loopback only.
 
 usage: faults_test.py KVLEDGER_SERVER PYTHON_DIR
 """
+import http.client
 import json
 import os
 import resource
@@ -16,6 +17,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 SERVER = sys.argv[1]
@@ -453,6 +455,143 @@ class FaultsTest(unittest.TestCase):
         measured("dedup_window", rss, window_mib=f"{window / MiB:.1f}", entries=int(entries),
                  evicted_for_bytes=int(by_bytes))
         self.assertLess(rss.peak, 128 * MiB)
+
+    def raw_call(self, server, method, *, stream=False):
+        """A call of /kvledger.v1.Ledger/METHOD that sends bytes as they are."""
+        channel = grpc.insecure_channel(server.grpc_address, options=[("grpc.max_send_message_length", 8 * MiB)])
+        self.addCleanup(channel.close)
+        make = channel.stream_unary if stream else channel.unary_unary
+        return make(f"/kvledger.v1.Ledger/{method}", request_serializer=lambda raw: raw,
+                    response_deserializer=lambda raw: raw)
+
+    def test_a_message_costs_little_more_than_its_size(self):
+        # 16 attackers at once, each sending messages that are a few bytes on the wire and hundreds in
+        # memory once parsed: 1.5 M empty records in a RecordBatch (3 MB) and in a stream, 650,000
+        # candidates in an Advise, a Record of 1.3 M unknown fields and one of 1 M state boundaries.
+        # Each is counted in its wire bytes and refused before it is materialised; the server stays
+        # under 256 MiB, and every other call still counts.
+        server = self.start()
+        attacks = [
+            ("RecordBatch", b"\x0a\x00" * 1_500_000, "1500000 records in one batch: must be at most 10000"),
+            ("StreamRecords", b"\x0a\x00" * 1_500_000, "1500000 records in one batch: must be at most 10000"),
+            ("Advise", b"\x1a\x04\x08\x02\x10\x01" * 650_000, "candidates (650000 of them): at most 16"),
+            ("Record", b"\xc0\x3e\x01" * 1_300_000, "nested messages and unknown fields: must be at most 24"),
+            ("Record", b"\x5a\x02\x08\x01" * 1_000_000, "nested messages and unknown fields: must be at most 24"),
+        ]
+        calls = {(m, stream): self.raw_call(server, m, stream=stream)
+                 for m, stream in {(m, m == "StreamRecords") for m, _, _ in attacks}}
+        errors = []
+
+        def attack(method, body, expected):
+            stream = method == "StreamRecords"
+            for _ in range(3):
+                try:
+                    call = calls[(method, stream)]
+                    call(iter([body]) if stream else body, timeout=60)
+                    errors.append(f"{method}: accepted")
+                except grpc.RpcError as e:
+                    if e.code() != grpc.StatusCode.INVALID_ARGUMENT or expected not in e.details():
+                        errors.append(f"{method}: {e.code()} {e.details()[:200]}")
+
+        with PeakRss(server.proc.pid) as rss:
+            threads = [threading.Thread(target=attack, args=attacks[i % len(attacks)]) for i in range(16)]
+            for t in threads:
+                t.start()
+            stub = ledger_stub(server)
+            good = stub.RecordBatch(ledger_pb2.RecordBatchRequest(records=[good_record()] * 10_000), timeout=60)
+            for t in threads:
+                t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(good.accepted, 10_000)
+        samples = parse_exposition(server.scrape())
+        self.assertEqual(sum(v for (n, _), v in samples.items() if n == "kvledger_requests_total"), 10_000)
+        oversized = samples[("kvledger_oversized_batches_total", frozenset())]
+        self.assertGreater(oversized, 0)
+        measured("16_attackers_materialising_messages", rss, messages=16 * 3)
+        self.assertLess(rss.peak, 256 * MiB)
+
+    def test_slow_http_clients_do_not_starve_metrics(self):
+        # 128 connections from 127.0.0.1 that send their request heads a byte a second and reconnect
+        # when cut or refused (past 64 open ones), plus 8 that ask for /metrics 50 times and never read
+        # the answers: clients on other addresses (Prometheus) are served every time, promptly.
+        server = self.start("--unknown_model=generic")
+        stub = ledger_stub(server)
+        records = [record_pb2.Record(model=f"m{i}", tier=record_pb2.TIER_HOST, prompt_tokens=100,
+                                     logical_match_tokens=50) for i in range(64)]
+        stub.RecordBatch(ledger_pb2.RecordBatchRequest(records=records), timeout=30)  # a larger exposition
+        host, port = server.metrics_address.rsplit(":", 1)
+        stop = threading.Event()
+        refused = []
+
+        def slow_head():
+            while not stop.is_set():
+                try:
+                    with socket.create_connection((host, int(port)), timeout=10) as s:
+                        for byte in b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100:
+                            if stop.wait(1):
+                                return
+                            s.sendall(bytes([byte]))
+                except OSError as e:  # cut by the server: reconnect
+                    refused.append(e)
+
+        def never_reads():
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect((host, int(port)))
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 50)
+            stop.wait(30)
+            s.close()
+
+        threads = [threading.Thread(target=slow_head) for _ in range(128)]
+        threads += [threading.Thread(target=never_reads) for _ in range(8)]
+        for t in threads:
+            t.start()
+        times = []
+        try:
+            end = time.monotonic() + 14  # past the 5 s head deadline and the 10 s write deadline
+            while time.monotonic() < end:
+                for source in ("127.0.0.2", "127.0.0.3"):
+                    start = time.monotonic()
+                    with socket.create_connection((host, int(port)), timeout=5, source_address=(source, 0)) as s:
+                        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                        reply = b""
+                        while chunk := s.recv(65536):
+                            reply += chunk
+                    times.append(time.monotonic() - start)
+                    self.assertTrue(reply.startswith(b"HTTP/1.1 200 OK"), (source, reply[:200]))
+                    self.assertIn(b"kvledger_requests_total", reply)
+                time.sleep(0.5)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        times.sort()
+        print(f"MEASURED slow_http_clients: scrapes={len(times)} median_s={times[len(times) // 2]:.3f} "
+              f"max_s={times[-1]:.3f} attacker_reconnects={len(refused)}", flush=True)
+        self.assertLess(times[-1], 5)
+
+    def test_one_address_cannot_hold_every_http_connection(self):
+        # Past 64 open connections from one address, new ones get 503 and are closed; another address
+        # is still served.
+        server = self.start()
+        host, port = server.metrics_address.rsplit(":", 1)
+        held = [socket.create_connection((host, int(port)), timeout=10) for _ in range(64)]
+        try:
+            with socket.create_connection((host, int(port)), timeout=10) as extra:
+                reply = extra.recv(1024)
+            self.assertTrue(reply.startswith(b"HTTP/1.1 503"), reply)
+            with urllib.request.urlopen(f"http://{server.metrics_address}/metrics", timeout=10) as r:
+                self.fail(f"served beyond the limit: {r.status}")
+        except urllib.error.URLError:
+            pass
+        except (ConnectionError, http.client.HTTPException):
+            pass
+        with socket.create_connection((host, int(port)), timeout=10, source_address=("127.0.0.2", 0)) as other:
+            other.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            self.assertTrue(other.recv(64).startswith(b"HTTP/1.1 200 OK"))
+        for s in held:
+            s.close()
+        poll("a connection from 127.0.0.1 again", lambda: server.scrape())
 
     def test_invalid_utf8_does_not_flood_the_log(self):
         # 2,000 Records whose model string is not UTF-8: each is refused, and the log stays short.

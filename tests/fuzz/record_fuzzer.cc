@@ -1,13 +1,17 @@
 // libFuzzer target: arbitrary bytes as a RecordBatchRequest through the whole record path
 // (validate, resolve, derive, aggregate, explain). Proves under ASan/UBSan that no input crashes,
-// and checks that every record is either counted once or rejected with a reason.
+// and checks that every record is either counted once or rejected with a reason, and that the wire
+// count the server admits requests by (lib/wire/wire_budget) agrees with the parser: whatever parses
+// is well formed to it, with as many records as the parser found.
 #include <cstdint>
 #include <cstdlib>
 
 #include "google/protobuf/stubs/logging.h"
 #include "kvledger/v1/ledger.pb.h"
 #include "lib/accounting/ledger.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "lib/wire/record_proto.h"
+#include "lib/wire/wire_budget.h"
 #include "lib/profiles/profile_catalog.h"
 
 namespace {
@@ -31,7 +35,16 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static World* world = new World();
   kvledger::v1::RecordBatchRequest batch;
+  kvledger::WireLimits limits;
+  limits.type = kvledger::v1::RecordBatchRequest::descriptor();
+  limits.entry_fields[0] = kvledger::v1::RecordBatchRequest::kRecordsFieldNumber;
+  limits.max_entries = 1u << 20;
+  kvledger::WireCount count;
+  google::protobuf::io::ArrayInputStream input(data, static_cast<int>(size));
+  const bool well_formed = kvledger::CountWire(&input, limits, &count).ok();
   if (!batch.ParseFromArray(data, static_cast<int>(size))) return 0;
+  if (!well_formed || count.entries != static_cast<size_t>(batch.records_size())) std::abort();
+  if (count.parts < static_cast<size_t>(batch.records_size())) std::abort();
   for (const auto& record : batch.records()) {
     const kvledger::RecordFacts facts = kvledger::FactsFromProto(record);
     auto explained = kvledger::Evaluate(facts, world->registry);

@@ -1,0 +1,104 @@
+#include "lib/wire/wire_budget.h"
+
+#include <climits>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
+
+namespace kvledger {
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::io::CodedInputStream;
+using google::protobuf::internal::WireFormatLite;
+
+constexpr int kMaxDepth = 16;  // the request types nest three deep
+
+class Scanner {
+ public:
+  Scanner(CodedInputStream& in, const WireLimits& limits, WireCount& count)
+      : in_(in), limits_(limits), count_(count) {}
+
+  // Scans one message of `type` up to the current limit. False when malformed; stops early (true)
+  // once the parts limit is passed. Entries past their limit are still counted (so a refusal can say
+  // how many there were), without looking inside them.
+  bool Message(const Descriptor* type, int depth) {
+    if (depth > kMaxDepth) return false;
+    while (!Over()) {
+      const uint32_t tag = in_.ReadTag();
+      if (tag == 0) return in_.ConsumedEntireMessage();
+      const int number = WireFormatLite::GetTagFieldNumber(tag);
+      const FieldDescriptor* field = type->FindFieldByNumber(number);
+      if (field == nullptr) {  // kept by protobuf as an unknown field
+        ++count_.parts;
+        if (!WireFormatLite::SkipField(&in_, tag)) return false;
+        continue;
+      }
+      const WireFormatLite::WireType wire = WireFormatLite::GetTagWireType(tag);
+      const bool nested = field->type() == FieldDescriptor::TYPE_MESSAGE && wire == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+      if (!nested) {
+        // Kept as an unknown field when its wire type is not the field's; an element when repeated.
+        if (field->is_repeated() || !Matches(field, wire)) ++count_.parts;
+        if (!WireFormatLite::SkipField(&in_, tag)) return false;
+        continue;
+      }
+      if (depth == 0 && (number == limits_.entry_fields[0] || number == limits_.entry_fields[1]) &&
+          ++count_.entries > limits_.max_entries) {  // past the limit: counted, never opened
+        if (!WireFormatLite::SkipField(&in_, tag)) return false;
+        continue;
+      }
+      ++count_.parts;
+      if (!Nested(field->message_type(), depth + 1)) return false;
+    }
+    return true;
+  }
+
+ private:
+  static bool Matches(const FieldDescriptor* field, WireFormatLite::WireType wire) {
+    const auto type = static_cast<WireFormatLite::FieldType>(field->type());
+    return wire == WireFormatLite::WireTypeForFieldType(type) ||
+           (field->is_packable() && wire == WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+  }
+
+  bool Nested(const Descriptor* type, int depth) {
+    uint32_t length;
+    if (!in_.ReadVarint32(&length)) return false;
+    const int left = in_.BytesUntilLimit();  // -1 at the top: no limit but the end of the input
+    if (length > static_cast<uint32_t>(INT32_MAX) || (left >= 0 && static_cast<int>(length) > left)) return false;
+    const CodedInputStream::Limit limit = in_.PushLimit(static_cast<int>(length));
+    const bool ok = Message(type, depth);
+    if (Over()) return ok;  // stopped early: the rest is not read
+    if (!ok || in_.BytesUntilLimit() != 0) return false;
+    in_.PopLimit(limit);
+    return true;
+  }
+
+  bool Over() const { return count_.parts > limits_.max_parts(); }
+
+  CodedInputStream& in_;
+  const WireLimits& limits_;
+  WireCount& count_;
+};
+
+}  // namespace
+
+absl::Status CountWire(google::protobuf::io::ZeroCopyInputStream* input, const WireLimits& limits,
+                       WireCount* count) {
+  *count = WireCount{};
+  CodedInputStream in(input);
+  if (!Scanner(in, limits, *count).Message(limits.type, 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the message does not parse as ", limits.type->full_name(), "; nothing of it was counted"));
+  }
+  return absl::OkStatus();
+}
+
+std::string TooManyPartsMessage(const WireLimits& limits) {
+  return absl::StrCat("the message carries more than ", limits.max_parts(),
+                      " nested messages and unknown fields: must be at most ", kPartsPerEntry,
+                      " per entry allowed plus ", kPartsAllowance, "; nothing of it was counted");
+}
+
+}  // namespace kvledger

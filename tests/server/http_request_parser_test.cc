@@ -1,0 +1,83 @@
+// Request heads and query strings as server/http_listener reads them.
+#include "server/http_request_parser.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/wire_admission.h"
+
+namespace kvledger {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(HttpRequestParserTest, ParsesAHeadAndKeepsWhatFollows) {
+  std::string pending =
+      "GET /api/v1/explain?model=llama&prompt_tokens=10 HTTP/1.1\r\nHost: x\r\n"
+      "authorization:  Basic dTpw \r\n\r\nGET /metrics HTTP/1.1\r\n";
+  ASSERT_TRUE(HeadComplete(pending));
+  ParsedHead head;
+  ASSERT_TRUE(ParseHead(&pending, &head).ok());
+  EXPECT_EQ(head.method, "GET");
+  EXPECT_EQ(head.request.path, "/api/v1/explain");
+  EXPECT_EQ(head.request.query, "model=llama&prompt_tokens=10");
+  EXPECT_EQ(head.authorization, "Basic dTpw");
+  EXPECT_FALSE(head.close);
+  EXPECT_EQ(pending, "GET /metrics HTTP/1.1\r\n");  // the next request's first line, not yet whole
+  EXPECT_FALSE(HeadComplete(pending));
+}
+
+TEST(HttpRequestParserTest, ClosesAfterHttp10ConnectionCloseOrABody) {
+  for (const char* text : {"GET / HTTP/1.0\r\n\r\n", "GET / HTTP/1.1\r\nConnection: Close\r\n\r\n",
+                           "GET / HTTP/1.1\r\nContent-Length: 5\r\n\r\n",
+                           "GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"}) {
+    std::string pending = text;
+    ParsedHead head;
+    ASSERT_TRUE(ParseHead(&pending, &head).ok()) << text;
+    EXPECT_TRUE(head.close) << text;
+  }
+}
+
+TEST(HttpRequestParserTest, RefusesBrokenHeadsNamingWhatIsWrong) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"GET /\r\n\r\n", "METHOD TARGET HTTP/1.x"},
+      {"GET / HTTP/2.0\r\n\r\n", "only HTTP/1.0 and HTTP/1.1"},
+      {"GET metrics HTTP/1.1\r\n\r\n", "starting with '/'"},
+      {"GET /%zz HTTP/1.1\r\n\r\n", "broken %-escape"},
+      {"GET / HTTP/1.1\r\nno colon\r\n\r\n", "without a name"},
+  };
+  for (const auto& [text, expected] : cases) {
+    std::string pending = text;
+    ParsedHead head;
+    const absl::Status status = ParseHead(&pending, &head);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(status.message(), HasSubstr(expected)) << text;
+  }
+}
+
+TEST(HttpRequestParserTest, QueryParametersAreDecodedAndCountedByOccurrence) {
+  const std::string query = "candidate=host%3A6000&model=a+b&candidate=device:3000&empty&pct=50%";
+  EXPECT_EQ(QueryParam(query, "candidate", 0), "host:6000");
+  EXPECT_EQ(QueryParam(query, "candidate", 1), "device:3000");
+  EXPECT_EQ(QueryParam(query, "candidate", 2), std::nullopt);
+  EXPECT_EQ(QueryParam(query, "model", 0), "a b");
+  EXPECT_EQ(QueryParam(query, "empty", 0), "");
+  EXPECT_EQ(QueryParam(query, "pct", 0), "50%");  // a broken escape in a value is kept as written
+  EXPECT_EQ(QueryParam(query, "Model", 0), std::nullopt);  // names are exact
+}
+
+// The process-wide parts budget: taken while a parsed request lives, given back after.
+TEST(PartsBudgetTest, HoldsPartsUntilReleased) {
+  PartsBudget budget(100);
+  {
+    PartsHeld first;
+    ASSERT_TRUE(budget.TryTake(60));
+    first.Hold(&budget, 60);
+    EXPECT_FALSE(budget.TryTake(41));
+    ASSERT_TRUE(budget.TryTake(40));
+    budget.Give(40);
+  }
+  EXPECT_TRUE(budget.TryTake(100));
+}
+
+}  // namespace
+}  // namespace kvledger
