@@ -166,6 +166,10 @@ struct HttpListener::Impl {
   ~Impl();
 
   void Run();  // the event thread
+  void TakeBackServed();  // the connections the workers are done with
+  void TakeBackLocked(std::vector<std::unique_ptr<Connection>>& pipelined);  // with mu held
+  // Closes the waiting connections past their deadline; the next deadline (at most a second away).
+  Clock::time_point CloseExpired(Clock::time_point now);
   void Work();  // a worker thread
   void Accept();
   // Reads what `c` sent; false when it is to be closed. Sets `complete` when a head has arrived.
@@ -193,6 +197,7 @@ struct HttpListener::Impl {
   std::map<std::string, std::deque<std::unique_ptr<Connection>>> queued;
   int open_total = 0;
   std::list<std::unique_ptr<Connection>> waiting;  // the event thread's own
+  Clock::time_point accept_paused_until;  // out of descriptors: accept again from then
   std::thread events;
   std::vector<std::thread> workers;
 };
@@ -213,7 +218,12 @@ void HttpListener::Impl::Accept() {
     sockaddr_storage peer{};
     socklen_t length = sizeof(peer);
     const int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN, or out of descriptors: try again at the next poll
+    if (fd < 0) {
+      // Out of descriptors: the listening socket stays readable, so stop polling it for a while
+      // rather than spin; the pending connections wait in the kernel's queue.
+      if (errno == EMFILE || errno == ENFILE) accept_paused_until = Clock::now() + std::chrono::milliseconds(100);
+      return;
+    }
     auto c = std::make_unique<Connection>();
     c->fd = fd;
     c->peer = PeerAddress(peer);
@@ -260,47 +270,72 @@ void HttpListener::Impl::Dispatch(std::unique_ptr<Connection> c) {
   work_ready.notify_one();
 }
 
+void HttpListener::Impl::TakeBackServed() {
+  std::vector<std::unique_ptr<Connection>> pipelined;  // the next request is here already
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    TakeBackLocked(pipelined);
+  }
+  for (auto& c : pipelined) Dispatch(std::move(c));
+}
+
+void HttpListener::Impl::TakeBackLocked(std::vector<std::unique_ptr<Connection>>& pipelined) {
+  for (auto& c : returned) {  // served: its client's next queued request may go, and it waits again
+    const std::string peer = c->peer;
+    if (--served_per_client[peer] == 0) served_per_client.erase(peer);
+    if (auto q = queued.find(peer); q != queued.end()) {
+      ++served_per_client[peer];
+      work.push_back(std::move(q->second.front()));
+      q->second.pop_front();
+      if (q->second.empty()) queued.erase(q);
+      work_ready.notify_one();
+    }
+    if (c->fd < 0) {  // the worker closed it
+      if (--open_per_client[peer] == 0) open_per_client.erase(peer);
+      --open_total;
+      continue;
+    }
+    if (HeadComplete(c->pending)) {
+      pipelined.push_back(std::move(c));
+      continue;
+    }
+    waiting.push_back(std::move(c));
+  }
+  returned.clear();
+}
+
+Clock::time_point HttpListener::Impl::CloseExpired(Clock::time_point now) {
+  Clock::time_point next = now + std::chrono::seconds(1);
+  for (auto it = waiting.begin(); it != waiting.end();) {
+    if ((*it)->deadline > now) {
+      next = std::min(next, (*it)->deadline);
+      ++it;
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(mu);  // too slow, or idle too long
+    Close(std::move(*it));
+    it = waiting.erase(it);
+  }
+  return next;
+}
+
 void HttpListener::Impl::Run() {
   std::vector<pollfd> fds;
-  std::vector<Connection*> polled;
+  std::vector<std::list<std::unique_ptr<Connection>>::iterator> polled;
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(mu);
       if (stopping) return;
-      for (auto& c : returned) {  // served: its client's next queued request may go, it waits again
-        const std::string peer = c->peer;
-        if (--served_per_client[peer] == 0) served_per_client.erase(peer);
-        if (auto q = queued.find(peer); q != queued.end()) {
-          ++served_per_client[peer];
-          work.push_back(std::move(q->second.front()));
-          q->second.pop_front();
-          if (q->second.empty()) queued.erase(q);
-          work_ready.notify_one();
-        }
-        if (c->fd < 0) {  // the worker closed it
-          if (--open_per_client[peer] == 0) open_per_client.erase(peer);
-          --open_total;
-          continue;
-        }
-        waiting.push_back(std::move(c));
-      }
-      returned.clear();
     }
+    TakeBackServed();
     const Clock::time_point now = Clock::now();
-    Clock::time_point next = now + std::chrono::seconds(1);
-    fds.assign({{listen_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}});
-    polled.assign({nullptr, nullptr});
-    for (auto it = waiting.begin(); it != waiting.end();) {
-      if ((*it)->deadline <= now) {  // too slow, or idle too long
-        std::lock_guard<std::mutex> lock(mu);
-        Close(std::move(*it));
-        it = waiting.erase(it);
-        continue;
-      }
-      next = std::min(next, (*it)->deadline);
+    const Clock::time_point next = CloseExpired(now);
+    const bool accepting = now >= accept_paused_until;
+    fds.assign({{accepting ? listen_fd : -1, POLLIN, 0}, {wake_fd, POLLIN, 0}});
+    polled.clear();
+    for (auto it = waiting.begin(); it != waiting.end(); ++it) {
       fds.push_back({(*it)->fd, POLLIN, 0});
-      polled.push_back(it->get());
-      ++it;
+      polled.push_back(it);
     }
     const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1;
     if (poll(fds.data(), fds.size(), static_cast<int>(timeout)) < 0 && errno != EINTR) return;
@@ -310,10 +345,9 @@ void HttpListener::Impl::Run() {
     }
     for (size_t i = 2; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
-      Connection* c = polled[i];
-      auto it = std::find_if(waiting.begin(), waiting.end(), [c](const auto& w) { return w.get() == c; });
+      const auto it = polled[i - 2];
       bool complete = false;
-      if (!ReadFrom(*c, &complete)) {
+      if (!ReadFrom(**it, &complete)) {
         std::lock_guard<std::mutex> lock(mu);
         Close(std::move(*it));
         waiting.erase(it);

@@ -231,14 +231,15 @@ class AdviceTest(unittest.TestCase):
         self.assertIsNone(http["candidates"][0]["reload_seconds"])
         self.assertIsNone(http["recommendation"])
 
-    # Smaller mismatches: HEAD and OPTIONS get 405 like every method but GET; a page size past 32 bits
+    # Smaller mismatches: HEAD, OPTIONS, TRACE and any other method get 405 (with Allow: GET); a page size past 32 bits
     # is refused as given, not wrapped; 100 advice candidates are counted as 100.
     def test_methods_wraps_and_counts(self):
-        for method in ("HEAD", "OPTIONS"):
+        for method in ("HEAD", "OPTIONS", "TRACE", "POST", "PATCH", "CONNECT", "BREW"):
             request = urllib.request.Request(f"http://{self.server.metrics_address}/metrics", method=method)
             with self.assertRaises(urllib.error.HTTPError) as refused:
                 urllib.request.urlopen(request, timeout=10)
             self.assertEqual(refused.exception.code, 405, method)
+            self.assertEqual(refused.exception.headers["Allow"], "GET", method)
         status, body = get(self.server, "/api/v1/explain?model=llama-3.1-8b&tier=host&prompt_tokens=100"
                                         "&logical_match_tokens=50&kv_page_tokens=18446744073709551615")
         self.assertEqual((status, json.loads(body)["error"]),
