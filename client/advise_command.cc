@@ -60,7 +60,7 @@ int Advise(const Args& args) {
   const grpc::Status status = connection.Stub()->Advise(&context, request, &advice);
   if (!status.ok()) {
     std::cerr << "kvledger advise: " << DescribeRpcError(status, connection.target) << "\n";
-    return status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? 2 : 1;
+    return RpcExitCode(status);
   }
   if (json) {
     std::cout << AdviceToJson(advice) << "\n";

@@ -1,5 +1,8 @@
 // The kvledger CLI subcommands. Each takes the arguments after its name and returns the process
-// exit code: 0 success, 1 a failed operation (RPC error, rejected record), 2 bad usage.
+// exit code (docs/operations.md, "Messages and exit status"): kExitOk, kExitBadInput when what was
+// given is wrong (a flag, a value, a record or request the cost model or the server refuses as
+// INVALID_ARGUMENT), kExitFailed when the operation could not be done (the server cannot be reached
+// or fails).
 #ifndef KVLEDGER_CLIENT_COMMANDS_H_
 #define KVLEDGER_CLIENT_COMMANDS_H_
 
@@ -10,14 +13,20 @@ namespace kvledger::cli {
 
 using Args = std::vector<std::string>;
 
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;
+inline constexpr int kExitBadInput = 2;
+
+
 int Calc(const Args& args);     // alpha-only calculator (offline)
 int KvBytes(const Args& args);  // KV cache size and capacity (offline)
 int Explain(const Args& args);  // derived figures for one record: offline, or via --target
 int Send(const Args& args);     // one record via the Record RPC
 int Replay(const Args& args);   // a JSON-lines trace via RecordBatch
 int Bench(const Args& args);    // load generator
-int Health(const Args& args);
-int Advise(const Args& args);   // reload or recompute, via the Advise RPC   // grpc.health.v1 Check: exit 0 when SERVING
+int Health(const Args& args);   // grpc.health.v1 Check: exit 0 when SERVING
+int Advise(const Args& args);   // reload or recompute, via the Advise RPC
+int Profiles(const Args& args); // the profile catalog: offline, or the server's via --target
 
 }  // namespace kvledger::cli
 

@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
+#include "client/commands.h"
 
 namespace kvledger::cli {
 
@@ -42,6 +43,10 @@ std::string DescribeRpcError(const grpc::Status& status, const std::string& targ
     return absl::StrCat("cannot reach ", target, ": ", status.error_message(), " (is kvledger-server running?)");
   }
   return status.error_message();
+}
+
+int RpcExitCode(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? kExitBadInput : kExitFailed;
 }
 
 }  // namespace kvledger::cli

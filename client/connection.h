@@ -33,6 +33,10 @@ struct Connection {
 // A one-line explanation of a failed call, with a hint when the server is unreachable.
 std::string DescribeRpcError(const grpc::Status& status, const std::string& target);
 
+// The exit status for a failed call: kExitBadInput when the server refused what was sent
+// (INVALID_ARGUMENT), kExitFailed otherwise.
+int RpcExitCode(const grpc::Status& status);
+
 }  // namespace kvledger::cli
 
 #endif  // KVLEDGER_CLIENT_CONNECTION_H_

@@ -1,16 +1,18 @@
 #include "client/flag_set.h"
+#include "lib/base/quote.h"
 
 #include <iostream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "lib/cost_model/number_format.h"
 
 namespace kvledger::cli {
 namespace {
 
 absl::Status BadValue(const std::string& name, const std::string& value, const char* want) {
-  return absl::InvalidArgumentError(absl::StrCat("--", name, " = \"", value, "\": ", want));
+  return absl::InvalidArgumentError(absl::StrCat("--", name, " = ", Quoted(value), ": ", want));
 }
 
 }  // namespace
@@ -42,15 +44,23 @@ void FlagSet::Double(const char* name, std::optional<double>* out, const char* h
   flags_.push_back({name, help, required, true, false, NumberSetter(name, out, parse, "must be a number")});
 }
 
+// A whole-number flag: the value as typed, or the rule it broke (lib/cost_model/number_format.h).
+template <typename T>
+std::function<absl::Status(const std::string&)> WholeSetter(const char* name, std::optional<T>* out) {
+  return [out, n = std::string(name)](const std::string& v) {
+    T value;
+    if (auto rule = ParseWholeNumber(v, &value)) return BadValue(n, v, rule->c_str());
+    *out = value;
+    return absl::OkStatus();
+  };
+}
+
 void FlagSet::Uint64(const char* name, std::optional<uint64_t>* out, const char* help, bool required) {
-  auto parse = [](absl::string_view v, uint64_t* u) { return absl::SimpleAtoi(v, u); };
-  flags_.push_back(
-      {name, help, required, true, false, NumberSetter(name, out, parse, "must be a whole number >= 0")});
+  flags_.push_back({name, help, required, true, false, WholeSetter(name, out)});
 }
 
 void FlagSet::Int64(const char* name, std::optional<int64_t>* out, const char* help, bool required) {
-  auto parse = [](absl::string_view v, int64_t* i) { return absl::SimpleAtoi(v, i); };
-  flags_.push_back({name, help, required, true, false, NumberSetter(name, out, parse, "must be a whole number")});
+  flags_.push_back({name, help, required, true, false, WholeSetter(name, out)});
 }
 
 void FlagSet::Switch(const char* name, bool* out, const char* help) {
@@ -61,10 +71,12 @@ void FlagSet::Switch(const char* name, bool* out, const char* help) {
 }
 
 void FlagSet::Repeated(const char* name, std::vector<std::string>* out, const char* help) {
-  flags_.push_back({name, help, false, true, false, [out](const std::string& v) {
+  flags_.push_back({name, help, false, true, false,
+                    [out](const std::string& v) {
                       out->push_back(v);
                       return absl::OkStatus();
-                    }});
+                    },
+                    /*repeatable=*/true});
 }
 
 FlagSet::Flag* FlagSet::Find(const std::string& name) {
@@ -103,6 +115,9 @@ absl::Status FlagSet::Parse(const std::vector<std::string>& args, std::vector<st
     }
     if (!flag->takes_value && value) {
       return absl::InvalidArgumentError(absl::StrCat("--", name, ": takes no value"));
+    }
+    if (flag->seen && !flag->repeatable) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": given more than once (each flag takes one value)"));
     }
     if (auto s = flag->set(value.value_or("")); !s.ok()) return s;
     flag->seen = true;

@@ -1,5 +1,6 @@
 // A small per-subcommand flag parser for the kvledger CLI: `--name value` or `--name=value`,
-// typed destinations, required flags, `--help`. Each subcommand accepts only its own flags.
+// typed destinations, required flags, `--help`. Each subcommand accepts only its own flags, each
+// once (but Repeated ones).
 #ifndef KVLEDGER_CLIENT_FLAG_SET_H_
 #define KVLEDGER_CLIENT_FLAG_SET_H_
 
@@ -37,6 +38,7 @@ class FlagSet {
     bool takes_value = true;
     bool seen = false;
     std::function<absl::Status(const std::string&)> set;
+    bool repeatable = false;  // Repeated(): every occurrence is kept; any other flag may appear once
   };
   Flag* Find(const std::string& name);
 

@@ -12,7 +12,8 @@ constexpr char kUsage[] =
     "offline calculators:\n"
     "  calc       what a token hit ratio alpha buys (attention, block, end to end)\n"
     "  kv-bytes   KV cache size and capacity for a shape or a model profile\n"
-    "  explain    every derived figure for one record (offline, or --target for the server)\n\n"
+    "  explain    every derived figure for one record (offline, or --target for the server)\n"
+    "  profiles   the model profile catalog (offline, or --target for the server's)\n\n"
     "talking to kvledger-server (--target HOST:PORT, default 127.0.0.1:50051):\n"
     "  send       one record\n"
     "  replay     a JSON-lines trace of records, in batches\n"
@@ -28,7 +29,8 @@ int main(int argc, char** argv) {
       {"calc", kvledger::cli::Calc},       {"kv-bytes", kvledger::cli::KvBytes},
       {"explain", kvledger::cli::Explain}, {"send", kvledger::cli::Send},
       {"replay", kvledger::cli::Replay},   {"bench", kvledger::cli::Bench},
-      {"health", kvledger::cli::Health},   {"advise", kvledger::cli::Advise}};
+      {"health", kvledger::cli::Health},   {"advise", kvledger::cli::Advise},
+      {"profiles", kvledger::cli::Profiles}};
   if (argc < 2) {
     std::cerr << kUsage;
     return 2;

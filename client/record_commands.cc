@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/commands.h"
+#include "lib/base/quote.h"
 #include "client/connection.h"
 #include "client/flag_set.h"
 #include "grpcpp/grpcpp.h"
@@ -26,7 +27,7 @@ namespace {
 
 // Record fields as flags, named after the proto fields.
 struct RecordFlags {
-  std::string request_id, model, tier = "device";
+  std::string request_id, model, tier = std::string(kDefaultTier);
   std::optional<int64_t> prompt_tokens, logical_match_tokens, recoverable_tokens, recompute_tokens,
       predicted_match_tokens, output_tokens;
   std::optional<double> reload_seconds, suffix_prefill_seconds, ttft_seconds, queue_seconds, decode_seconds;
@@ -59,7 +60,7 @@ struct RecordFlags {
     r.set_model(model);
     const std::optional<Tier> tier_value = TierFromLabel(tier);
     if (!tier_value) {
-      return absl::InvalidArgumentError(absl::StrCat("--tier = \"", tier, "\": must be ", TierLabelList()));
+      return absl::InvalidArgumentError(absl::StrCat("--tier = ", Quoted(tier), ": must be ", TierLabelList()));
     }
     r.set_tier(static_cast<v1::Tier>(*tier_value));
     r.set_prompt_tokens(*prompt_tokens);
@@ -78,7 +79,7 @@ struct RecordFlags {
       int64_t tokens;
       if (kv.first.empty() || !absl::SimpleAtoi(kv.second, &tokens)) {
         return absl::InvalidArgumentError(
-            absl::StrCat("--state-boundary = \"", text, "\": must be GROUP=TOKENS, e.g. kda=768"));
+            absl::StrCat("--state-boundary = ", Quoted(text), ": must be GROUP=TOKENS, e.g. kda=768"));
       }
       auto* b = r.add_state_boundaries();
       b->set_state_group(kv.first);
@@ -101,7 +102,8 @@ std::string Flops(double f) { return absl::StrFormat("%.4g", f); }
 std::string Share(double part, double whole) {
   return whole > 0 ? absl::StrFormat("%.2f%%", 100 * part / whole) : std::string("-");
 }
-std::string Times(double speedup) { return speedup > 0 ? absl::StrFormat("%.4fx", speedup) : std::string("unbounded"); }
+// A speedup, or "unbounded" when nothing remains to compute (the field is unset).
+std::string Times(bool set, double speedup) { return set ? absl::StrFormat("%.4fx", speedup) : std::string("unbounded"); }
 
 // docs/cost-model.md §12; "unavailable" names what was not measured.
 template <typename Row>
@@ -166,10 +168,10 @@ void PrintFigures(const v1::DerivedFigures& d) {
     }
   };
   avoided_rows("attention_avoided_", d.attention_baseline_flops());
-  row("  remaining / ideal speedup", absl::StrFormat("%.6f / %s", d.attention_remaining_fraction(), Times(d.attention_speedup())));
+  row("  remaining / ideal speedup", absl::StrFormat("%.6f / %s", d.attention_remaining_fraction(), Times(d.has_attention_speedup(), d.attention_speedup())));
   row("prefill FLOPs baseline", absl::StrFormat("%s  (attention share beta %.4f)", Flops(d.prefill_baseline_flops()), d.attention_share()));
   avoided_rows("prefill_avoided_", d.prefill_baseline_flops());
-  row("  remaining / ideal speedup", absl::StrFormat("%.6f / %s", d.prefill_remaining_fraction(), Times(d.prefill_speedup())));
+  row("  remaining / ideal speedup", absl::StrFormat("%.6f / %s", d.prefill_remaining_fraction(), Times(d.has_prefill_speedup(), d.prefill_speedup())));
   row("reused KV/state bytes", absl::StrFormat("%.0f", d.reused_bytes()));
   if (d.recompute_estimate_available()) {
     row("estimated recompute seconds", absl::StrFormat("%.6g", d.estimated_recompute_seconds()));
@@ -182,7 +184,7 @@ void PrintFigures(const v1::DerivedFigures& d) {
     row("reload slower than recompute",
         d.recompute_estimate_available() ? "unknown (no reload time)" : "unknown (no recompute estimate)");
   }
-  if (d.e2e_speedup() > 0) {
+  if (d.has_e2e_speedup()) {
     row("overhead h / e2e speedup", absl::StrFormat("%.6f / %.4fx", d.overhead_fraction(), d.e2e_speedup()));
   } else {
     row("overhead h / e2e speedup", "unavailable");
@@ -227,7 +229,7 @@ int Explain(const Args& args) {
     const grpc::Status status = connection.Stub()->Explain(&context, *request, &figures);
     if (!status.ok()) {
       std::cerr << "kvledger explain: " << DescribeRpcError(status, connection.target) << "\n";
-      return 1;
+      return RpcExitCode(status);
     }
   } else {
     auto catalog = ProfileCatalog::LoadFile(profiles);
@@ -235,16 +237,17 @@ int Explain(const Args& args) {
       std::cerr << "kvledger explain: " << catalog.status().message() << "\n";
       return 2;
     }
-    if (unknown_model != "reject" && unknown_model != "generic") {
-      std::cerr << "kvledger explain: --unknown-model = \"" << unknown_model << "\": must be reject or generic\n";
-      return 2;
+    const std::optional<UnknownModelPolicy> policy = UnknownModelPolicyFromName(unknown_model);
+    if (!policy) {
+      std::cerr << "kvledger explain: --unknown-model = " << Quoted(unknown_model) << ": must be "
+                << kUnknownModelPolicyNames << "\n";
+      return kExitBadInput;
     }
-    ModelRegistry registry(*catalog, 1,
-                           unknown_model == "generic" ? UnknownModelPolicy::kGeneric : UnknownModelPolicy::kReject);
+    ModelRegistry registry(*catalog, 1, *policy);
     auto derived = Evaluate(FactsFromProto(*request), registry);
     if (!derived.ok()) {
       std::cerr << "kvledger explain: " << derived.rejection().message << "\n";
-      return 1;
+      return kExitBadInput;
     }
     figures = FiguresToProto(*derived, request->model());
   }
@@ -274,7 +277,7 @@ int Send(const Args& args) {
   const grpc::Status status = connection.Stub()->Record(&context, *request, &response);
   if (!status.ok()) {
     std::cerr << "kvledger send: rejected: " << DescribeRpcError(status, connection.target) << "\n";
-    return 1;
+    return RpcExitCode(status);
   }
   std::cout << "accepted\n";
   return 0;
@@ -312,8 +315,9 @@ int Replay(const Args& args) {
   uint64_t accepted = 0, rejected = 0, blank = 0;
   std::map<std::string, uint64_t> reasons;
   std::vector<std::string> examples;
+  // Rejected records are counted from the server's counts (a reply lists at most
+  // --max_listed_rejections of them); the listed ones give the reasons and the examples.
   auto note = [&](size_t line_number, const std::string& reason, const std::string& message) {
-    ++rejected;
     ++reasons[reason];
     if (examples.size() < 10) examples.push_back(absl::StrCat("line ", line_number, ": ", message));
   };
@@ -328,6 +332,7 @@ int Replay(const Args& args) {
       v1::Record record;
       auto status = google::protobuf::util::JsonStringToMessage(lines[i], &record);
       if (!status.ok()) {
+        ++rejected;
         note(i + 1, "unparseable", absl::StrCat("not a Record in JSON: ", std::string(status.message())));
         continue;
       }
@@ -343,9 +348,13 @@ int Replay(const Args& args) {
         if (progress) std::cerr << "\n";
         std::cerr << "kvledger replay: " << DescribeRpcError(status, connection.target) << " (after "
                   << accepted << " accepted; lines from " << start + 1 << " not sent)\n";
-        return 1;
+        return kExitFailed;
       }
       accepted += response.accepted();
+      rejected += response.rejected();
+      if (static_cast<uint64_t>(response.rejections_size()) < response.rejected()) {
+        reasons["(not listed by the server)"] += response.rejected() - static_cast<uint64_t>(response.rejections_size());
+      }
       for (const auto& r : response.rejections()) {
         note(r.index() < line_of.size() ? line_of[r.index()] : 0, r.reason(), r.message());
       }
@@ -363,7 +372,7 @@ int Replay(const Args& args) {
   std::cout << "\n";
   for (const auto& [reason, count] : reasons) std::cout << "  " << reason << ": " << count << "\n";
   for (const auto& example : examples) std::cout << "  " << example << "\n";
-  return rejected == 0 ? 0 : 1;
+  return rejected == 0 ? kExitOk : kExitBadInput;
 }
 
 }  // namespace kvledger::cli

@@ -1,9 +1,12 @@
 #include "server/http_api.h"
+#include "lib/base/quote.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "kvledger/v1/record.pb.h"
 #include "lib/accounting/ledger.h"
 #include "lib/cost_model/number_format.h"
@@ -37,7 +40,7 @@ absl::Status Number(const HttpRequest& r, const char* name, std::optional<T>* ou
     ok = absl::SimpleAtoi(*text, &value);
   }
   if (!ok) {
-    return absl::InvalidArgumentError(absl::StrCat(name, " = \"", text->substr(0, 64), "\": must be ",
+    return absl::InvalidArgumentError(absl::StrCat(name, " = ", Quoted(*text), ": must be ",
                                                    std::is_floating_point_v<T> ? "a number" : "an integer"));
   }
   *out = value;
@@ -78,6 +81,13 @@ HttpResponse KvBytes(const HttpRequest& r, const ProfileCatalog& catalog) {
   return Json(KvBytesToJson(*result));
 }
 
+// A proto3 optional number of a Record: a parameter of explain by its own name.
+bool IsOptionalRecordNumber(const google::protobuf::FieldDescriptor* field) {
+  using google::protobuf::FieldDescriptor;
+  return !field->is_repeated() && field->containing_oneof() != nullptr &&
+         (field->cpp_type() == FieldDescriptor::CPPTYPE_INT64 || field->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE);
+}
+
 // Every optional number of a Record (recoverable_tokens, the latencies, predicted_match_tokens, queue,
 // output and decode, ...) from the parameter of the same name: a field added to the record is a
 // parameter without a change here.
@@ -86,7 +96,7 @@ absl::Status OptionalRecordNumbers(const HttpRequest& r, v1::Record& record) {
   const auto* reflection = record.GetReflection();
   for (int i = 0; i < descriptor->field_count(); ++i) {
     const auto* field = descriptor->field(i);
-    if (field->is_repeated() || field->containing_oneof() == nullptr) continue;  // proto3 optional only
+    if (!IsOptionalRecordNumber(field)) continue;
     if (field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_INT64) {
       std::optional<int64_t> value;
       if (absl::Status s = Number(r, field->name().c_str(), &value); !s.ok()) return s;
@@ -103,10 +113,10 @@ absl::Status OptionalRecordNumbers(const HttpRequest& r, v1::Record& record) {
 HttpResponse Explain(const HttpRequest& r, const ModelRegistry& registry) {
   v1::Record record;
   record.set_model(Text(r, "model"));
-  const std::string tier = Text(r, "tier", "none");
+  const std::string tier = Text(r, "tier", std::string(kDefaultTier));
   const std::optional<Tier> tier_value = TierFromLabel(tier);
   if (!tier_value) {
-    return BadRequest(absl::StrCat("tier = \"", tier.substr(0, 64), "\": must be ", TierLabelList()));
+    return BadRequest(absl::StrCat("tier = ", Quoted(tier), ": must be ", TierLabelList()));
   }
   record.set_tier(static_cast<v1::Tier>(*tier_value));
   std::optional<int64_t> prompt, match;
@@ -121,7 +131,7 @@ HttpResponse Explain(const HttpRequest& r, const ModelRegistry& registry) {
     if (match) return BadRequest("alpha: give either alpha or logical_match_tokens, not both");
     const auto tokens = prompt && *prompt > 0 ? FloorDecimalTimes(*alpha, static_cast<uint64_t>(*prompt)) : std::nullopt;
     if (!tokens || *tokens > static_cast<Uint128>(*prompt)) {
-      return BadRequest(absl::StrCat("alpha = \"", alpha->substr(0, 64), "\": must be a decimal in [0, 1], with prompt_tokens >= 1"));
+      return BadRequest(absl::StrCat("alpha = ", Quoted(*alpha), ": must be a decimal in [0, 1], with prompt_tokens >= 1"));
     }
     record.set_logical_match_tokens(static_cast<int64_t>(*tokens));
   }
@@ -217,18 +227,52 @@ HttpResponse TotalsJson(const ModelRegistry& registry, const Aggregator& aggrega
   return Json(out.str());
 }
 
+// The parameters a route takes; any other is refused, naming it and the known ones, so a misspelled
+// parameter is never read as absent.
+using Handler = std::function<HttpResponse(const HttpRequest&)>;
+Handler Taking(std::vector<std::string> known, Handler handler) {
+  std::sort(known.begin(), known.end());
+  return [known = std::move(known), handler = std::move(handler)](const HttpRequest& r) {
+    std::vector<std::string> names = r.ParamNames();
+    for (const std::string& name : names) {
+      if (std::binary_search(known.begin(), known.end(), name)) continue;
+      return BadRequest(absl::StrCat(Quoted(name), ": not a parameter of ", r.path, known.empty() ? "; it takes none"
+                                     : "; it takes ", absl::StrJoin(known, ", ")));
+    }
+    return handler(r);
+  };
+}
+
+// Explain's parameters: the record's, and the what-if profile settings.
+std::vector<std::string> ExplainParameters() {
+  std::vector<std::string> known = {"model", "tier", "prompt_tokens", "logical_match_tokens", "alpha",
+                                    "kv_page_tokens", "recurrent_checkpoint_tokens"};
+  const auto* descriptor = v1::Record::descriptor();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    if (IsOptionalRecordNumber(descriptor->field(i))) known.push_back(descriptor->field(i)->name());
+  }
+  return known;
+}
+
 }  // namespace
 
 std::vector<HttpListener::Route> HttpApiRoutes(const ModelRegistry& registry, const Aggregator& aggregator,
                                                const LiveRates& rates) {
   const ProfileCatalog& catalog = registry.catalog();
   return {
-      {"/api/v1/calc", [](const HttpRequest& r) { return Calc(r); }},
-      {"/api/v1/kv-bytes", [&catalog](const HttpRequest& r) { return KvBytes(r, catalog); }},
-      {"/api/v1/explain", [&registry](const HttpRequest& r) { return Explain(r, registry); }},
-      {"/api/v1/advise", [&registry, &rates](const HttpRequest& r) { return Advise(r, registry, rates); }},
-      {"/api/v1/profiles", [&catalog](const HttpRequest&) { return Json(ProfilesToJson(catalog)); }},
-      {"/api/v1/totals", [&registry, &aggregator](const HttpRequest&) { return TotalsJson(registry, aggregator); }},
+      {"/api/v1/calc", Taking({"alpha", "attention", "window_fraction", "beta", "overhead", "window", "queue_share",
+                               "decode_share", "prompt_tokens", "checkpoint"},
+                              [](const HttpRequest& r) { return Calc(r); })},
+      {"/api/v1/kv-bytes", Taking({"model", "layers", "kv_heads", "head_dim", "bytes_per_element", "sequences",
+                                   "tokens", "budget_bytes", "reserved_bytes"},
+                                  [&catalog](const HttpRequest& r) { return KvBytes(r, catalog); })},
+      {"/api/v1/explain", Taking(ExplainParameters(), [&registry](const HttpRequest& r) { return Explain(r, registry); })},
+      {"/api/v1/advise", Taking({"model", "prompt_tokens", "candidate"},
+                                [&registry, &rates](const HttpRequest& r) { return Advise(r, registry, rates); })},
+      {"/api/v1/profiles", Taking({}, [&catalog](const HttpRequest&) { return Json(ProfilesToJson(catalog)); })},
+      {"/api/v1/totals", Taking({}, [&registry, &aggregator](const HttpRequest&) {
+                           return TotalsJson(registry, aggregator);
+                         })},
       {"/explore", [](const HttpRequest&) {
          return HttpResponse::Of(200, "text/html; charset=utf-8", std::string(kExplorePage));
        }},

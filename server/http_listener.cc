@@ -155,6 +155,8 @@ std::optional<std::string> HttpRequest::Param(const std::string& name, int occur
   return QueryParam(query, name, occurrence);
 }
 
+std::vector<std::string> HttpRequest::ParamNames() const { return QueryParamNames(query); }
+
 // The event thread owns the listening socket and every waiting connection; it reads request heads
 // without blocking, so a slow client costs a buffer, never a worker. A complete head is handed to
 // the workers, at most HttpLimits::kServedPerClient at once per client address; the rest of that

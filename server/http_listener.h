@@ -36,6 +36,7 @@ struct HttpRequest {
   std::string query;  // raw query string, without '?'
   // The `occurrence`-th value of query parameter `name` (URL-decoded), if present.
   std::optional<std::string> Param(const std::string& name, int occurrence = 0) const;
+  std::vector<std::string> ParamNames() const;  // every parameter given, in order
 };
 
 struct HttpResponse {

@@ -86,6 +86,14 @@ absl::Status ParseHead(std::string* pending, ParsedHead* head) {
   return absl::OkStatus();
 }
 
+std::vector<std::string> QueryParamNames(absl::string_view query) {
+  std::vector<std::string> names;
+  for (absl::string_view pair : absl::StrSplit(query, '&', absl::SkipEmpty())) {
+    names.push_back(*Decode(pair.substr(0, pair.find('=')), true));  // a query name always decodes
+  }
+  return names;
+}
+
 std::optional<std::string> QueryParam(absl::string_view query, absl::string_view name, int occurrence) {
   int seen = 0;
   for (absl::string_view pair : absl::StrSplit(query, '&')) {

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -24,6 +25,9 @@ bool HeadComplete(absl::string_view pending);
 // Parses the head at the start of `pending` and removes it from there (what follows stays, for the
 // next request). INVALID_ARGUMENT naming what is wrong.
 absl::Status ParseHead(std::string* pending, ParsedHead* head);
+
+// The parameter names of a raw query string, decoded, in order (a name given twice appears twice).
+std::vector<std::string> QueryParamNames(absl::string_view query);
 
 // The `occurrence`-th value of parameter `name` in a raw query string, percent- and '+'-decoded.
 std::optional<std::string> QueryParam(absl::string_view query, absl::string_view name, int occurrence);

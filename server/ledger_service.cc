@@ -231,6 +231,7 @@ LedgerService::LedgerService(RecordSink& sink, const ModelRegistry& registry, co
       engine_stats_limits_(LimitsOf(v1::EngineStatsRequest::descriptor(), options.max_batch_records,
                                     v1::EngineStatsRequest::kTransfersFieldNumber,
                                     v1::EngineStatsRequest::kUnrecordedFieldNumber)),
+      list_profiles_limits_(LimitsOf(v1::ListProfilesRequest::descriptor(), 1)),
       parts_budget_(options.parsing_parts),
       dedup_(options.dedup_entries, options.dedup_bytes, options.dedup_age) {
   if (options_.stream_idle_timeout > absl::ZeroDuration()) {
@@ -377,6 +378,18 @@ grpc::ServerUnaryReactor* LedgerService::RecordEngineStats(grpc::CallbackServerC
       },
       [this](const v1::EngineStatsRequest& stats, v1::EngineStatsResponse* outcome) {
         return ApplyEngineStats(stats, outcome);
+      });
+}
+
+grpc::ServerUnaryReactor* LedgerService::ListProfiles(grpc::CallbackServerContext* context,
+                                                      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  return ServeUnary<v1::ListProfilesRequest, v1::ProfileCatalog>(
+      context, *request, response, list_profiles_limits_, parts_budget_, NoEntries,
+      [this](const v1::ListProfilesRequest&, v1::ProfileCatalog* catalog) {
+        for (const std::string& name : registry_.catalog().Names()) {
+          *catalog->add_profiles() = registry_.catalog().Find(name)->definition();
+        }
+        return grpc::Status::OK;
       });
 }
 

@@ -49,7 +49,7 @@ struct LedgerServiceOptions {
 using RawLedgerService = v1::Ledger::WithRawCallbackMethod_Record<v1::Ledger::WithRawCallbackMethod_RecordBatch<
     v1::Ledger::WithRawCallbackMethod_StreamRecords<v1::Ledger::WithRawCallbackMethod_Explain<
         v1::Ledger::WithRawCallbackMethod_Advise<v1::Ledger::WithRawCallbackMethod_RecordEngineStats<
-            v1::Ledger::Service>>>>>>;
+            v1::Ledger::WithRawCallbackMethod_ListProfiles<v1::Ledger::Service>>>>>>>;
 
 class LedgerService final : public RawLedgerService {
  public:
@@ -70,6 +70,8 @@ class LedgerService final : public RawLedgerService {
                                    grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* RecordEngineStats(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                                               grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ListProfiles(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
 
   // Ends every open StreamRecords call with its summary (status OK, the counts so far); batches
   // that arrive afterwards are not counted. New streams opened later end at their first batch.
@@ -95,7 +97,7 @@ class LedgerService final : public RawLedgerService {
   ServerMetrics* const metrics_;
   const LedgerServiceOptions options_;
   // What each request type may carry on the wire (see lib/wire/wire_budget.h).
-  const WireLimits record_limits_, batch_limits_, advice_limits_, engine_stats_limits_;
+  const WireLimits record_limits_, batch_limits_, advice_limits_, engine_stats_limits_, list_profiles_limits_;
   PartsBudget parts_budget_;
   BatchDeduplicator dedup_;
   Mutex streams_mu_;

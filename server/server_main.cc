@@ -7,12 +7,14 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "lib/base/mutex.h"
@@ -21,35 +23,39 @@
 #include "server/kvledger_server.h"
 #include "server/listener_watchdog.h"
 #include "server/server_metrics.h"
+#include "lib/base/quote.h"
 
-ABSL_FLAG(std::string, grpc_address, "127.0.0.1:50051", "gRPC listen address HOST:PORT (port 0 = any free port)");
-ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
+// Every default is ServerOptions' own (server/server_options.h): one place.
+static const kvledger::ServerOptions kDefaults;
+
+ABSL_FLAG(std::string, grpc_address, kDefaults.grpc_address, "gRPC listen address HOST:PORT (port 0 = any free port)");
+ABSL_FLAG(std::string, metrics_address, kDefaults.metrics_address,
           "Prometheus /metrics listen address HOST:PORT (port 0 = any free port)");
 ABSL_FLAG(std::string, profiles, "", "Profile file (text proto or .json ProfileCatalog) adding or overriding built-in profiles");
-ABSL_FLAG(uint32_t, max_models, 64, "Distinct model label values before further models fold into model=\"other\"");
+ABSL_FLAG(uint32_t, max_models, kDefaults.max_models, "Distinct model label values before further models fold into model=\"other\"");
 ABSL_FLAG(std::string, unknown_model, "reject", "reject | generic: what to do with a model that has no profile");
 ABSL_FLAG(std::string, tls_cert_file, "", "PEM certificate chain for gRPC TLS");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for gRPC TLS");
 ABSL_FLAG(std::string, tls_client_ca_file, "", "PEM CA bundle: require and verify client certificates (mTLS)");
-ABSL_FLAG(uint32_t, batch_dedup_entries, 65536,
+ABSL_FLAG(uint32_t, batch_dedup_entries, kDefaults.batch_dedup_entries,
           "RecordBatch batch ids remembered to answer retries without counting twice (0 = off)");
-ABSL_FLAG(uint32_t, batch_dedup_bytes, 64 << 20,
+ABSL_FLAG(uint32_t, batch_dedup_bytes, kDefaults.batch_dedup_bytes,
           "Bytes the remembered RecordBatch outcomes may hold; the oldest are forgotten first");
-ABSL_FLAG(uint32_t, batch_dedup_seconds, 600, "How long a RecordBatch batch id is remembered, seconds");
-ABSL_FLAG(uint32_t, max_batch_records, 10000, "Records in one RecordBatch or stream batch; a larger batch is refused whole");
-ABSL_FLAG(uint32_t, max_listed_rejections, 1000, "Rejection details listed in one reply (the counts stay exact)");
-ABSL_FLAG(uint32_t, max_receive_message_bytes, 4 << 20, "Largest gRPC message accepted, bytes");
-ABSL_FLAG(uint32_t, max_concurrent_streams, 64, "Concurrent calls per gRPC connection");
-ABSL_FLAG(uint32_t, max_connection_idle_seconds, 300, "A connection without calls for this long is closed");
-ABSL_FLAG(uint32_t, max_connection_age_seconds, 3600, "A connection is closed gracefully after this long (clients reconnect and rebalance)");
-ABSL_FLAG(uint32_t, keepalive_min_ping_seconds, 30, "Least interval between client keepalive pings; more often closes the connection");
-ABSL_FLAG(uint32_t, stream_idle_seconds, 300, "A stream that sends no batch for this long ends with its summary (0 = never)");
-ABSL_FLAG(uint32_t, advice_half_life_seconds, 300,
+ABSL_FLAG(uint32_t, batch_dedup_seconds, kDefaults.batch_dedup_seconds, "How long a RecordBatch batch id is remembered, seconds");
+ABSL_FLAG(uint32_t, max_batch_records, kDefaults.max_batch_records, "Records in one RecordBatch or stream batch; a larger batch is refused whole");
+ABSL_FLAG(uint32_t, max_listed_rejections, kDefaults.max_listed_rejections, "Rejection details listed in one reply (the counts stay exact)");
+ABSL_FLAG(uint32_t, max_receive_message_bytes, kDefaults.max_receive_message_bytes, "Largest gRPC message accepted, bytes");
+ABSL_FLAG(uint32_t, max_concurrent_streams, kDefaults.max_concurrent_streams, "Concurrent calls per gRPC connection");
+ABSL_FLAG(uint32_t, max_connection_idle_seconds, kDefaults.max_connection_idle_seconds, "A connection without calls for this long is closed");
+ABSL_FLAG(uint32_t, max_connection_age_seconds, kDefaults.max_connection_age_seconds, "A connection is closed gracefully after this long (clients reconnect and rebalance)");
+ABSL_FLAG(uint32_t, keepalive_min_ping_seconds, kDefaults.keepalive_min_ping_seconds, "Least interval between client keepalive pings; more often closes the connection");
+ABSL_FLAG(uint32_t, stream_idle_seconds, kDefaults.stream_idle_seconds, "A stream that sends no batch for this long ends with its summary (0 = never)");
+ABSL_FLAG(uint32_t, advice_half_life_seconds, kDefaults.advice_half_life_seconds,
           "Half-life of the live reload-bandwidth and prefill-compute rates Advise uses, seconds");
-ABSL_FLAG(uint64_t, grpc_memory_quota_bytes, uint64_t{512} << 20, "Memory gRPC may use for connection and call buffers, bytes");
-ABSL_FLAG(uint32_t, shutdown_drain_seconds, 5,
+ABSL_FLAG(uint64_t, grpc_memory_quota_bytes, kDefaults.grpc_memory_quota_bytes, "Memory gRPC may use for connection and call buffers, bytes");
+ABSL_FLAG(uint32_t, shutdown_drain_seconds, kDefaults.shutdown_drain_seconds,
           "On SIGTERM: seconds gRPC health reports NOT_SERVING while calls are still served");
-ABSL_FLAG(uint32_t, shutdown_scrape_grace_seconds, 20,
+ABSL_FLAG(uint32_t, shutdown_scrape_grace_seconds, kDefaults.shutdown_scrape_grace_seconds,
           "On SIGTERM: seconds /metrics stays up after the last call, for a final scrape");
 ABSL_FLAG(uint32_t, deaf_listener_seconds, 30,
           "Exit with status 3 when connections wait this long in the gRPC listener's accept queue unaccepted "
@@ -110,34 +116,37 @@ void PrintHelp(const char* program, const char* summary) {
 
 }  // namespace
 
-int ServerMain(int argc, char** argv, const char* program, const char* summary, std::unique_ptr<RecordSink> sink) {
+namespace {
+
+// The first argument naming no flag of this program ("--nope", "--max_batch_record=5"), checked
+// before absl parses them, so a typo is a bad flag (exit 2) like any other.
+std::optional<std::string> UnknownFlag(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
-    if (IsHelpFlag(argv[i])) {
-      PrintHelp(program, summary);
-      return 0;
-    }
-    if (absl::string_view(argv[i]) == "--") break;
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) continue;
+    const absl::string_view name = arg.substr(0, arg.find('='));
+    if (absl::FindCommandLineFlag(name) != nullptr) continue;
+    if (absl::StartsWith(name, "no") && absl::FindCommandLineFlag(name.substr(2)) != nullptr) continue;
+    return std::string(name);
   }
-  absl::SetProgramUsageMessage(summary);
-  const auto positional = absl::ParseCommandLine(argc, argv);
-  if (positional.size() > 1) {
-    std::cerr << program << ": unexpected argument '" << positional[1] << "' (see --help)\n";
-    return 2;
-  }
+  return std::nullopt;
+}
+
+// The flags as ServerOptions, validated: INVALID_ARGUMENT naming the flag.
+absl::StatusOr<ServerOptions> OptionsFromFlags() {
   ServerOptions options;
   options.grpc_address = absl::GetFlag(FLAGS_grpc_address);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.profiles_file = absl::GetFlag(FLAGS_profiles);
   options.max_models = absl::GetFlag(FLAGS_max_models);
   const std::string unknown = absl::GetFlag(FLAGS_unknown_model);
-  if (unknown == "reject") {
-    options.unknown_model = UnknownModelPolicy::kReject;
-  } else if (unknown == "generic") {
-    options.unknown_model = UnknownModelPolicy::kGeneric;
-  } else {
-    std::cerr << program << ": --unknown_model = \"" << unknown << "\": must be reject or generic\n";
-    return 2;
+  const std::optional<UnknownModelPolicy> policy = UnknownModelPolicyFromName(unknown);
+  if (!policy) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--unknown_model = ", Quoted(unknown), ": must be ", kUnknownModelPolicyNames));
   }
+  options.unknown_model = *policy;
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
@@ -158,69 +167,97 @@ int ServerMain(int argc, char** argv, const char* program, const char* summary, 
   options.batch_dedup_entries = absl::GetFlag(FLAGS_batch_dedup_entries);
   options.batch_dedup_bytes = absl::GetFlag(FLAGS_batch_dedup_bytes);
   options.batch_dedup_seconds = absl::GetFlag(FLAGS_batch_dedup_seconds);
-  if (auto s = options.Validate(); !s.ok()) {
-    std::cerr << program << ": " << s.message() << "\n";
-    return 2;
+  if (auto s = options.Validate(); !s.ok()) return s;
+  return options;
+}
+
+// With --deaf_listener_seconds > 0: a watchdog that ends the process with status 3 when the gRPC
+// listener goes deaf (docs/security.md); null when it is off or cannot run (said on stderr).
+std::unique_ptr<ListenerWatchdog> WatchListener(const char* program, KvledgerServer& server) {
+  const uint32_t deaf_seconds = absl::GetFlag(FLAGS_deaf_listener_seconds);
+  if (deaf_seconds == 0) return nullptr;
+  const std::string& address = server.grpc_address();
+  uint32_t port = 0;
+  if (!absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port)) port = 0;
+  auto started = ListenerWatchdog::Start(
+      static_cast<uint16_t>(port), absl::Seconds(deaf_seconds),
+      [program](const std::string& why) {
+        std::cerr << program << ": " << why << "; exiting (status 3) to be restarted" << std::endl;
+        std::_Exit(kExitDeafListener);
+      },
+      absl::Seconds(1), [metrics = &server.metrics()](int64_t queued) { metrics->WatchdogChecked(queued); });
+  if (!started.ok()) {
+    std::cerr << program << ": " << started.status().message() << "; the listener is not watched" << std::endl;
+    return nullptr;
   }
+  return *std::move(started);
+}
 
-  google::protobuf::SetLogHandler(&RateLimitedProtobufLog);
-
-  // Block the stop signals in every thread (gRPC's included); this thread waits for them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-
-  // Descriptors are connections: use every one the hard limit allows.
-  const auto descriptor_limit = RaiseDescriptorLimit();
-  if (!descriptor_limit.ok()) std::cerr << program << ": " << descriptor_limit.status().message() << std::endl;
-
-  auto server = KvledgerServer::Start(options, std::move(sink));
-  if (!server.ok()) {
-    std::cerr << program << ": " << server.status().message() << "\n";
-    return 1;
-  }
-  std::cerr << program << " " << kVersion << " listening: grpc=" << (*server)->grpc_address()
-            << " metrics=http://" << (*server)->metrics_address() << "/metrics profiles="
-            << (*server)->profile_count()
-            << " open_files_limit=" << (descriptor_limit.ok() ? absl::StrCat(*descriptor_limit) : "unknown")
-            << std::endl;
-
-  std::unique_ptr<ListenerWatchdog> watchdog;
-  if (const uint32_t deaf_seconds = absl::GetFlag(FLAGS_deaf_listener_seconds); deaf_seconds > 0) {
-    const std::string& address = (*server)->grpc_address();
-    uint32_t port = 0;
-    if (!absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port)) port = 0;
-    auto started = ListenerWatchdog::Start(static_cast<uint16_t>(port), absl::Seconds(deaf_seconds),
-                                           [program](const std::string& why) {
-                                             std::cerr << program << ": " << why << "; exiting (status 3) to be "
-                                                       << "restarted" << std::endl;
-                                             std::_Exit(3);
-                                           },
-                                           absl::Seconds(1),
-                                           [metrics = &(*server)->metrics()](int64_t queued) {
-                                             metrics->WatchdogChecked(queued);
-                                           });
-    if (started.ok()) {
-      watchdog = *std::move(started);
-    } else {
-      std::cerr << program << ": " << started.status().message() << "; the listener is not watched" << std::endl;
-    }
-  }
-
-  // Wait for a stop signal. Meanwhile, every 10 s, give freed heap back to the system: after a burst
-  // (many connections, a client that stopped reading) glibc would otherwise keep the peak resident.
+// Waits for SIGINT or SIGTERM (blocked in every thread), giving freed heap back to the system every
+// 10 s meanwhile: after a burst (many connections, a client that stopped reading) glibc would
+// otherwise keep the peak resident. Returns the signal.
+int WaitForStop(const sigset_t& stop_signals) {
   int signal = -1;
   const timespec trim_period{10, 0};
   while (signal < 0) {
     signal = sigtimedwait(&stop_signals, nullptr, &trim_period);
     if (signal < 0) malloc_trim(0);
   }
+  return signal;
+}
+
+}  // namespace
+
+int ServerMain(int argc, char** argv, const char* program, const char* summary, std::unique_ptr<RecordSink> sink) {
+  for (int i = 1; i < argc; ++i) {
+    if (IsHelpFlag(argv[i])) {
+      PrintHelp(program, summary);
+      return kExitOk;
+    }
+    if (absl::string_view(argv[i]) == "--") break;
+  }
+  if (const auto unknown = UnknownFlag(argc, argv)) {
+    std::cerr << program << ": --" << *unknown << ": no such flag (see --help)\n";
+    return kExitBadFlags;
+  }
+  absl::SetProgramUsageMessage(summary);
+  const auto positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    std::cerr << program << ": unexpected argument '" << positional[1] << "' (see --help)\n";
+    return kExitBadFlags;
+  }
+  const absl::StatusOr<ServerOptions> options = OptionsFromFlags();
+  if (!options.ok()) {
+    std::cerr << program << ": " << options.status().message() << "\n";
+    return kExitBadFlags;
+  }
+  google::protobuf::SetLogHandler(&RateLimitedProtobufLog);
+  // Block the stop signals in every thread (gRPC's included); this thread waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Descriptors are connections: use every one the hard limit allows.
+  const auto descriptor_limit = RaiseDescriptorLimit();
+  if (!descriptor_limit.ok()) std::cerr << program << ": " << descriptor_limit.status().message() << std::endl;
+  auto server = KvledgerServer::Start(*options, std::move(sink));
+  if (!server.ok()) {
+    std::cerr << program << ": " << server.status().message() << "\n";
+    // A flag's file that is unusable is a bad flag; an address that cannot be bound is not.
+    return server.status().code() == absl::StatusCode::kInvalidArgument ? kExitBadFlags : kExitCannotStart;
+  }
+  std::cerr << program << " " << kVersion << " listening: grpc=" << (*server)->grpc_address()
+            << " metrics=http://" << (*server)->metrics_address() << "/metrics profiles="
+            << (*server)->profile_count()
+            << " open_files_limit=" << (descriptor_limit.ok() ? absl::StrCat(*descriptor_limit) : "unknown")
+            << std::endl;
+  const std::unique_ptr<ListenerWatchdog> watchdog = WatchListener(program, **server);
+  const int signal = WaitForStop(stop_signals);
   std::cerr << program << ": signal " << signal << ", shutting down" << std::endl;
   (*server)->Shutdown(/*patient=*/signal == SIGTERM);  // Ctrl-C at a terminal stops at once
   std::cerr << program << ": stopped" << std::endl;
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace kvledger

@@ -1,4 +1,5 @@
 #include "lib/accounting/validation.h"
+#include "lib/base/quote.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,12 +14,6 @@
 
 namespace kvledger {
 namespace {
-
-// A value quoted for a message: C-escaped and cut at 64 bytes so a hostile value cannot flood logs.
-std::string Quote(absl::string_view value) {
-  const bool cut = value.size() > 64;
-  return absl::StrCat("\"", absl::CHexEscape(value.substr(0, 64)), cut ? "...\"" : "\"");
-}
 
 bool PrintableWithoutSpaces(absl::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c > ' ' && c < 0x7f; });
@@ -64,14 +59,14 @@ Verdict ValidateWholeRequest(const RecordFacts& f) {
 
 std::string ModelNameProblem(absl::string_view model, absl::string_view field) {
   if (!model.empty() && model.size() <= kMaxModelNameBytes && PrintableWithoutSpaces(model)) return {};
-  return absl::StrCat(field, " = ", Quote(model), ": must be 1-", kMaxModelNameBytes,
+  return absl::StrCat(field, " = ", Quoted(model), ": must be 1-", kMaxModelNameBytes,
                       " printable ASCII characters without spaces");
 }
 
 Verdict ValidateFields(const RecordFacts& f) {
   if (f.request_id.size() > kMaxRequestIdBytes) {
     return Verdict(RejectReason::kInvalidRequestId,
-                  absl::StrCat("request_id = ", Quote(f.request_id), " (", f.request_id.size(),
+                  absl::StrCat("request_id = ", Quoted(f.request_id), " (", f.request_id.size(),
                                " bytes): must be at most ", kMaxRequestIdBytes, " bytes"));
   }
   if (std::string problem = ModelNameProblem(f.model); !problem.empty()) {
@@ -148,13 +143,13 @@ Verdict ValidateAgainstProfile(const RecordFacts& f, const Profile& profile) {
       std::vector<std::string> names;
       for (const auto& g : profile.shape().groups) names.push_back(g.name);
       return Verdict(RejectReason::kInvalidStateBoundaries,
-                    absl::StrCat("state_boundaries[", i, "].state_group = ", Quote(b.state_group),
+                    absl::StrCat("state_boundaries[", i, "].state_group = ", Quoted(b.state_group),
                                  ": must name a layer group of profile '", profile.name(),
                                  "' (", absl::StrJoin(names, ", "), ")"));
     }
     if (seen[group]) {
       return Verdict(RejectReason::kInvalidStateBoundaries,
-                    absl::StrCat("state_boundaries[", i, "].state_group = ", Quote(b.state_group),
+                    absl::StrCat("state_boundaries[", i, "].state_group = ", Quoted(b.state_group),
                                  ": must appear only once"));
     }
     seen[group] = true;

@@ -3,6 +3,11 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 
 namespace kvledger {
 
@@ -73,5 +78,35 @@ std::optional<Uint128> CheckedSum(Uint128 a, Uint128 b) {
   if (__builtin_add_overflow(a, b, &sum)) return std::nullopt;
   return sum;
 }
+
+namespace {
+
+// The rule a text that is not a whole number of type T broke.
+template <typename T>
+std::string WholeNumberRule(absl::string_view text) {
+  const bool digits = !text.empty() && text.find_first_not_of("0123456789", text[0] == '-' ? 1 : 0) ==
+                                           absl::string_view::npos && text != "-";
+  if (digits) {  // well formed, out of the type's range
+    return text[0] == '-' ? absl::StrCat("must be at least ", std::numeric_limits<T>::min())
+                          : absl::StrCat("must be at most ", std::numeric_limits<T>::max());
+  }
+  double value;
+  if (absl::SimpleAtod(text, &value) && std::isfinite(value) && value == std::floor(value) &&
+      std::fabs(value) < 9007199254740992.0 && (std::is_signed_v<T> || value >= 0)) {
+    return absl::StrCat("must be a whole number written in digits (write ", static_cast<int64_t>(value), ")");
+  }
+  return std::is_signed_v<T> ? "must be a whole number" : "must be a whole number >= 0";
+}
+
+template <typename T>
+std::optional<std::string> ParseWhole(absl::string_view text, T* out) {
+  if (absl::SimpleAtoi(text, out)) return std::nullopt;
+  return WholeNumberRule<T>(text);
+}
+
+}  // namespace
+
+std::optional<std::string> ParseWholeNumber(absl::string_view text, uint64_t* out) { return ParseWhole(text, out); }
+std::optional<std::string> ParseWholeNumber(absl::string_view text, int64_t* out) { return ParseWhole(text, out); }
 
 }  // namespace kvledger

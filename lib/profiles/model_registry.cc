@@ -1,10 +1,17 @@
 #include "lib/profiles/model_registry.h"
+#include "lib/base/quote.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/profiles/builtin_catalog.h"
 
 namespace kvledger {
+
+std::optional<UnknownModelPolicy> UnknownModelPolicyFromName(absl::string_view name) {
+  if (name == "reject") return UnknownModelPolicy::kReject;
+  if (name == "generic") return UnknownModelPolicy::kGeneric;
+  return std::nullopt;
+}
 
 ModelRegistry::ModelRegistry(const ProfileCatalog& catalog, uint32_t max_models, UnknownModelPolicy policy)
     : catalog_(catalog), policy_(policy), generic_(catalog.Find(kGenericProfileName)), labels_(catalog, max_models) {}
@@ -15,8 +22,9 @@ absl::StatusOr<Resolution> ModelRegistry::Resolve(absl::string_view model) const
   }
   if (policy_ == UnknownModelPolicy::kGeneric && generic_ != nullptr) return Resolution{generic_, std::nullopt};
   return absl::InvalidArgumentError(absl::StrCat(
-      "model = \"", model, "\": no profile of that name; known profiles: ",
-      absl::StrJoin(catalog_.Names(), ", "), " (or start the server with --unknown_model=generic)"));
+      "model = ", Quoted(model), ": no profile of that name; known profiles: ", absl::StrJoin(catalog_.Names(), ", "),
+      " (an unknown model is costed as generic only where that is allowed: kvledger-server --unknown_model=generic, "
+      "kvledger explain --unknown-model generic)"));
 }
 
 absl::StatusOr<const Profile*> ModelRegistry::ProfileFor(absl::string_view model) const {

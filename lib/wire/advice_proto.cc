@@ -1,4 +1,5 @@
 #include "lib/wire/advice_proto.h"
+#include "lib/base/quote.h"
 
 #include <functional>
 #include <vector>
@@ -77,7 +78,7 @@ absl::StatusOr<v1::AdviceCandidate> ParseKeyValueCandidate(absl::string_view tex
     } else if (kv.first == "replica") {
       candidate.set_replica(std::string(kv.second));
     } else {
-      return fail(absl::StrCat("\"", part.substr(0, 64), "\": must be tier=TIER, tokens=N, recoverable=N, wait=SECONDS "
+      return fail(absl::StrCat(Quoted(part), ": must be tier=TIER, tokens=N, recoverable=N, wait=SECONDS "
                                "or replica=ID"));
     }
   }
@@ -89,7 +90,7 @@ absl::StatusOr<v1::AdviceCandidate> ParseKeyValueCandidate(absl::string_view tex
 
 absl::StatusOr<v1::AdviceCandidate> ParseCandidate(absl::string_view text, absl::string_view what) {
   auto fail = [&](absl::string_view rule) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " = \"", text.substr(0, 64), "\": ", rule));
+    return absl::InvalidArgumentError(absl::StrCat(what, " = ", Quoted(text), ": ", rule));
   };
   if (absl::StrContains(text, '=')) return ParseKeyValueCandidate(text, fail);
   const std::vector<absl::string_view> parts = absl::StrSplit(text, ':');

@@ -1,4 +1,5 @@
 #include "lib/wire/calculators.h"
+#include "lib/base/quote.h"
 
 #include <vector>
 
@@ -33,6 +34,37 @@ std::string Renamed(absl::string_view message, InputNamer name) {
   return absl::StrCat(name(message.substr(0, end)), message.substr(end));
 }
 
+// The inputs each attention kind takes and needs: another kind's input is refused, never ignored,
+// and a missing one is named.
+absl::Status CheckAttentionInputs(const CalcParams& p, MixerKind kind, InputNamer name) {
+  const std::string with = absl::StrCat(" with ", name("attention"), " ", p.attention);
+  auto refuse = [&](const char* field) {
+    const std::string takes =
+        kind == MixerKind::kFullCausal ? std::string("full attention has none")
+        : kind == MixerKind::kSlidingWindow
+            ? absl::StrCat("swa takes ", name("window_fraction"), ", or ", name("window"), " with ", name("prompt_tokens"))
+            : absl::StrCat("recurrent takes ", name("checkpoint"), " with ", name("prompt_tokens"));
+    return absl::InvalidArgumentError(absl::StrCat(name(field), ": not an input", with, " (", takes, ")"));
+  };
+  auto require = [&](const char* field) {
+    return absl::InvalidArgumentError(absl::StrCat(name(field), ": required", with));
+  };
+  const bool swa = kind == MixerKind::kSlidingWindow, recurrent = kind == MixerKind::kLinear;
+  if (!swa && p.window_fraction) return refuse("window_fraction");
+  if (!swa && p.window) return refuse("window");
+  if (!recurrent && p.checkpoint) return refuse("checkpoint");
+  if (swa && p.window_fraction && p.window) {
+    return absl::InvalidArgumentError(absl::StrCat(name("window_fraction"), ": give either it or ", name("window"), ", not both"));
+  }
+  if (swa && !p.window_fraction && !p.window) {
+    return absl::InvalidArgumentError(absl::StrCat(name("window_fraction"), " or ", name("window"), ": required", with));
+  }
+  if (swa && p.window && !p.prompt_tokens) return require("prompt_tokens");
+  if (recurrent && !p.checkpoint) return require("checkpoint");
+  if (recurrent && !p.prompt_tokens) return require("prompt_tokens");
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string FieldName(absl::string_view field) { return std::string(field); }
@@ -41,7 +73,7 @@ std::string FlagName(absl::string_view field) { return absl::StrCat("--", absl::
 absl::StatusOr<AlphaResult> RunCalc(const CalcParams& p, InputNamer name) {
   AlphaInputs in;
   if (!absl::SimpleAtod(p.alpha, &in.alpha)) {
-    return absl::InvalidArgumentError(absl::StrCat(name("alpha"), " = \"", p.alpha.substr(0, 64), "\": must be a number"));
+    return absl::InvalidArgumentError(absl::StrCat(name("alpha"), " = ", Quoted(p.alpha), ": must be a number"));
   }
   if (FloorDecimalTimes(p.alpha, 1) && DecimalAboveOne(p.alpha)) {
     return absl::InvalidArgumentError(absl::StrCat(name("alpha"), " = ", p.alpha, ": must be in [0, 1]"));
@@ -58,8 +90,9 @@ absl::StatusOr<AlphaResult> RunCalc(const CalcParams& p, InputNamer name) {
     in.kind = MixerKind::kLinear;
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat(name("attention"), " = \"", p.attention.substr(0, 64), "\": must be full, swa or recurrent"));
+        absl::StrCat(name("attention"), " = ", Quoted(p.attention), ": must be full, swa or recurrent"));
   }
+  if (absl::Status s = CheckAttentionInputs(p, in.kind, name); !s.ok()) return s;
   in.window_fraction = p.window_fraction;
   in.window_tokens = p.window;
   in.prompt_tokens = p.prompt_tokens;
@@ -98,7 +131,7 @@ absl::StatusOr<KvBytesResult> RunKvBytes(const KvBytesParams& p, const ProfileCa
     const Profile* profile = catalog.Find(p.model);
     if (profile == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat(name("model"), " = \"", p.model.substr(0, 64), "\": no profile of that name"));
+          absl::StrCat(name("model"), " = ", Quoted(p.model), ": no profile of that name"));
     }
     // A profile's per-sequence bytes fit 2^115 for any 64-bit token count (docs/cost-model.md §7);
     // only the product with the sequence count can overflow.
@@ -127,6 +160,14 @@ absl::StatusOr<KvBytesResult> RunKvBytes(const KvBytesParams& p, const ProfileCa
     }
     r.bytes_per_token = *per_token;
     r.kv_bytes = *total;
+  }
+  if (p.reserved_bytes && !p.budget_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(name("reserved_bytes"), ": only with ", name("budget_bytes"),
+                                                   " (it is taken from the budget)"));
+  }
+  if (p.reserved_bytes && *p.reserved_bytes > *p.budget_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(name("reserved_bytes"), " = ", *p.reserved_bytes,
+                                                   ": must be at most ", name("budget_bytes"), " = ", *p.budget_bytes));
   }
   if (p.budget_bytes) {
     r.max_tokens = MaxCachedTokens(*p.budget_bytes, p.reserved_bytes.value_or(0), r.state_bytes.value_or(0),

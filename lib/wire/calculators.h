@@ -23,6 +23,10 @@ using InputNamer = std::string (*)(absl::string_view field);
 std::string FieldName(absl::string_view field);  // the field itself
 std::string FlagName(absl::string_view field);   // "--" + the field with '-' for '_'
 
+// The tier an explained record has when none is given (the CLI's --tier and the HTTP API's tier=):
+// a hit on the device, or a miss with logical_match_tokens 0.
+inline constexpr absl::string_view kDefaultTier = "device";
+
 struct CalcParams {
   std::string alpha;  // a decimal, taken exactly as typed
   std::string attention = "full";  // full | swa | recurrent

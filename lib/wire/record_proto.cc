@@ -111,19 +111,19 @@ v1::DerivedFigures FiguresToProto(const DerivedFigures& d, absl::string_view mod
   p.set_attention_baseline_flops(Uint128ToDouble(d.attention_baseline_flops));
   const double attention_remaining = d.AttentionRemaining();
   p.set_attention_remaining_fraction(attention_remaining);
-  p.set_attention_speedup(attention_remaining > 0 ? 1.0 / attention_remaining : 0.0);
+  if (attention_remaining > 0) p.set_attention_speedup(1.0 / attention_remaining);
   p.set_prefill_baseline_flops(Uint128ToDouble(d.prefill_baseline_flops));
   const double prefill_remaining = d.PrefillRemaining();
   p.set_prefill_remaining_fraction(prefill_remaining);
-  p.set_prefill_speedup(prefill_remaining > 0 ? 1.0 / prefill_remaining : 0.0);
+  if (prefill_remaining > 0) p.set_prefill_speedup(1.0 / prefill_remaining);
   p.set_attention_share(d.AttentionShare());
   p.set_reused_bytes(Uint128ToDouble(d.reused_bytes));
   p.set_recompute_estimate_available(d.estimated_recompute_seconds.has_value());
-  p.set_estimated_recompute_seconds(d.estimated_recompute_seconds.value_or(0));
+  if (d.estimated_recompute_seconds) p.set_estimated_recompute_seconds(*d.estimated_recompute_seconds);
   p.set_reload_slower_than_recompute(d.reload_slower_than_recompute);
   p.set_reload_compared(d.reload_compared);
-  p.set_overhead_fraction(d.overhead_fraction.value_or(0));
-  p.set_e2e_speedup(d.e2e_speedup.value_or(0));
+  if (d.overhead_fraction) p.set_overhead_fraction(*d.overhead_fraction);
+  if (d.e2e_speedup) p.set_e2e_speedup(*d.e2e_speedup);
   if (d.has_prediction) {
     p.set_predicted_match_tokens(static_cast<int64_t>(d.predicted_match_tokens));
     p.set_prediction_realised_tokens(static_cast<int64_t>(d.prediction_realised_tokens));

@@ -95,9 +95,25 @@ class ExplainTest(unittest.TestCase):
     # An invalid record offline gets the same message the server gives.
     def test_invalid_record(self):
         result = run("explain", "--model", "llama-3.1-8b", "--prompt-tokens", "10", "--logical-match-tokens", "11")
-        self.assertEqual(result.returncode, 1)
+        self.assertEqual(result.returncode, 2)  # bad input (docs/operations.md)
         self.assertEqual(result.stderr.strip(),
                          "kvledger explain: logical_match_tokens = 11: must be in [0, prompt_tokens = 10]")
+
+
+class ProfilesTest(unittest.TestCase):
+    # The built-in catalog offline: one row per profile with its KV bytes per cached token
+    # (llama-3.1-8b: 2 x 32 layers x 8 KV heads x 128 x 2 bytes), and the same as JSON.
+    def test_catalog(self):
+        result = run("profiles")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[1:]}
+        self.assertEqual(len(rows), 14)
+        self.assertEqual(rows["llama-3.1-8b"][1:4], ["32", str(2 * 32 * 8 * 128 * 2), "0"])
+        catalog = run_json("profiles")["profiles"]
+        self.assertEqual(sorted(p["name"] for p in catalog), sorted(rows))
+        by_name = {p["name"]: p for p in catalog}
+        self.assertEqual(by_name["llama-3.1-8b"]["bytes_per_cached_token"], 131072)
+        self.assertEqual(by_name["kimi-linear-48b-a3b"]["attention"], "linear+mla")
 
 
 class EdgeTest(unittest.TestCase):
@@ -135,7 +151,8 @@ class EdgeTest(unittest.TestCase):
         d = run_json("explain", "--model", "llama-3.1-8b", "--prompt-tokens", "4096",
                      "--logical-match-tokens", "2048", "--reload-seconds", "0.01")
         self.assertEqual((d["recompute_estimate_available"], d["reload_compared"], d["reload_slower_than_recompute"],
-                          d["e2e_speedup"]), (False, False, False, 0))
+                          d["e2e_speedup"], d["estimated_recompute_seconds"], d["overhead_fraction"]),
+                         (False, False, False, None, None, None))
         with_suffix = run_json("explain", "--model", "llama-3.1-8b", "--prompt-tokens", "4096",
                                "--logical-match-tokens", "2048", "--reload-seconds", "0.01",
                                "--suffix-prefill-seconds", "0.2")
@@ -176,6 +193,37 @@ class UsageTest(unittest.TestCase):
             (["kv-bytes", "--tokens", "5"],
              "kvledger kv-bytes: --layers, --kv-heads, --head-dim and --bytes-per-element: required without --model"),
             (["frobnicate"], "kvledger: unknown command 'frobnicate' (see kvledger --help)"),
+            # Each input named as the flag the user typed, what is missing named alone, nothing ignored.
+            (["calc", "--alpha", "0.5", "--attention", "recurrent", "--checkpoint", "256"],
+             "kvledger calc: --prompt-tokens: required with --attention recurrent"),
+            (["calc", "--alpha", "0.5", "--attention", "recurrent", "--prompt-tokens", "1000"],
+             "kvledger calc: --checkpoint: required with --attention recurrent"),
+            (["calc", "--alpha", "0.5", "--window", "100"],
+             "kvledger calc: --window: not an input with --attention full (full attention has none)"),
+            (["calc", "--alpha", "0.5", "--checkpoint", "256", "--prompt-tokens", "1000"],
+             "kvledger calc: --checkpoint: not an input with --attention full (full attention has none)"),
+            (["calc", "--alpha", "0.5", "--attention", "swa", "--window", "10", "--checkpoint", "5"],
+             "kvledger calc: --checkpoint: not an input with --attention swa (swa takes --window-fraction, or "
+             "--window with --prompt-tokens)"),
+            (["kv-bytes", "--model", "llama-3.1-8b", "--tokens", "100", "--budget-bytes", "100",
+              "--reserved-bytes", "200"],
+             "kvledger kv-bytes: --reserved-bytes = 200: must be at most --budget-bytes = 100"),
+            (["kv-bytes", "--model", "llama-3.1-8b", "--tokens", "100", "--reserved-bytes", "200"],
+             "kvledger kv-bytes: --reserved-bytes: only with --budget-bytes (it is taken from the budget)"),
+            (["kv-bytes", "--model", "llama-3.1-8b", "--tokens", "100", "--budget-bytes", "80e9"],
+             'kvledger kv-bytes: --budget-bytes = "80e9": must be a whole number written in digits '
+             '(write 80000000000)'),
+            (["kv-bytes", "--model", "llama-3.1-8b", "--tokens", "18446744073709551616"],
+             'kvledger kv-bytes: --tokens = "18446744073709551616": must be at most 18446744073709551615'),
+            (["calc", "--alpha", "0.5", "--alpha", "0.7"],
+             "kvledger calc: --alpha: given more than once (each flag takes one value)"),
+            (["explain", "--model", "gpt-5", "--prompt-tokens", "10", "--logical-match-tokens", "0"],
+             'kvledger explain: model = "gpt-5": no profile of that name; known profiles: deepseek-v3, gemma-2-9b, '
+             "gemma-3-12b, generic, gpt-oss-120b, gpt-oss-20b, kimi-linear-48b-a3b, llama-3.1-70b, llama-3.1-8b, "
+             "mistral-7b-v0.1, qwen3-235b-a22b, qwen3-32b, qwen3-8b, qwen3-next-80b-a3b (an unknown model is "
+             "costed as generic only where that is allowed: kvledger-server --unknown_model=generic, "
+             "kvledger explain --unknown-model generic)"),
+            (["profiles", "--bogus"], "kvledger profiles: unknown flag --bogus (see kvledger profiles --help)"),
         ]:
             result = run(*args)
             self.assertEqual(result.returncode, 2, args)
@@ -183,7 +231,7 @@ class UsageTest(unittest.TestCase):
             self.assertEqual(result.stderr.count("\n"), 1)
 
     def test_help(self):
-        for command in ("calc", "kv-bytes", "explain", "send", "replay", "bench"):
+        for command in ("calc", "kv-bytes", "explain", "send", "replay", "bench", "advise", "profiles"):
             result = run(command, "--help")
             self.assertEqual(result.returncode, 0)
             self.assertIn(f"usage: kvledger {command}", result.stdout)

@@ -231,6 +231,29 @@ class AdviceTest(unittest.TestCase):
         self.assertIsNone(http["candidates"][0]["reload_seconds"])
         self.assertIsNone(http["recommendation"])
 
+    # A misspelled or unknown parameter is refused, naming it and the route's parameters, never read as
+    # absent (logical_match_token would have made a hit a miss); explain's tier defaults to device, as
+    # the CLI's does, so both answer alike for the same inputs.
+    def test_unknown_parameters_and_defaults(self):
+        status, body = get(self.server, "/api/v1/explain?model=llama-3.1-8b&prompt_tokens=4096"
+                                        "&logical_match_token=2048")
+        self.assertEqual(status, 400)
+        error = json.loads(body)["error"]
+        self.assertTrue(error.startswith('"logical_match_token": not a parameter of /api/v1/explain; it takes '), error)
+        self.assertIn("logical_match_tokens", error)
+        for path in ("/api/v1/calc?alpha=0.5&beta=0.3&Beta=1", "/api/v1/kv-bytes?tokens=1&modle=x",
+                     "/api/v1/advise?model=x&prompt_tokens=1&candidates=host:1", "/api/v1/totals?model=x",
+                     "/api/v1/profiles?verbose=1"):
+            status, body = get(self.server, path)
+            self.assertEqual(status, 400, path)
+            self.assertIn("not a parameter of", json.loads(body)["error"], path)
+        status, body = get(self.server, "/api/v1/explain?model=llama-3.1-8b&prompt_tokens=4096"
+                                        "&logical_match_tokens=2048")
+        self.assertEqual(status, 200, body)
+        cli = subprocess.run([CLI, "explain", "--model", "llama-3.1-8b", "--prompt-tokens", "4096",
+                              "--logical-match-tokens", "2048", "--json"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(json.loads(body), json.loads(cli.stdout))
+
     # Smaller mismatches: HEAD, OPTIONS, TRACE and any other method get 405 (with Allow: GET); a page size past 32 bits
     # is refused as given, not wrapped; 100 advice candidates are counted as 100.
     def test_methods_wraps_and_counts(self):

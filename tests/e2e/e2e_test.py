@@ -105,7 +105,7 @@ class EndToEndTest(unittest.TestCase):
     # Proves: the CLI's record is accepted, the malformed one gets a message that says what to fix.
     def test_cli_send(self):
         self.assertEqual(self.send_ok.returncode, 0, self.send_ok.stderr)
-        self.assertEqual(self.send_bad.returncode, 1)
+        self.assertEqual(self.send_bad.returncode, 2)  # bad input: exit 2 (docs/operations.md)
         self.assertIn("logical_match_tokens = 5000: must be in [0, prompt_tokens = 4096]", self.send_bad.stderr)
 
     # Proves: a batch rejects bad records by index and reason and counts the good ones.
@@ -118,7 +118,7 @@ class EndToEndTest(unittest.TestCase):
 
     # Proves: replay reports accepted/rejected with reasons and line numbers.
     def test_replay_summary(self):
-        self.assertEqual(self.replay.returncode, 1)
+        self.assertEqual(self.replay.returncode, 2)  # bad input: exit 2 (docs/operations.md)
         self.assertIn("1 accepted, 2 rejected", self.replay.stdout)
         self.assertIn("unparseable: 1", self.replay.stdout)
         self.assertIn("line 3: reload_seconds = -1: must be finite", self.replay.stdout)
@@ -281,7 +281,7 @@ class EmptyPasswordTest(unittest.TestCase):
             result = subprocess.run([SERVER, "--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
                                      "--metrics_auth_user=prom", f"--metrics_auth_password_file={password}"],
                                     capture_output=True, text=True, timeout=60)
-            self.assertEqual(result.returncode, 1)
+            self.assertEqual(result.returncode, 2)  # bad input: exit 2 (docs/operations.md)
             self.assertIn(f'--metrics_auth_password_file = "{password}": the first line is empty', result.stderr)
 
 
@@ -304,7 +304,7 @@ class BadTlsFilesTest(unittest.TestCase):
                                        f"--tls_cert_file={cert_file}", f"--tls_key_file={key_file}"],
                                       capture_output=True, text=True, timeout=60)
             swapped = start(key, cert)
-            self.assertEqual(swapped.returncode, 1)
+            self.assertEqual(swapped.returncode, 2)  # bad input: exit 2 (docs/operations.md)
             self.assertIn(f'--tls_cert_file = "{key}": holds no PEM certificate (no "-----BEGIN CERTIFICATE-----" line)',
                           swapped.stderr)
             mismatched = start(cert, other_key)
@@ -445,6 +445,47 @@ class ServerFlagsTest(unittest.TestCase):
         result = subprocess.run([SERVER, "--grpc_address=localhost"], capture_output=True, text=True, timeout=60)
         self.assertEqual(result.returncode, 2)
         self.assertIn('--grpc_address = "localhost": must be HOST:PORT', result.stderr)
+        # A misspelled flag is a bad flag like any other (absl alone would exit 1).
+        for args in (["--max_batch_record=5"], ["--nope"], ["--grpc_address=127.0.0.1:0", "-nope"]):
+            result = subprocess.run([SERVER, *args], capture_output=True, text=True, timeout=60)
+            self.assertEqual(result.returncode, 2, args)
+            self.assertRegex(result.stderr.strip(), r"^kvledger-server: --\w+: no such flag \(see --help\)$")
+
+
+class ClientCountsTest(unittest.TestCase):
+    # Proves: replay counts the rejections the server counted, not the ones it listed
+    # (--max_listed_rejections 2 for 5 bad lines), and exits 2 for the bad input; `kvledger profiles
+    # --target` lists the server's catalog, its --profiles override included, as offline does.
+    def test_replay_counts_and_server_profiles(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            profiles = os.path.join(tmp, "profiles.textproto")
+            with open(profiles, "w") as f:
+                f.write('profiles { name: "llama-3.1-8b" serving { kv_page_tokens: 32 } }\n')
+            server = harness.Server(SERVER, "--max_listed_rejections=2", f"--profiles={profiles}", log_dir=tmp)
+            try:
+                trace = os.path.join(tmp, "trace.jsonl")
+                with open(trace, "w") as f:
+                    for i in range(7):
+                        f.write(json.dumps({"model": "llama-3.1-8b", "tier": "TIER_DEVICE", "prompt_tokens": 100,
+                                            "logical_match_tokens": 200 if i < 5 else 50}) + "\n")
+                result = subprocess.run([CLI, "replay", "--target", server.grpc_address, trace],
+                                        capture_output=True, text=True, timeout=60)
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertIn(f"replayed {trace}: 2 accepted, 5 rejected", result.stdout)
+                self.assertIn("invalid_logical_match_tokens: 2", result.stdout)
+                self.assertIn("(not listed by the server): 3", result.stdout)
+                listed = subprocess.run([CLI, "profiles", "--target", server.grpc_address, "--json"],
+                                        capture_output=True, text=True, timeout=60)
+                offline = subprocess.run([CLI, "profiles", "--profiles", profiles, "--json"],
+                                         capture_output=True, text=True, timeout=60)
+                self.assertEqual(listed.returncode, 0, listed.stderr)
+                self.assertEqual(json.loads(listed.stdout), json.loads(offline.stdout))
+                served = {p["name"]: p for p in json.loads(listed.stdout)["profiles"]}
+                self.assertEqual(served["llama-3.1-8b"]["definition"]["serving"]["kv_page_tokens"], 32)
+                with urllib.request.urlopen(f"http://{server.metrics_address}/api/v1/profiles", timeout=10) as r:
+                    self.assertEqual(json.loads(r.read()), json.loads(listed.stdout))
+            finally:
+                self.assertEqual(server.stop(), 0)
 
 
 class DeployConfigTest(unittest.TestCase):
@@ -473,7 +514,7 @@ class UnknownModelPolicyTest(unittest.TestCase):
                 f.write('profiles { name: "llama-3.1-8b" serving { kv_page_tokens: 0 } }\n')
             result = subprocess.run([SERVER, "--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
                                      f"--profiles={bad}"], capture_output=True, text=True, timeout=60)
-            self.assertEqual(result.returncode, 1)
+            self.assertEqual(result.returncode, 2)  # bad input: exit 2 (docs/operations.md)
             self.assertIn("profile 'llama-3.1-8b': serving.kv_page_tokens = 0", result.stderr)
 
 

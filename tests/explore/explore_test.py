@@ -136,7 +136,7 @@ class ExploreTest(unittest.TestCase):
             "remaining-swa": swa["attention_remaining"], "speedup-swa": swa["attention_speedup"],
             "remaining-recurrent": rec["attention_remaining"], "speedup-recurrent": rec["attention_speedup"],
             "remaining-model": model["attention_remaining_fraction"],
-            "speedup-model": model["attention_speedup"] or None,
+            "speedup-model": model["attention_speedup"],
             "block-remaining": block["block_remaining"], "block-speedup": block["block_speedup"],
             "e2e-speedup": block["e2e_speedup"], "request-speedup": block["request_speedup"],
             "request-bound": block["request_speedup_bound"],

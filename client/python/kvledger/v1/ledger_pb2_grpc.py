@@ -4,6 +4,7 @@ import grpc
 
 from kvledger.v1 import advice_pb2 as kvledger_dot_v1_dot_advice__pb2
 from kvledger.v1 import ledger_pb2 as kvledger_dot_v1_dot_ledger__pb2
+from kvledger.v1 import profile_pb2 as kvledger_dot_v1_dot_profile__pb2
 from kvledger.v1 import record_pb2 as kvledger_dot_v1_dot_record__pb2
 
 
@@ -45,6 +46,11 @@ class LedgerStub(object):
                 '/kvledger.v1.Ledger/RecordEngineStats',
                 request_serializer=kvledger_dot_v1_dot_ledger__pb2.EngineStatsRequest.SerializeToString,
                 response_deserializer=kvledger_dot_v1_dot_ledger__pb2.EngineStatsResponse.FromString,
+                )
+        self.ListProfiles = channel.unary_unary(
+                '/kvledger.v1.Ledger/ListProfiles',
+                request_serializer=kvledger_dot_v1_dot_ledger__pb2.ListProfilesRequest.SerializeToString,
+                response_deserializer=kvledger_dot_v1_dot_profile__pb2.ProfileCatalog.FromString,
                 )
 
 
@@ -107,6 +113,14 @@ class LedgerServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListProfiles(self, request, context):
+        """The profile catalog this server costs records with: the built-in profiles and those of its
+        --profiles file, in name order. Nothing is counted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LedgerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -139,6 +153,11 @@ def add_LedgerServicer_to_server(servicer, server):
                     servicer.RecordEngineStats,
                     request_deserializer=kvledger_dot_v1_dot_ledger__pb2.EngineStatsRequest.FromString,
                     response_serializer=kvledger_dot_v1_dot_ledger__pb2.EngineStatsResponse.SerializeToString,
+            ),
+            'ListProfiles': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListProfiles,
+                    request_deserializer=kvledger_dot_v1_dot_ledger__pb2.ListProfilesRequest.FromString,
+                    response_serializer=kvledger_dot_v1_dot_profile__pb2.ProfileCatalog.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -249,5 +268,22 @@ class Ledger(object):
         return grpc.experimental.unary_unary(request, target, '/kvledger.v1.Ledger/RecordEngineStats',
             kvledger_dot_v1_dot_ledger__pb2.EngineStatsRequest.SerializeToString,
             kvledger_dot_v1_dot_ledger__pb2.EngineStatsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListProfiles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/kvledger.v1.Ledger/ListProfiles',
+            kvledger_dot_v1_dot_ledger__pb2.ListProfilesRequest.SerializeToString,
+            kvledger_dot_v1_dot_profile__pb2.ProfileCatalog.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
