@@ -3,6 +3,10 @@
 # model in-process:
 #   find_package(kvledger CONFIG REQUIRED)
 #   target_link_libraries(scheduler PRIVATE kvledger::cost_model kvledger::accounting)
+# Unless built with -DKVLEDGER_LIB_ONLY=ON, it also installs the component `reporter` (needs gRPC):
+# kvledger::reporter with client/reporter.h and the generated service code it links,
+#   find_package(kvledger CONFIG REQUIRED COMPONENTS reporter)
+#   target_link_libraries(scheduler PRIVATE kvledger::reporter)
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -16,6 +20,15 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/lib/ DESTINATION ${CMAKE_INSTALL_INCLUDE
 install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/kvledger/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kvledger
         FILES_MATCHING PATTERN "*.pb.h" PATTERN "*.grpc.pb.h" EXCLUDE)
 install(EXPORT kvledgerTargets NAMESPACE kvledger:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kvledger)
+if(NOT KVLEDGER_LIB_ONLY)
+  install(TARGETS kvledger_proto_grpc kvledger_reporter EXPORT kvledgerReporterTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(FILES ${PROJECT_SOURCE_DIR}/client/reporter.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/client)
+  install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/kvledger/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kvledger
+          FILES_MATCHING PATTERN "*.grpc.pb.h")
+  install(EXPORT kvledgerReporterTargets NAMESPACE kvledger:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kvledger)
+endif()
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/kvledgerConfig.cmake.in
   ${PROJECT_BINARY_DIR}/kvledgerConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kvledger)
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/kvledgerConfigVersion.cmake

@@ -13,7 +13,8 @@ mkdir -p "$work"
 
 need=()
 for p in podman buildah debootstrap uidmap fuse-overlayfs; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+  status="$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)"
+  [[ "$status" == *"install ok installed"* ]] || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
@@ -51,16 +52,19 @@ trap 'kill $server_pid 2>/dev/null || true; wait $server_pid 2>/dev/null || true
 ok=""
 for _ in $(seq 1 100); do
   # The image's HEALTHCHECK command, run inside the image.
-  if buildah run --isolation chroot --network host "$container" -- /usr/local/bin/kvledger health \
-       --target 127.0.0.1:$grpc_port --timeout 1 2>/dev/null | grep -qx SERVING; then ok=1; break; fi
+  health="$(buildah run --isolation chroot --network host "$container" -- /usr/local/bin/kvledger health \
+       --target 127.0.0.1:$grpc_port --timeout 1 2>/dev/null || true)"
+  if [ "$health" = SERVING ]; then ok=1; break; fi
   sleep 0.2
 done
 [ -n "$ok" ] || { echo "build-image: gRPC health never answered SERVING" >&2; exit 1; }
-curl -fsS "http://127.0.0.1:$metrics_port/metrics" | grep -q '^kvledger_build_info' \
+# Each answer is read whole before it is matched: `curl | grep -q` under pipefail fails whenever grep
+# exits at its match before curl has written the rest (curl: (23) Failed writing body).
+metrics="$(curl -fsS "http://127.0.0.1:$metrics_port/metrics")" && grep -q '^kvledger_build_info' <<<"$metrics" \
   || { echo "build-image: /metrics did not answer" >&2; exit 1; }
-curl -fsS "http://127.0.0.1:$metrics_port/explore" | grep -q 'what-if explorer' \
+explore="$(curl -fsS "http://127.0.0.1:$metrics_port/explore")" && grep -q 'what-if explorer' <<<"$explore" \
   || { echo "build-image: /explore did not answer" >&2; exit 1; }
-buildah run --isolation chroot "$container" -- id -u | grep -qx 10001 \
+uid="$(buildah run --isolation chroot "$container" -- id -u)" && [ "$uid" = 10001 ] \
   || { echo "build-image: the image does not run as uid 10001" >&2; exit 1; }
 echo "build-image: $tag runs as uid 10001; gRPC health SERVING; /metrics and /explore answer" >&2
 podman image ls "$tag"

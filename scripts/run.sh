@@ -8,6 +8,7 @@ build="${KVLEDGER_BUILD_DIR:-$root/build/release}"
 
 "$root/scripts/setup"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DKVLEDGER_BUILD_TESTS=OFF >/dev/null
-cmake --build "$build" -j"$(nproc)" --target kvledger-server kvledger
-echo "run.sh: client at $build/client/kvledger (try: $build/client/kvledger --help)" >&2
+cmake --build "$build" -j"$(nproc)" --target kvledger-server kvledger reporter_example
+echo "run.sh: client at $build/client/kvledger (try: $build/client/kvledger --help);" \
+  "the C++ reporter's example at $build/client/reporter_example" >&2
 exec "$build/server/kvledger-server" "$@"

@@ -1,6 +1,7 @@
 """Every reference in the project resolves inside it: no citation of a document the repository does not
 hold, every relative Markdown link and every `docs/NAME.md` mention names a file that exists, and every
-`cost-model.md §N` names a section that exists.
+`cost-model.md §N` names a section that exists. And no script checks a command's output by piping it
+into `grep -q`, which under `set -o pipefail` fails whenever grep exits before the writer is done.
 
 Usage: references_test.py REPO_ROOT
 """
@@ -35,6 +36,16 @@ class ReferencesTest(unittest.TestCase):
     def setUp(self):
         self.files = {f: text_of(f) for f in tracked_files()}
         self.files = {f: t for f, t in self.files.items() if t is not None}
+
+    # Proves: no shell script pipes a command into `grep -q` (read the output whole, then match it).
+    def test_no_pipe_into_grep_q(self):
+        racy = re.compile(r"\|\s*grep\s+-\w*q")
+        for path, text in self.files.items():
+            if not (path.endswith(".sh") or path.startswith("scripts/") or path == "Dockerfile"):
+                continue
+            for number, line in enumerate(text.splitlines(), 1):
+                if not line.lstrip().startswith("#"):
+                    self.assertIsNone(racy.search(line), f"{path}:{number}: {line.strip()}")
 
     # Proves: nothing cites a specification that is not in the repository.
     def test_no_outside_spec_citations(self):
