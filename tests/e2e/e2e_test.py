@@ -452,6 +452,39 @@ class ServerFlagsTest(unittest.TestCase):
             self.assertRegex(result.stderr.strip(), r"^kvledger-server: --\w+: no such flag \(see --help\)$")
 
 
+class SeriesCountTest(unittest.TestCase):
+    # Proves: what one (model, tier) costs Prometheus is what docs/operations.md states, step by step
+    # as its records carry more fields.
+    def test_series_per_cell(self):
+        steps = [
+            ("llama-3.1-8b", "host", ["--logical-match-tokens", "2048", "--reload-seconds", "0.01",
+                                      "--suffix-prefill-seconds", "0.2"], 119, 3),
+            ("llama-3.1-8b", "host", ["--logical-match-tokens", "2048", "--reload-seconds", "0.01",
+                                      "--suffix-prefill-seconds", "0.2", "--ttft-seconds", "0.5", "--queue-seconds",
+                                      "0.1", "--output-tokens", "10", "--decode-seconds", "1"], 179, 3),
+            ("llama-3.1-8b", "host", ["--logical-match-tokens", "2048", "--predicted-match-tokens", "2000"], 192, 3),
+            ("qwen3-8b", "none", ["--logical-match-tokens", "0"], 77, 1),
+            ("qwen3-8b", "none", ["--logical-match-tokens", "0", "--suffix-prefill-seconds", "0.3", "--ttft-seconds",
+                                  "0.5", "--queue-seconds", "0.1", "--output-tokens", "10", "--decode-seconds", "1"],
+             157, 3),
+        ]
+        with tempfile.TemporaryDirectory() as tmp:
+            server = harness.Server(SERVER, log_dir=tmp)
+            try:
+                for model, tier, flags, cell, per_model in steps:
+                    sent = subprocess.run([CLI, "send", "--target", server.grpc_address, "--model", model, "--tier",
+                                           tier, "--prompt-tokens", "4096", *flags],
+                                          capture_output=True, text=True, timeout=60)
+                    self.assertEqual(sent.returncode, 0, sent.stderr)
+                    labels = [dict(l) for (_, l) in harness.parse_exposition(server.scrape())]
+                    self.assertEqual(sum(1 for l in labels if l.get("model") == model and l.get("tier") == tier),
+                                     cell, (model, tier, flags))
+                    self.assertEqual(sum(1 for l in labels if l.get("model") == model and "tier" not in l),
+                                     per_model, (model, flags))
+            finally:
+                self.assertEqual(server.stop(), 0)
+
+
 class ClientCountsTest(unittest.TestCase):
     # Proves: replay counts the rejections the server counted, not the ones it listed
     # (--max_listed_rejections 2 for 5 bad lines), and exits 2 for the bad input; `kvledger profiles
