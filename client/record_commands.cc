@@ -33,12 +33,13 @@ struct RecordFlags {
   std::optional<double> reload_seconds, suffix_prefill_seconds, ttft_seconds, queue_seconds, decode_seconds;
   std::vector<std::string> state_boundaries;
 
-  void Register(FlagSet& flags) {
+  // With `with_alpha` (explain), --alpha may give the match instead of --logical-match-tokens.
+  void Register(FlagSet& flags, bool with_alpha = false) {
     flags.String("model", &model, "model profile name, e.g. llama-3.1-8b", true);
     flags.String("tier", &tier,
                  "device | host | disk | remote | mixed | unknown | none (default device; none for a miss)");
     flags.Int64("prompt-tokens", &prompt_tokens, "N: prompt length", true);
-    flags.Int64("logical-match-tokens", &logical_match_tokens, "P_match: prefix the cache index matched", true);
+    flags.Int64("logical-match-tokens", &logical_match_tokens, "P_match: prefix the cache index matched", !with_alpha);
     flags.Int64("recoverable-tokens", &recoverable_tokens, "P_rec reported by the engine (default: modelled)");
     flags.Int64("recompute-tokens", &recompute_tokens, "R: matched tokens computed again (default P_match - P_rec)");
     flags.Double("reload-seconds", &reload_seconds, "reload latency (default: not measured)");
@@ -64,7 +65,7 @@ struct RecordFlags {
     }
     r.set_tier(static_cast<v1::Tier>(*tier_value));
     r.set_prompt_tokens(*prompt_tokens);
-    r.set_logical_match_tokens(*logical_match_tokens);
+    r.set_logical_match_tokens(logical_match_tokens.value_or(0));
     if (recoverable_tokens) r.set_recoverable_tokens(*recoverable_tokens);
     if (recompute_tokens) r.set_recompute_tokens(*recompute_tokens);
     if (reload_seconds) r.set_reload_seconds(*reload_seconds);
@@ -202,61 +203,107 @@ void PrintFigures(const v1::DerivedFigures& d) {
 
 }  // namespace
 
+namespace {
+
+// Explain offline: the catalog (built-in and --profiles) and the unknown-model policy given, the
+// same PrepareExplain and Evaluate the server's JSON API runs. An exit code, or -1 with `figures` set.
+int ExplainOffline(const v1::Record& request, const ExplainInputs& inputs, bool match_given,
+                   const std::string& profiles, const std::string& unknown_model, v1::DerivedFigures* figures) {
+  auto catalog = ProfileCatalog::LoadFile(profiles);
+  if (!catalog.ok()) {
+    std::cerr << "kvledger explain: " << catalog.status().message() << "\n";
+    return kExitBadInput;
+  }
+  const std::optional<UnknownModelPolicy> policy = UnknownModelPolicyFromName(unknown_model);
+  if (!policy) {
+    std::cerr << "kvledger explain: --unknown-model = " << Quoted(unknown_model) << ": must be "
+              << kUnknownModelPolicyNames << "\n";
+    return kExitBadInput;
+  }
+  ModelRegistry registry(*catalog, 1, *policy);
+  auto subject = PrepareExplain(request, inputs, registry, match_given, FlagName);
+  if (!subject.ok()) {
+    std::cerr << "kvledger explain: " << subject.status().message() << "\n";
+    return kExitBadInput;
+  }
+  auto derived = Evaluate(FactsFromProto(subject->record), subject->model);
+  if (!derived.ok()) {
+    std::cerr << "kvledger explain: " << derived.rejection().message << "\n";
+    return kExitBadInput;
+  }
+  *figures = FiguresToProto(*derived, request.model());
+  return -1;
+}
+
+// Explain through the server's Explain RPC (--alpha applied here first).
+int ExplainRemote(v1::Record request, const ExplainInputs& inputs, bool match_given, const Connection& connection,
+                  v1::DerivedFigures* figures) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const ModelRegistry registry(catalog, 1, UnknownModelPolicy::kGeneric);
+  auto subject = PrepareExplain(std::move(request), inputs, registry, match_given, FlagName);
+  if (!subject.ok()) {
+    std::cerr << "kvledger explain: " << subject.status().message() << "\n";
+    return kExitBadInput;
+  }
+  grpc::ClientContext context;
+  connection.SetDeadline(context);
+  const grpc::Status status = connection.Stub()->Explain(&context, subject->record, figures);
+  if (!status.ok()) {
+    std::cerr << "kvledger explain: " << DescribeRpcError(status, connection.target) << "\n";
+    return RpcExitCode(status);
+  }
+  return -1;
+}
+
+}  // namespace
+
 int Explain(const Args& args) {
   RecordFlags record;
   Connection connection;
   connection.target.clear();  // offline unless --target is given
-  std::string profiles, unknown_model = "reject";
+  std::string profiles, unknown_model = "reject", alpha;
+  ExplainInputs inputs;
   bool json = false;
   FlagSet flags("explain",
                 "Every derived figure for one record. Offline with the built-in catalog (and --profiles),\n"
                 "or through the server's Explain RPC with --target.");
-  record.Register(flags);
+  record.Register(flags, /*with_alpha=*/true);
   connection.Register(flags);
   flags.String("profiles", &profiles, "offline: profile file adding or overriding built-in profiles");
   flags.String("unknown-model", &unknown_model, "offline: reject | generic");
+  flags.String("alpha", &alpha, "the match as a hit ratio: --logical-match-tokens = floor(alpha N), exactly");
+  flags.Uint64("kv-page-tokens", &inputs.kv_page_tokens, "offline: cost with this KV page size (what-if)");
+  flags.Uint64("recurrent-checkpoint-tokens", &inputs.recurrent_checkpoint_tokens,
+               "offline: cost with this recurrent checkpoint interval (what-if)");
   flags.Switch("json", &json, "print the DerivedFigures message as JSON");
   if (int code = ParseOrExit(flags, args, "explain"); code >= 0) return code;
+  if (!alpha.empty()) inputs.alpha = alpha;
+  const bool match_given = record.logical_match_tokens.has_value();
+  if (!inputs.alpha && !match_given) {
+    std::cerr << "kvledger explain: --logical-match-tokens or --alpha: required\n";
+    return kExitBadInput;
+  }
+  if (inputs.what_if() && !connection.target.empty()) {
+    std::cerr << "kvledger explain: --kv-page-tokens and --recurrent-checkpoint-tokens: offline only (the server "
+                 "costs with its own profiles)\n";
+    return kExitBadInput;
+  }
   auto request = record.ToProto();
   if (!request.ok()) {
     std::cerr << "kvledger explain: " << request.status().message() << "\n";
-    return 2;
+    return kExitBadInput;
   }
   v1::DerivedFigures figures;
-  if (!connection.target.empty()) {
-    grpc::ClientContext context;
-    connection.SetDeadline(context);
-    const grpc::Status status = connection.Stub()->Explain(&context, *request, &figures);
-    if (!status.ok()) {
-      std::cerr << "kvledger explain: " << DescribeRpcError(status, connection.target) << "\n";
-      return RpcExitCode(status);
-    }
-  } else {
-    auto catalog = ProfileCatalog::LoadFile(profiles);
-    if (!catalog.ok()) {
-      std::cerr << "kvledger explain: " << catalog.status().message() << "\n";
-      return 2;
-    }
-    const std::optional<UnknownModelPolicy> policy = UnknownModelPolicyFromName(unknown_model);
-    if (!policy) {
-      std::cerr << "kvledger explain: --unknown-model = " << Quoted(unknown_model) << ": must be "
-                << kUnknownModelPolicyNames << "\n";
-      return kExitBadInput;
-    }
-    ModelRegistry registry(*catalog, 1, *policy);
-    auto derived = Evaluate(FactsFromProto(*request), registry);
-    if (!derived.ok()) {
-      std::cerr << "kvledger explain: " << derived.rejection().message << "\n";
-      return kExitBadInput;
-    }
-    figures = FiguresToProto(*derived, request->model());
-  }
+  const int code = connection.target.empty()
+                       ? ExplainOffline(*request, inputs, match_given, profiles, unknown_model, &figures)
+                       : ExplainRemote(*request, inputs, match_given, connection, &figures);
+  if (code >= 0) return code;
   if (json) {
     std::cout << ProtoToJson(figures, /*null_unset=*/true) << "\n";
   } else {
     PrintFigures(figures);
   }
-  return 0;
+  return kExitOk;
 }
 
 int Send(const Args& args) {

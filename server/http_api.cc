@@ -33,15 +33,12 @@ absl::Status Number(const HttpRequest& r, const char* name, std::optional<T>* ou
   const auto text = r.Param(name);
   if (!text) return absl::OkStatus();
   T value{};
-  bool ok;
   if constexpr (std::is_floating_point_v<T>) {
-    ok = absl::SimpleAtod(*text, &value);
-  } else {
-    ok = absl::SimpleAtoi(*text, &value);
-  }
-  if (!ok) {
-    return absl::InvalidArgumentError(absl::StrCat(name, " = ", Quoted(*text), ": must be ",
-                                                   std::is_floating_point_v<T> ? "a number" : "an integer"));
+    if (!absl::SimpleAtod(*text, &value)) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " = ", Quoted(*text), ": must be a number"));
+    }
+  } else if (auto rule = ParseWholeNumber(*text, &value)) {  // the CLI's rule for its flags, too
+    return absl::InvalidArgumentError(absl::StrCat(name, " = ", Quoted(*text), ": ", *rule));
   }
   *out = value;
   return absl::OkStatus();
@@ -126,44 +123,17 @@ HttpResponse Explain(const HttpRequest& r, const ModelRegistry& registry) {
   }
   record.set_prompt_tokens(prompt.value_or(0));
   record.set_logical_match_tokens(match.value_or(0));
-  // Or the match as a hit ratio: floor(alpha N) from the digits as typed, exactly as calc takes it.
-  if (const auto alpha = r.Param("alpha")) {
-    if (match) return BadRequest("alpha: give either alpha or logical_match_tokens, not both");
-    const auto tokens = prompt && *prompt > 0 ? FloorDecimalTimes(*alpha, static_cast<uint64_t>(*prompt)) : std::nullopt;
-    if (!tokens || *tokens > static_cast<Uint128>(*prompt)) {
-      return BadRequest(absl::StrCat("alpha = ", Quoted(*alpha), ": must be a decimal in [0, 1], with prompt_tokens >= 1"));
-    }
-    record.set_logical_match_tokens(static_cast<int64_t>(*tokens));
-  }
-  // What-if alignment: the model's profile with another KV page size or recurrent checkpoint
-  // interval, validated like a profile file.
-  std::optional<uint64_t> page, checkpoint;
-  for (absl::Status s : {Number(r, "kv_page_tokens", &page), Number(r, "recurrent_checkpoint_tokens", &checkpoint)}) {
+  ExplainInputs inputs;
+  inputs.alpha = r.Param("alpha");
+  for (absl::Status s : {Number(r, "kv_page_tokens", &inputs.kv_page_tokens),
+                         Number(r, "recurrent_checkpoint_tokens", &inputs.recurrent_checkpoint_tokens)}) {
     if (!s.ok()) return BadRequest(s.message());
   }
-  // Past 32 bits a value would wrap in the profile's fields: refused as given, with the profile's range.
-  for (const auto& [name, value] : {std::pair{"kv_page_tokens", page}, std::pair{"recurrent_checkpoint_tokens", checkpoint}}) {
-    if (value && *value > kMaxAlignmentTokens) {
-      return BadRequest(absl::StrCat(name, " = ", *value, ": must be in [1, ", kMaxAlignmentTokens, "]"));
-    }
-  }
-  absl::StatusOr<Resolution> model = registry.Resolve(record.model());
-  std::optional<Profile> what_if;
-  if (model.ok() && (page || checkpoint)) {
-    v1::ModelProfile definition = model->profile->definition();
-    if (page) definition.mutable_serving()->set_kv_page_tokens(static_cast<uint32_t>(*page));
-    if (checkpoint) {
-      definition.mutable_serving()->set_recurrent_checkpoint_tokens(
-          static_cast<uint32_t>(*checkpoint));
-    }
-    auto profile = Profile::Make(definition);
-    if (!profile.ok()) return BadRequest(profile.status().message());
-    what_if = *std::move(profile);
-    model = Resolution{&*what_if, std::nullopt};
-  }
-  auto figures = Evaluate(FactsFromProto(record), model);
+  auto subject = PrepareExplain(std::move(record), inputs, registry, match.has_value());
+  if (!subject.ok()) return BadRequest(subject.status().message());
+  auto figures = Evaluate(FactsFromProto(subject->record), subject->model);
   if (!figures.ok()) return BadRequest(figures.rejection().message);
-  return Json(ProtoToJson(FiguresToProto(*figures, record.model()), /*null_unset=*/true));
+  return Json(ProtoToJson(FiguresToProto(*figures, subject->record.model()), /*null_unset=*/true));
 }
 
 HttpResponse Advise(const HttpRequest& r, const ModelRegistry& registry, const LiveRates& rates) {

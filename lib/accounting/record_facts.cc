@@ -1,5 +1,8 @@
 #include "lib/accounting/record_facts.h"
 
+#include <array>
+#include <string>
+
 namespace kvledger {
 
 const char* TierLabel(Tier tier) {
@@ -15,7 +18,31 @@ const char* TierLabel(Tier tier) {
   return "none";
 }
 
-const char* SourceTierList() { return "device, host, disk or remote"; }
+namespace {
+
+// "a, b, c or d" from the labels of `tiers`, in order.
+template <typename Tiers>
+std::string LabelList(const Tiers& tiers) {
+  std::string out;
+  for (size_t i = 0; i < tiers.size(); ++i) {
+    if (i > 0) out += i + 1 == tiers.size() ? " or " : ", ";
+    out += TierLabel(tiers[i]);
+  }
+  return out;
+}
+
+std::array<Tier, kTierCount> AllTiers() {
+  std::array<Tier, kTierCount> all{};
+  for (int t = 0; t < kTierCount; ++t) all[static_cast<size_t>(t)] = static_cast<Tier>(t);
+  return all;
+}
+
+}  // namespace
+
+const char* SourceTierList() {
+  static const std::string list = LabelList(kSourceTiers);
+  return list.c_str();
+}
 
 std::optional<Tier> TierFromLabel(absl::string_view label) {
   for (int t = 0; t < kTierCount; ++t) {
@@ -24,6 +51,9 @@ std::optional<Tier> TierFromLabel(absl::string_view label) {
   return std::nullopt;
 }
 
-const char* TierLabelList() { return "none, device, host, disk, remote, mixed or unknown"; }
+const char* TierLabelList() {
+  static const std::string list = LabelList(AllTiers());
+  return list.c_str();
+}
 
 }  // namespace kvledger

@@ -20,7 +20,9 @@ const char* TierLabel(Tier tier);  // "none", "device", "host", "disk", "remote"
 // The tiers data is reloaded from: the ones that have a bandwidth, and that advice chooses among.
 inline constexpr std::array kSourceTiers = {Tier::kDevice, Tier::kHost, Tier::kDisk, Tier::kRemote};
 inline constexpr bool IsSourceTier(Tier tier) { return tier >= Tier::kDevice && tier <= Tier::kRemote; }
-inline constexpr bool IsSourceTierValue(int value) { return value >= 1 && value <= 4; }
+inline constexpr bool IsSourceTierValue(int value) {
+  return value >= static_cast<int>(Tier::kDevice) && value <= static_cast<int>(Tier::kRemote);
+}
 // "device, host, disk or remote": the source tiers' labels, for messages.
 const char* SourceTierList();
 // The tier whose label is `label` ("none" for a miss), or nullopt; and every label, for messages.

@@ -48,10 +48,9 @@ std::optional<Uint128> Decimal(const std::string& text) {
 namespace {
 
 std::optional<int> SourceTierValue(absl::string_view label) {
-  for (Tier t : kSourceTiers) {
-    if (label == TierLabel(t)) return static_cast<int>(t);
-  }
-  return std::nullopt;
+  const std::optional<Tier> tier = TierFromLabel(label);
+  if (!tier || !IsSourceTier(*tier)) return std::nullopt;
+  return static_cast<int>(*tier);
 }
 
 // replica=a,tier=host,tokens=3000[,recoverable=2992][,wait=0.02]

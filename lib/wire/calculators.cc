@@ -70,18 +70,30 @@ absl::Status CheckAttentionInputs(const CalcParams& p, MixerKind kind, InputName
 std::string FieldName(absl::string_view field) { return std::string(field); }
 std::string FlagName(absl::string_view field) { return absl::StrCat("--", absl::StrReplaceAll(field, {{"_", "-"}})); }
 
+absl::StatusOr<Alpha> ParseAlpha(absl::string_view text, std::optional<uint64_t> prompt_tokens, InputNamer name) {
+  Alpha alpha;
+  if (!absl::SimpleAtod(text, &alpha.value)) {
+    return absl::InvalidArgumentError(absl::StrCat(name("alpha"), " = ", Quoted(text), ": must be a number"));
+  }
+  // A decimal above 1 whose nearest double is 1 ("1.00000000000000000001") is above 1 all the same.
+  if (!(alpha.value >= 0 && alpha.value <= 1) || (FloorDecimalTimes(text, 1) && DecimalAboveOne(text))) {
+    return absl::InvalidArgumentError(absl::StrCat(name("alpha"), " = ", text, ": must be in [0, 1]"));
+  }
+  if (prompt_tokens && *prompt_tokens >= 1 && *prompt_tokens <= kMaxTokens) {
+    // floor(alpha N) from the digits as typed: exact, no tolerance (docs/cost-model.md §4.1); from the
+    // double for another notation (1e-1).
+    const auto exact = FloorDecimalTimes(text, *prompt_tokens);
+    alpha.match_tokens = exact ? static_cast<uint64_t>(*exact) : *FloorRatioTimes(alpha.value, *prompt_tokens);
+  }
+  return alpha;
+}
+
 absl::StatusOr<AlphaResult> RunCalc(const CalcParams& p, InputNamer name) {
   AlphaInputs in;
-  if (!absl::SimpleAtod(p.alpha, &in.alpha)) {
-    return absl::InvalidArgumentError(absl::StrCat(name("alpha"), " = ", Quoted(p.alpha), ": must be a number"));
-  }
-  if (FloorDecimalTimes(p.alpha, 1) && DecimalAboveOne(p.alpha)) {
-    return absl::InvalidArgumentError(absl::StrCat(name("alpha"), " = ", p.alpha, ": must be in [0, 1]"));
-  }
-  if (p.prompt_tokens && *p.prompt_tokens >= 1 && *p.prompt_tokens <= kMaxTokens) {
-    // floor(alpha N) from the digits as typed: exact, no tolerance (docs/cost-model.md §4.1).
-    if (auto match = FloorDecimalTimes(p.alpha, *p.prompt_tokens)) in.match_tokens = static_cast<uint64_t>(*match);
-  }
+  auto alpha = ParseAlpha(p.alpha, p.prompt_tokens, name);
+  if (!alpha.ok()) return alpha.status();
+  in.alpha = alpha->value;
+  in.match_tokens = alpha->match_tokens;
   if (p.attention == "full") {
     in.kind = MixerKind::kFullCausal;
   } else if (p.attention == "swa") {
@@ -182,6 +194,55 @@ std::string KvBytesToJson(const KvBytesResult& r) {
   if (r.state_bytes) o.Integer("state_bytes", *r.state_bytes);
   if (r.max_tokens) o.Integer("max_tokens", *r.max_tokens);
   return o.str();
+}
+
+namespace {
+
+
+// The model's profile with the what-if settings, validated like a profile file.
+absl::StatusOr<std::unique_ptr<Profile>> WhatIf(const Profile& base, const ExplainInputs& inputs, InputNamer name) {
+  // Past 32 bits a value would wrap in the profile's fields: refused as given, with the profile's range.
+  for (const auto& [field, value] : {std::pair{"kv_page_tokens", inputs.kv_page_tokens},
+                                     std::pair{"recurrent_checkpoint_tokens", inputs.recurrent_checkpoint_tokens}}) {
+    if (value && *value > kMaxAlignmentTokens) {
+      return absl::InvalidArgumentError(absl::StrCat(name(field), " = ", *value, ": must be in [1, ", kMaxAlignmentTokens, "]"));
+    }
+  }
+  v1::ModelProfile definition = base.definition();
+  if (inputs.kv_page_tokens) definition.mutable_serving()->set_kv_page_tokens(static_cast<uint32_t>(*inputs.kv_page_tokens));
+  if (inputs.recurrent_checkpoint_tokens) {
+    definition.mutable_serving()->set_recurrent_checkpoint_tokens(static_cast<uint32_t>(*inputs.recurrent_checkpoint_tokens));
+  }
+  auto profile = Profile::Make(definition);
+  if (!profile.ok()) return profile.status();
+  return std::make_unique<Profile>(*std::move(profile));
+}
+
+}  // namespace
+
+absl::StatusOr<ExplainSubject> PrepareExplain(v1::Record record, const ExplainInputs& inputs,
+                                               const ModelRegistry& registry, bool match_given, InputNamer name) {
+  if (inputs.alpha) {
+    if (match_given) {
+      return absl::InvalidArgumentError(absl::StrCat(name("alpha"), ": give either it or ", name("logical_match_tokens"),
+                                                     ", not both"));
+    }
+    // An invalid prompt_tokens leaves the match 0, for Evaluate to name prompt_tokens itself.
+    const int64_t n = record.prompt_tokens();
+    auto alpha = ParseAlpha(*inputs.alpha, n > 0 ? std::optional<uint64_t>(static_cast<uint64_t>(n)) : std::nullopt, name);
+    if (!alpha.ok()) return alpha.status();
+    record.set_logical_match_tokens(static_cast<int64_t>(alpha->match_tokens.value_or(0)));
+  }
+  ExplainSubject subject;
+  subject.model = registry.Resolve(record.model());
+  subject.record = std::move(record);
+  if (subject.model.ok() && inputs.what_if()) {
+    auto profile = WhatIf(*subject.model->profile, inputs, name);
+    if (!profile.ok()) return profile.status();
+    subject.what_if = *std::move(profile);
+    subject.model = Resolution{subject.what_if.get(), std::nullopt};
+  }
+  return subject;
 }
 
 std::string ProtoToJson(const google::protobuf::Message& message, bool null_unset) {

@@ -13,7 +13,10 @@
 #include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
 #include "lib/cost_model/alpha_calculator.h"
+#include "lib/profiles/model_registry.h"
 #include "lib/profiles/profile_catalog.h"
+#include "kvledger/v1/record.pb.h"
+#include <memory>
 
 namespace kvledger {
 
@@ -26,6 +29,16 @@ std::string FlagName(absl::string_view field);   // "--" + the field with '-' fo
 // The tier an explained record has when none is given (the CLI's --tier and the HTTP API's tier=):
 // a hit on the device, or a miss with logical_match_tokens 0.
 inline constexpr absl::string_view kDefaultTier = "device";
+
+// A hit ratio as typed (calc's alpha, explain's alpha): a number in [0, 1] (INVALID_ARGUMENT naming
+// it otherwise), and with prompt_tokens N in [1, 2^31] the match floor(alpha N) — exact from the
+// digits of a plain decimal ("0.3" of 1000 is 300), else from the double.
+struct Alpha {
+  double value = 0;
+  std::optional<uint64_t> match_tokens;
+};
+absl::StatusOr<Alpha> ParseAlpha(absl::string_view text, std::optional<uint64_t> prompt_tokens,
+                                 InputNamer name = FieldName);
 
 struct CalcParams {
   std::string alpha;  // a decimal, taken exactly as typed
@@ -50,6 +63,29 @@ struct KvBytesResult {
 absl::StatusOr<KvBytesResult> RunKvBytes(const KvBytesParams& params, const ProfileCatalog& catalog,
                                          InputNamer name = FieldName);
 std::string KvBytesToJson(const KvBytesResult& result);
+
+// Explain's inputs beside the record, on every surface (the CLI's explain and /api/v1/explain): the
+// match given as a hit ratio alpha (logical_match_tokens = floor(alpha N), exactly from the digits),
+// and the model's profile with another KV page size or recurrent checkpoint interval (what-if),
+// validated like a profile file.
+struct ExplainInputs {
+  std::optional<std::string> alpha;
+  std::optional<uint64_t> kv_page_tokens, recurrent_checkpoint_tokens;
+  bool what_if() const { return kv_page_tokens || recurrent_checkpoint_tokens; }
+};
+// The record and the profile to cost it with, after the inputs are applied. `what_if` holds an
+// overridden profile for as long as the resolution points at it.
+struct ExplainSubject {
+  v1::Record record;
+  absl::StatusOr<Resolution> model = absl::UnknownError("unresolved");
+  std::unique_ptr<Profile> what_if;
+};
+// INVALID_ARGUMENT naming the input (by `name`) for alpha given with logical_match_tokens, an alpha
+// that is not a decimal in [0, 1] or without prompt_tokens, or an override out of range. An unknown
+// model is left for Evaluate to refuse.
+absl::StatusOr<ExplainSubject> PrepareExplain(v1::Record record, const ExplainInputs& inputs,
+                                               const ModelRegistry& registry, bool match_given,
+                                               InputNamer name = FieldName);
 
 // A protobuf message (e.g. DerivedFigures for explain) as JSON with the proto field names and
 // every field printed. With null_unset, a top-level field with presence that is unset (a figure that was

@@ -100,6 +100,17 @@ class ExplainTest(unittest.TestCase):
                          "kvledger explain: logical_match_tokens = 11: must be in [0, prompt_tokens = 10]")
 
 
+class ExplainInputsTest(unittest.TestCase):
+    # explain takes the match as a hit ratio (floor(0.3 x 1000) = 300, exactly) and costs a what-if
+    # page size: 500 matched tokens on 256-token pages reuse 256.
+    def test_alpha_and_what_if(self):
+        d = run_json("explain", "--model", "llama-3.1-8b", "--prompt-tokens", "1000", "--alpha", "0.3")
+        self.assertEqual(d["logical_match_tokens"], "300")
+        d = run_json("explain", "--model", "llama-3.1-8b", "--prompt-tokens", "1000", "--alpha", "0.5",
+                     "--kv-page-tokens", "256")
+        self.assertEqual((d["logical_match_tokens"], d["reused_tokens"]), ("500", "256"))
+
+
 class ProfilesTest(unittest.TestCase):
     # The built-in catalog offline: one row per profile with its KV bytes per cached token
     # (llama-3.1-8b: 2 x 32 layers x 8 KV heads x 128 x 2 bytes), and the same as JSON.
@@ -224,6 +235,14 @@ class UsageTest(unittest.TestCase):
              "costed as generic only where that is allowed: kvledger-server --unknown_model=generic, "
              "kvledger explain --unknown-model generic)"),
             (["profiles", "--bogus"], "kvledger profiles: unknown flag --bogus (see kvledger profiles --help)"),
+            (["explain", "--model", "llama-3.1-8b", "--prompt-tokens", "1000"],
+             "kvledger explain: --logical-match-tokens or --alpha: required"),
+            (["explain", "--model", "llama-3.1-8b", "--prompt-tokens", "1000", "--alpha", "0.3",
+              "--logical-match-tokens", "300"],
+             "kvledger explain: --alpha: give either it or --logical-match-tokens, not both"),
+            (["explain", "--model", "llama-3.1-8b", "--prompt-tokens", "1000", "--alpha", "0.5",
+              "--kv-page-tokens", "18446744073709551615"],
+             "kvledger explain: --kv-page-tokens = 18446744073709551615: must be in [1, 1048576]"),
         ]:
             result = run(*args)
             self.assertEqual(result.returncode, 2, args)

@@ -340,7 +340,16 @@ class AdviceTest(unittest.TestCase):
         for path, error in [
             ("/api/v1/calc?alpha=2", "alpha = 2: must be in [0, 1]"),
             ("/api/v1/calc?alpha=0.5&attention=ring", 'attention = "ring": must be full, swa or recurrent'),
-            ("/api/v1/calc?alpha=0.5&prompt_tokens=x", 'prompt_tokens = "x": must be an integer'),
+            ("/api/v1/calc?alpha=0.5&prompt_tokens=x", 'prompt_tokens = "x": must be a whole number >= 0'),
+            # The CLI's rule for a whole number (docs/operations.md, "Messages and exit status").
+            ("/api/v1/kv-bytes?model=llama-3.1-8b&tokens=8e3", 'tokens = "8e3": must be a whole number written in '
+                                                                  'digits (write 8000)'),
+            ("/api/v1/kv-bytes?model=llama-3.1-8b&tokens=100&budget_bytes=10&reserved_bytes=20",
+             "reserved_bytes = 20: must be at most budget_bytes = 10"),
+            ("/api/v1/calc?alpha=0.5&attention=recurrent&checkpoint=256",
+             "prompt_tokens: required with attention recurrent"),
+            ("/api/v1/explain?model=llama-3.1-8b&prompt_tokens=1000&alpha=0.3&logical_match_tokens=300",
+             "alpha: give either it or logical_match_tokens, not both"),
             ("/api/v1/calc", "alpha: required"),
             ("/api/v1/kv-bytes?tokens=5", "layers, kv_heads, head_dim and bytes_per_element: required without model"),
             ("/api/v1/explain?model=llama-3.1-8b&prompt_tokens=4096&logical_match_tokens=5000",
