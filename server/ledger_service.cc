@@ -19,6 +19,12 @@ grpc::Status ToGrpcStatus(const Verdict& verdict) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, verdict.rejection().message);
 }
 
+// An absl::Status as the gRPC status of the same code (the two enumerations share their values).
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
 // Accounts every record of `batch` into `response` (indices within the batch).
 void AccountBatch(RecordSink& sink, const v1::RecordBatchRequest& batch, size_t max_rejections,
                   v1::RecordBatchResponse* response) {
@@ -357,9 +363,7 @@ grpc::ServerUnaryReactor* LedgerService::Advise(grpc::CallbackServerContext* con
       },
       [this](const v1::AdviceRequest& asked, v1::Advice* answer) {
         auto advice = kvledger::Advise(AdviceRequestFromProto(asked), registry_, rates_);
-        if (!advice.ok()) {
-          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(advice.status().message()));
-        }
+        if (!advice.ok()) return ToGrpcStatus(advice.status());
         *answer = AdviceToProto(*advice);
         return grpc::Status::OK;
       });

@@ -23,11 +23,11 @@ const char* BoundaryLabel(Boundary boundary) {
 }
 
 double DerivedFigures::AttentionRemaining() const {
-  return Fraction(attention_baseline_flops - attention_avoided_flops[2], attention_baseline_flops);
+  return Fraction(attention_baseline_flops - ReusedAttentionFlops(), attention_baseline_flops);
 }
 
 double DerivedFigures::PrefillRemaining() const {
-  return Fraction(prefill_baseline_flops - prefill_avoided_flops[2], prefill_baseline_flops);
+  return Fraction(RemainingPrefillFlops(), prefill_baseline_flops);
 }
 
 double DerivedFigures::AttentionShare() const {
@@ -107,8 +107,8 @@ void DeriveWork(const ModelShape& shape, DerivedFigures& d) {
 // request's suffix prefill took for the remaining FLOPs. No rate, no estimate: an unset (or zero)
 // suffix time is not a free recompute.
 void DeriveSeconds(const RecordFacts& facts, const Profile& profile, DerivedFigures& d) {
-  const Uint128 avoided = d.prefill_avoided_flops[2];
-  const Uint128 remaining = d.prefill_baseline_flops - avoided;
+  const Uint128 avoided = d.ReusedPrefillFlops();
+  const Uint128 remaining = d.RemainingPrefillFlops();
   std::optional<double> seconds_per_flop;
   if (profile.prefill_flops_per_second() > 0) {
     seconds_per_flop = 1.0 / profile.prefill_flops_per_second();

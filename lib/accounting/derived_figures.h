@@ -114,6 +114,11 @@ struct DerivedFigures {
   double Alpha(uint64_t tokens) const {
     return static_cast<double>(tokens) / static_cast<double>(prompt_tokens);
   }
+  // FLOPs reuse avoided at the reused boundary, and the prefill FLOPs left to compute (the suffix):
+  // the one definition the recompute estimate, the live compute rate and Advise all use.
+  Uint128 ReusedAttentionFlops() const { return attention_avoided_flops[static_cast<size_t>(Boundary::kReused)]; }
+  Uint128 ReusedPrefillFlops() const { return prefill_avoided_flops[static_cast<size_t>(Boundary::kReused)]; }
+  Uint128 RemainingPrefillFlops() const { return prefill_baseline_flops - ReusedPrefillFlops(); }
   // Fractions of the baseline left after reuse up to the reused boundary.
   double AttentionRemaining() const;
   double PrefillRemaining() const;

@@ -7,9 +7,9 @@
 
 namespace kvledger {
 Checked<DerivedFigures> Evaluate(const RecordFacts& facts, const absl::StatusOr<Resolution>& model) {
-  if (Verdict v = ValidateFields(facts); !v.ok()) return v;
+  if (Verdict v = ValidateFields(facts); !v.ok()) return v.rejection();
   if (!model.ok()) return Rejection{RejectReason::kUnknownModel, std::string(model.status().message())};
-  if (Verdict v = ValidateAgainstProfile(facts, *model->profile); !v.ok()) return v;
+  if (Verdict v = ValidateAgainstProfile(facts, *model->profile); !v.ok()) return v.rejection();
   return Derive(facts, *model->profile);
 }
 

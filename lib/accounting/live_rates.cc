@@ -60,7 +60,7 @@ void LiveRates::Observe(uint32_t model_slot, const DerivedFigures& d) {
   if (model_slot >= label_slots_) return;
   // A reload from a mixed or unknown source would blend tiers' bandwidths: it feeds none.
   const bool reload = IsSourceTier(d.tier) && d.reused_bytes > 0 && d.reload_seconds && *d.reload_seconds > 0;
-  const Uint128 suffix_flops = d.prefill_baseline_flops - d.prefill_avoided_flops[static_cast<size_t>(Boundary::kReused)];
+  const Uint128 suffix_flops = d.RemainingPrefillFlops();
   const bool compute = suffix_flops > 0 && d.suffix_prefill_seconds && *d.suffix_prefill_seconds > 0;
   if (!reload && !compute) return;
   const double now = clock_();

@@ -1,6 +1,7 @@
 // Why a record was rejected: a typed value end to end (a reason from a bounded set, the `reason`
 // label of kvledger_records_rejected_total, and a message naming the field, the value and the rule).
-// The service converts it to a gRPC status in one place; ToStatus() serves the CLI and the tests.
+// The service converts it to a gRPC status in one place (server/ledger_service.cc); ToStatus() gives
+// the absl::Status the tests match on.
 #ifndef KVLEDGER_LIB_ACCOUNTING_REJECTION_H_
 #define KVLEDGER_LIB_ACCOUNTING_REJECTION_H_
 
@@ -72,7 +73,8 @@ class [[nodiscard]] Checked {
  public:
   Checked(T value) : value_(std::move(value)) {}                  // NOLINT: implicit by design
   Checked(Rejection rejection) : rejection_(std::move(rejection)) {}  // NOLINT
-  Checked(const Verdict& verdict) : rejection_(verdict.rejection()) {}  // NOLINT: a failed verdict
+  // From a failed verdict only: an accepted one carries no rejection (and no value), so it is not a
+  // Checked at all; callers pass `verdict.rejection()` after checking `!verdict.ok()`.
 
   bool ok() const { return value_.has_value(); }
   const T& operator*() const { return *value_; }

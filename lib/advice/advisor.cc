@@ -163,12 +163,12 @@ absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegi
     c.logical_match_tokens = figures->logical_match_tokens;
     c.reused_tokens = figures->reused_tokens;
     c.reused_bytes = figures->reused_bytes;
-    c.reused_flops = figures->prefill_avoided_flops[static_cast<size_t>(Boundary::kReused)];
+    c.reused_flops = figures->ReusedPrefillFlops();
     c.bandwidth = Choose(live != nullptr ? live->ReloadBandwidth(slot, c.tier) : std::nullopt,
                          ProfileBandwidth(profile, c.tier));
     c.reload_seconds = Seconds(c.reused_bytes, c.bandwidth);
     c.recompute_seconds = Seconds(c.reused_flops, advice.compute);
-    const auto suffix_seconds = Seconds(advice.prefill_flops - c.reused_flops, advice.compute);
+    const auto suffix_seconds = Seconds(figures->RemainingPrefillFlops(), advice.compute);
     if (c.reload_seconds && suffix_seconds) c.prefill_seconds = *c.reload_seconds + *suffix_seconds;
     // Nothing to reload needs no bandwidth; otherwise the weaker of the two rates.
     c.basis = c.reused_bytes == 0 ? advice.compute.basis : std::min(c.bandwidth.basis, advice.compute.basis);

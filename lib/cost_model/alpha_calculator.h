@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "lib/cost_model/model_shape.h"
 
 namespace kvledger {
@@ -49,11 +51,17 @@ struct AlphaResult {
   std::optional<uint64_t> replay_tokens;   // kLinear: floor(alpha N) - aligned_tokens
 };
 
-// INVALID_ARGUMENT naming the input ("prompt_tokens = 0: must be in [1, 2147483648]", values printed
-// exactly as given) when a value is out of range or a required companion input
+// How a message names an input: by its field, as the HTTP API does ("prompt_tokens"), or as the
+// caller's surface calls it (the CLI's FlagName: "--prompt-tokens"). The message is made with the
+// right names, never rewritten afterwards.
+using InputNamer = std::string (*)(absl::string_view field);
+std::string FieldName(absl::string_view field);  // the field itself
+
+// INVALID_ARGUMENT naming the input by `name` ("prompt_tokens = 0: must be in [1, 2147483648]",
+// values printed exactly as given) when a value is out of range or a required companion input
 // (window for sliding window, checkpoint and prompt tokens for recurrent, beta for overhead) is
 // missing.
-absl::StatusOr<AlphaResult> CalculateAlpha(const AlphaInputs& inputs);
+absl::StatusOr<AlphaResult> CalculateAlpha(const AlphaInputs& inputs, InputNamer name = FieldName);
 
 }  // namespace kvledger
 

@@ -26,48 +26,9 @@ bool DecimalAboveOne(absl::string_view text) {
   return text.substr(point + 1).find_first_not_of('0') != absl::string_view::npos;
 }
 
-// CalculateAlpha names inputs after their fields at the start of its message ("prompt_tokens = 0: ...").
-std::string Renamed(absl::string_view message, InputNamer name) {
-  size_t end = 0;
-  while (end < message.size() && (absl::ascii_islower(message[end]) || message[end] == '_')) ++end;
-  if (end == 0 || !absl::StartsWith(message.substr(end), " = ")) return std::string(message);
-  return absl::StrCat(name(message.substr(0, end)), message.substr(end));
-}
-
-// The inputs each attention kind takes and needs: another kind's input is refused, never ignored,
-// and a missing one is named.
-absl::Status CheckAttentionInputs(const CalcParams& p, MixerKind kind, InputNamer name) {
-  const std::string with = absl::StrCat(" with ", name("attention"), " ", p.attention);
-  auto refuse = [&](const char* field) {
-    const std::string takes =
-        kind == MixerKind::kFullCausal ? std::string("full attention has none")
-        : kind == MixerKind::kSlidingWindow
-            ? absl::StrCat("swa takes ", name("window_fraction"), ", or ", name("window"), " with ", name("prompt_tokens"))
-            : absl::StrCat("recurrent takes ", name("checkpoint"), " with ", name("prompt_tokens"));
-    return absl::InvalidArgumentError(absl::StrCat(name(field), ": not an input", with, " (", takes, ")"));
-  };
-  auto require = [&](const char* field) {
-    return absl::InvalidArgumentError(absl::StrCat(name(field), ": required", with));
-  };
-  const bool swa = kind == MixerKind::kSlidingWindow, recurrent = kind == MixerKind::kLinear;
-  if (!swa && p.window_fraction) return refuse("window_fraction");
-  if (!swa && p.window) return refuse("window");
-  if (!recurrent && p.checkpoint) return refuse("checkpoint");
-  if (swa && p.window_fraction && p.window) {
-    return absl::InvalidArgumentError(absl::StrCat(name("window_fraction"), ": give either it or ", name("window"), ", not both"));
-  }
-  if (swa && !p.window_fraction && !p.window) {
-    return absl::InvalidArgumentError(absl::StrCat(name("window_fraction"), " or ", name("window"), ": required", with));
-  }
-  if (swa && p.window && !p.prompt_tokens) return require("prompt_tokens");
-  if (recurrent && !p.checkpoint) return require("checkpoint");
-  if (recurrent && !p.prompt_tokens) return require("prompt_tokens");
-  return absl::OkStatus();
-}
 
 }  // namespace
 
-std::string FieldName(absl::string_view field) { return std::string(field); }
 std::string FlagName(absl::string_view field) { return absl::StrCat("--", absl::StrReplaceAll(field, {{"_", "-"}})); }
 
 absl::StatusOr<Alpha> ParseAlpha(absl::string_view text, std::optional<uint64_t> prompt_tokens, InputNamer name) {
@@ -104,7 +65,6 @@ absl::StatusOr<AlphaResult> RunCalc(const CalcParams& p, InputNamer name) {
     return absl::InvalidArgumentError(
         absl::StrCat(name("attention"), " = ", Quoted(p.attention), ": must be full, swa or recurrent"));
   }
-  if (absl::Status s = CheckAttentionInputs(p, in.kind, name); !s.ok()) return s;
   in.window_fraction = p.window_fraction;
   in.window_tokens = p.window;
   in.prompt_tokens = p.prompt_tokens;
@@ -113,9 +73,7 @@ absl::StatusOr<AlphaResult> RunCalc(const CalcParams& p, InputNamer name) {
   in.overhead = p.overhead;
   in.queue_share = p.queue_share;
   in.decode_share = p.decode_share;
-  auto result = CalculateAlpha(in);
-  if (!result.ok()) return absl::InvalidArgumentError(Renamed(result.status().message(), name));
-  return result;
+  return CalculateAlpha(in, name);
 }
 
 std::string CalcToJson(const AlphaResult& r, const CalcParams& p) {

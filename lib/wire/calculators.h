@@ -1,7 +1,8 @@
 // The offline calculators as the CLI (`kvledger calc`, `kv-bytes`, `explain`) and the HTTP API
 // (/api/v1/calc, /kv-bytes, /explain, /profiles) take them: inputs as typed (text or numbers),
-// validated with messages that name the input after its field ("prompt_tokens = 0: ..."; the CLI
-// rewrites that to its flag), and one JSON form of each answer that both print.
+// validated with messages that name each input as the surface calls it (the field, "prompt_tokens
+// = 0: ...", or the CLI's flag, "--prompt-tokens = 0: ..."), and one JSON form of each answer that
+// both print.
 #ifndef KVLEDGER_LIB_WIRE_CALCULATORS_H_
 #define KVLEDGER_LIB_WIRE_CALCULATORS_H_
 
@@ -20,10 +21,7 @@
 
 namespace kvledger {
 
-// How a message names an input: the HTTP API by its field ("prompt_tokens"), the CLI by its flag
-// ("--prompt-tokens").
-using InputNamer = std::string (*)(absl::string_view field);
-std::string FieldName(absl::string_view field);  // the field itself
+// How a message names an input (InputNamer, FieldName: lib/cost_model/alpha_calculator.h); the CLI's:
 std::string FlagName(absl::string_view field);   // "--" + the field with '-' for '_'
 
 // The tier an explained record has when none is given (the CLI's --tier and the HTTP API's tier=):

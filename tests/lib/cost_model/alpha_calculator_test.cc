@@ -171,3 +171,30 @@ TEST(AlphaCalculatorTest, WholeRequestSpeedupHoldsQueueAndDecode) {
 
 }  // namespace
 }  // namespace kvledger
+
+namespace kvledger {
+namespace {
+
+std::string Dashed(absl::string_view field) { return absl::StrCat("--", field); }
+
+// Proves: each message names its inputs as the caller's namer says, where it is made (no rewriting
+// afterwards), a missing companion is named alone, and another kind's input is refused.
+TEST(AlphaCalculatorTest, MessagesNameInputsAsTheCallerDoes) {
+  AlphaInputs in;
+  in.alpha = 0.5;
+  in.kind = MixerKind::kLinear;
+  in.checkpoint_tokens = 256;
+  EXPECT_THAT(CalculateAlpha(in, Dashed), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                   "--prompt_tokens: required with --attention recurrent"));
+  in.kind = MixerKind::kFullCausal;
+  EXPECT_THAT(CalculateAlpha(in), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           "checkpoint: not an input with attention full (full attention has none)"));
+  in.checkpoint_tokens.reset();
+  in.overhead = 0.1;
+  EXPECT_THAT(CalculateAlpha(in, Dashed),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--overhead: needs --beta (the end-to-end estimate adds h to the block remaining)"));
+}
+
+}  // namespace
+}  // namespace kvledger
