@@ -99,36 +99,18 @@ uint64_t KvledgerServer::accepted_records() const {
   return total;
 }
 
-absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const ServerOptions& options,
-                                                                      std::unique_ptr<RecordSink> sink) {
-  if (auto s = options.Validate(); !s.ok()) return s;
-  auto state = std::make_unique<State>();
-  state->options = options;
-  auto catalog = ProfileCatalog::LoadFile(options.profiles_file);
-  if (!catalog.ok()) return absl::InvalidArgumentError(catalog.status().message());
-  state->catalog = *std::move(catalog);
-  state->registry = std::make_unique<ModelRegistry>(state->catalog, options.max_models, options.unknown_model);
-  state->aggregator = std::make_unique<Aggregator>(state->registry->labels().label_slots());
-  state->rates = std::make_unique<LiveRates>(state->registry->labels().label_slots(), options.advice_half_life_seconds);
-  state->ledger = std::make_unique<Ledger>(*state->registry, *state->aggregator, state->rates.get());
-  LedgerServiceOptions service_options;
-  service_options.max_batch_records = options.max_batch_records;
-  service_options.max_listed_rejections = options.max_listed_rejections;
-  service_options.stream_idle_timeout = absl::Seconds(options.stream_idle_seconds);
-  service_options.dedup_entries = options.batch_dedup_entries;
-  service_options.dedup_bytes = options.batch_dedup_bytes;
-  service_options.dedup_age = absl::Seconds(options.batch_dedup_seconds);
-  state->sink = std::move(sink);
-  RecordSink& records = state->sink ? *state->sink : static_cast<RecordSink&>(*state->ledger);
-  if (!state->sink) state->engine_stats = std::make_unique<EngineStats>(*state->registry, state->rates.get());
-  state->metrics = std::make_unique<ServerMetrics>(kVersion);
-  state->service = std::make_unique<LedgerService>(records, *state->registry, service_options, state->rates.get(),
-                                                   state->engine_stats.get(), state->metrics.get());
-
-  auto credentials = Credentials(options);
-  if (!credentials.ok()) return credentials.status();
+void ConfigureGrpcProcess() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+}
+
+namespace {
+
+// The gRPC server of `state`'s service with the options' bounds; its bound port in `port`.
+absl::StatusOr<std::unique_ptr<grpc::Server>> BuildGrpcServer(const ServerOptions& options, LedgerService& service,
+                                                              ServerMetrics& metrics, int* port) {
+  auto credentials = Credentials(options);
+  if (!credentials.ok()) return credentials.status();
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // never share a port silently
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_receive_message_bytes));
@@ -144,53 +126,86 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   grpc::ResourceQuota quota("kvledger");
   quota.Resize(static_cast<size_t>(options.grpc_memory_quota_bytes));
   builder.SetResourceQuota(quota);
-  int grpc_port = 0;
-  builder.AddListeningPort(options.grpc_address, *credentials, &grpc_port);
-  builder.RegisterService(state->service.get());
+  builder.AddListeningPort(options.grpc_address, *credentials, port);
+  builder.RegisterService(&service);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(state->metrics->NewInterceptorFactory());
+  interceptors.push_back(metrics.NewInterceptorFactory());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  state->grpc_server = builder.BuildAndStart();
-  if (!state->grpc_server || grpc_port == 0) {
-    if (!options.tls_cert_file.empty()) {
-      return absl::UnavailableError(absl::StrCat(
-          "--grpc_address = \"", options.grpc_address, "\": cannot listen, or gRPC refused the TLS certificate and "
-          "key (--tls_cert_file = \"", options.tls_cert_file, "\", --tls_key_file = \"", options.tls_key_file,
-          "\"): check that the key matches the certificate; gRPC's own reason is logged above"));
-    }
-    return absl::UnavailableError(absl::StrCat("--grpc_address = \"", options.grpc_address, "\": cannot listen"));
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server && *port != 0) return server;
+  if (!options.tls_cert_file.empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        "--grpc_address = \"", options.grpc_address, "\": cannot listen, or gRPC refused the TLS certificate and "
+        "key (--tls_cert_file = \"", options.tls_cert_file, "\", --tls_key_file = \"", options.tls_key_file,
+        "\"): check that the key matches the certificate; gRPC's own reason is logged above"));
   }
-  state->grpc_server->GetHealthCheckService()->SetServingStatus("kvledger.v1.Ledger", true);
+  return absl::UnavailableError(absl::StrCat("--grpc_address = \"", options.grpc_address, "\": cannot listen"));
+}
 
-  std::optional<HttpListener::BasicAuth> auth;
-  if (!options.metrics_auth_user.empty()) {
-    auto password = ReadFile("metrics_auth_password_file", options.metrics_auth_password_file);
-    if (!password.ok()) return password.status();
-    auth = HttpListener::BasicAuth{options.metrics_auth_user, password->substr(0, password->find_first_of("\r\n"))};
-    if (auth->password.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--metrics_auth_password_file = \"", options.metrics_auth_password_file,
-          "\": the first line is empty; an empty password would let anyone scrape"));
-    }
+// --metrics_auth_user with the first line of --metrics_auth_password_file, if a user is set.
+absl::StatusOr<std::optional<HttpListener::BasicAuth>> MetricsAuth(const ServerOptions& options) {
+  if (options.metrics_auth_user.empty()) return std::optional<HttpListener::BasicAuth>();
+  auto password = ReadFile("metrics_auth_password_file", options.metrics_auth_password_file);
+  if (!password.ok()) return password.status();
+  HttpListener::BasicAuth auth{options.metrics_auth_user, password->substr(0, password->find_first_of("\r\n"))};
+  if (auth.password.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics_auth_password_file = \"", options.metrics_auth_password_file,
+        "\": the first line is empty; an empty password would let anyone scrape"));
   }
+  return std::optional<HttpListener::BasicAuth>(std::move(auth));
+}
+
+// /metrics, streamed, its duration and size observed.
+HttpListener::Route MetricsRoute(MetricsExposition* exposition, ServerMetrics* metrics) {
+  return {"/metrics", [exposition, metrics](const HttpRequest&) {
+            HttpResponse response = HttpResponse::Of(200, kExpositionContentType, "");
+            response.stream = [exposition, metrics](const HttpResponse::Writer& write) {
+              const absl::Time start = absl::Now();
+              size_t bytes = 0;
+              exposition->Write([&](std::string& piece) {
+                bytes += piece.size();
+                write(piece);
+              });
+              metrics->Scraped(absl::ToDoubleSeconds(absl::Now() - start), bytes);
+            };
+            return response;
+          }};
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const ServerOptions& options,
+                                                                      std::unique_ptr<RecordSink> sink) {
+  if (auto s = options.Validate(); !s.ok()) return s;
+  auto state = std::make_unique<State>();
+  state->options = options;
+  auto catalog = ProfileCatalog::LoadFile(options.profiles_file);
+  if (!catalog.ok()) return absl::InvalidArgumentError(catalog.status().message());
+  state->catalog = *std::move(catalog);
+  state->registry = std::make_unique<ModelRegistry>(state->catalog, options.max_models, options.unknown_model);
+  state->aggregator = std::make_unique<Aggregator>(state->registry->labels().label_slots());
+  state->rates = std::make_unique<LiveRates>(state->registry->labels().label_slots(), options.advice_half_life_seconds);
+  state->ledger = std::make_unique<Ledger>(*state->registry, *state->aggregator, state->rates.get());
+  state->sink = std::move(sink);
+  RecordSink& records = state->sink ? *state->sink : static_cast<RecordSink&>(*state->ledger);
+  if (!state->sink) state->engine_stats = std::make_unique<EngineStats>(*state->registry, state->rates.get());
+  state->metrics = std::make_unique<ServerMetrics>(kVersion);
+  state->service = std::make_unique<LedgerService>(records, *state->registry, LedgerServiceOptions::From(options),
+                                                   state->rates.get(), state->engine_stats.get(), state->metrics.get());
+  int grpc_port = 0;
+  auto grpc_server = BuildGrpcServer(options, *state->service, *state->metrics, &grpc_port);
+  if (!grpc_server.ok()) return grpc_server.status();
+  state->grpc_server = *std::move(grpc_server);
+  // Without ConfigureGrpcProcess() (an in-process test) there is no health service to mark.
+  if (auto* health = state->grpc_server->GetHealthCheckService()) health->SetServingStatus("kvledger.v1.Ledger", true);
+  auto auth = MetricsAuth(options);
+  if (!auth.ok()) return auth.status();
   state->exposition = std::make_unique<MetricsExposition>(*state->aggregator, *state->registry, state->rates.get(),
                                                           state->engine_stats.get(), &state->metrics->registry());
-  std::vector<HttpListener::Route> routes;
-  routes.push_back({"/metrics", [exposition = state->exposition.get(), metrics = state->metrics.get()](const HttpRequest&) {
-                      HttpResponse response = HttpResponse::Of(200, kExpositionContentType, "");
-                      response.stream = [exposition, metrics](const HttpResponse::Writer& write) {
-                        const absl::Time start = absl::Now();
-                        size_t bytes = 0;
-                        exposition->Write([&](std::string& piece) {
-                          bytes += piece.size();
-                          write(piece);
-                        });
-                        metrics->Scraped(absl::ToDoubleSeconds(absl::Now() - start), bytes);
-                      };
-                      return response;
-                    }});
+  std::vector<HttpListener::Route> routes = {MetricsRoute(state->exposition.get(), state->metrics.get())};
   for (auto& route : HttpApiRoutes(*state->registry, *state->aggregator, *state->rates)) routes.push_back(std::move(route));
-  auto http = HttpListener::Start(options.metrics_address, std::move(auth), std::move(routes));
+  auto http = HttpListener::Start(options.metrics_address, *std::move(auth), std::move(routes));
   if (!http.ok()) {
     state->grpc_server->Shutdown();
     return http.status();
@@ -206,7 +221,7 @@ void KvledgerServer::Shutdown(bool patient) {
   if (!state_ || state_->stopped) return;
   state_->stopped = true;
   // 1. Health turns NOT_SERVING at once; calls are still served while balancers notice.
-  state_->grpc_server->GetHealthCheckService()->Shutdown();
+  if (auto* health = state_->grpc_server->GetHealthCheckService()) health->Shutdown();
   if (patient) absl::SleepFor(absl::Seconds(state_->options.shutdown_drain_seconds));
   // 2. Open streams end with their summaries; new calls are refused; calls in flight get a grace
   //    period, then are cancelled.

@@ -17,6 +17,10 @@ class ServerMetrics;
 
 inline constexpr char kVersion[] = "0.1.0";
 
+// The process-wide gRPC settings every server of this process gets: the health service and server
+// reflection. Called once by main() before Start(); a library never changes them on its own.
+void ConfigureGrpcProcess();
+
 class KvledgerServer {
  public:
   // Loads profiles, binds both listeners and starts serving. Records go to `sink`, or, when it is

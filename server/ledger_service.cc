@@ -221,6 +221,17 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::
   absl::Time last_read_ ABSL_GUARDED_BY(mu_);
 };
 
+LedgerServiceOptions LedgerServiceOptions::From(const ServerOptions& options) {
+  LedgerServiceOptions o;
+  o.max_batch_records = options.max_batch_records;
+  o.max_listed_rejections = options.max_listed_rejections;
+  o.stream_idle_timeout = absl::Seconds(options.stream_idle_seconds);
+  o.dedup_entries = options.batch_dedup_entries;
+  o.dedup_bytes = options.batch_dedup_bytes;
+  o.dedup_age = absl::Seconds(options.batch_dedup_seconds);
+  return o;
+}
+
 LedgerService::LedgerService(RecordSink& sink, const ModelRegistry& registry, const LedgerServiceOptions& options,
                              const LiveRates* rates, EngineStats* engine_stats, ServerMetrics* metrics)
     : sink_(sink),

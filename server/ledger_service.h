@@ -20,26 +20,31 @@
 #include "lib/accounting/record_sink.h"
 #include "server/batch_dedup.h"
 #include "server/server_metrics.h"
+#include "server/server_options.h"
 #include "lib/wire/wire_budget.h"
 #include "server/wire_admission.h"
 
 namespace kvledger {
 
+// What the service takes from the server's options (server/server_options.h, where every default
+// is); built only by From().
 struct LedgerServiceOptions {
   // A RecordBatch, or one batch of a stream, with more records is refused whole.
-  size_t max_batch_records = 10000;
+  size_t max_batch_records;
   // Rejection details one reply lists at most (RecordBatch and StreamRecords); counts stay exact.
-  size_t max_listed_rejections = 1000;
+  size_t max_listed_rejections;
   // A stream that sends no batch for this long is ended with its summary (0 = never).
-  absl::Duration stream_idle_timeout = absl::Minutes(5);
+  absl::Duration stream_idle_timeout;
   // RecordBatch batch ids remembered: the most recent this many (0 = off) holding at most this many
   // bytes, at most this old.
-  size_t dedup_entries = 65536;
-  size_t dedup_bytes = 64 << 20;
-  absl::Duration dedup_age = absl::Minutes(10);
+  size_t dedup_entries;
+  size_t dedup_bytes;
+  absl::Duration dedup_age;
   // Parts (nested messages and unknown fields) of all requests being parsed at once; more are
   // refused with RESOURCE_EXHAUSTED. At kPartBytes each: 256 MiB of parsed messages in flight.
   size_t parsing_parts = size_t{1} << 20;
+
+  static LedgerServiceOptions From(const ServerOptions& options);
 };
 
 // Thread-safe; `sink`, `registry` (for Explain and Advise), `rates` (for Advise; may be null) and

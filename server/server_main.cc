@@ -241,6 +241,7 @@ int ServerMain(int argc, char** argv, const char* program, const char* summary, 
   // Descriptors are connections: use every one the hard limit allows.
   const auto descriptor_limit = RaiseDescriptorLimit();
   if (!descriptor_limit.ok()) std::cerr << program << ": " << descriptor_limit.status().message() << std::endl;
+  ConfigureGrpcProcess();
   auto server = KvledgerServer::Start(*options, std::move(sink));
   if (!server.ok()) {
     std::cerr << program << ": " << server.status().message() << "\n";
