@@ -23,6 +23,35 @@ std::string RateText(const v1::Rate& rate, const char* unit) {
   return absl::StrFormat("%.4g %s (profile)", rate.value(), unit);
 }
 
+void PrintAdvice(const v1::Advice& advice) {
+  std::cout << absl::StrFormat("%-22s %s%s\n", "recommendation",
+                               advice.recommendation().empty() ? "unknown (a rate is missing)" : advice.recommendation(),
+                               advice.recommended_replica().empty()
+                                   ? ""
+                                   : absl::StrCat(" on replica ", advice.recommended_replica()));
+  if (advice.has_saving_seconds()) std::cout << absl::StrFormat("%-22s %.6f s\n", "saving", advice.saving_seconds());
+  std::cout << absl::StrFormat("%-22s %s\n", "compute rate", RateText(advice.compute(), "FLOP/s"));
+  std::cout << absl::StrFormat("%-22s %s\n", "recompute all",
+                               Seconds(advice.has_recompute_all_seconds(), advice.recompute_all_seconds()));
+  for (const auto& c : advice.candidates()) {
+    std::cout << absl::StrFormat("\n%s:%d (reusable %d tokens, %s bytes)\n",
+                                 TierLabel(static_cast<Tier>(c.tier())), c.logical_match_tokens(), c.reused_tokens(),
+                                 c.reused_bytes());
+    std::cout << absl::StrFormat("  %-20s %s\n", "bandwidth", RateText(c.bandwidth(), "bytes/s"));
+    std::cout << absl::StrFormat("  %-20s %s\n", "reload", Seconds(c.has_reload_seconds(), c.reload_seconds()));
+    std::cout << absl::StrFormat("  %-20s %s\n", "recompute instead",
+                                 Seconds(c.has_recompute_seconds(), c.recompute_seconds()));
+    std::cout << absl::StrFormat("  %-20s %s\n", "prefill with reload",
+                                 Seconds(c.has_prefill_seconds(), c.prefill_seconds()));
+    if (!c.replica().empty() || c.has_wait_seconds()) {
+      std::cout << absl::StrFormat("  %-20s %s, wait %s\n", "replica", c.replica().empty() ? "-" : c.replica(),
+                                   Seconds(c.has_wait_seconds(), c.wait_seconds()));
+    }
+    std::cout << absl::StrFormat("  %-20s %s%s\n", "expected (rank)", Seconds(c.has_expected_seconds(), c.expected_seconds()),
+                                 c.rank() > 0 ? absl::StrCat(" (", c.rank(), ", ", c.choice(), ")") : " (not ranked)");
+  }
+}
+
 }  // namespace
 
 int Advise(const Args& args) {
@@ -50,7 +79,7 @@ int Advise(const Args& args) {
     auto candidate = ParseCandidate(text, "--candidate");
     if (!candidate.ok()) {
       std::cerr << "kvledger advise: " << candidate.status().message() << "\n";
-      return 2;
+      return kExitBadInput;
     }
     *request.add_candidates() = *candidate;
   }
@@ -64,35 +93,10 @@ int Advise(const Args& args) {
   }
   if (json) {
     std::cout << AdviceToJson(advice) << "\n";
-    return 0;
+  } else {
+    PrintAdvice(advice);
   }
-  std::cout << absl::StrFormat("%-22s %s%s\n", "recommendation",
-                               advice.recommendation().empty() ? "unknown (a rate is missing)" : advice.recommendation(),
-                               advice.recommended_replica().empty()
-                                   ? ""
-                                   : absl::StrCat(" on replica ", advice.recommended_replica()));
-  if (advice.has_saving_seconds()) std::cout << absl::StrFormat("%-22s %.6f s\n", "saving", advice.saving_seconds());
-  std::cout << absl::StrFormat("%-22s %s\n", "compute rate", RateText(advice.compute(), "FLOP/s"));
-  std::cout << absl::StrFormat("%-22s %s\n", "recompute all",
-                               Seconds(advice.has_recompute_all_seconds(), advice.recompute_all_seconds()));
-  for (const auto& c : advice.candidates()) {
-    std::cout << absl::StrFormat("\n%s:%d (reusable %d tokens, %s bytes)\n",
-                                 TierLabel(static_cast<Tier>(c.tier())), c.logical_match_tokens(), c.reused_tokens(),
-                                 c.reused_bytes());
-    std::cout << absl::StrFormat("  %-20s %s\n", "bandwidth", RateText(c.bandwidth(), "bytes/s"));
-    std::cout << absl::StrFormat("  %-20s %s\n", "reload", Seconds(c.has_reload_seconds(), c.reload_seconds()));
-    std::cout << absl::StrFormat("  %-20s %s\n", "recompute instead",
-                                 Seconds(c.has_recompute_seconds(), c.recompute_seconds()));
-    std::cout << absl::StrFormat("  %-20s %s\n", "prefill with reload",
-                                 Seconds(c.has_prefill_seconds(), c.prefill_seconds()));
-    if (!c.replica().empty() || c.has_wait_seconds()) {
-      std::cout << absl::StrFormat("  %-20s %s, wait %s\n", "replica", c.replica().empty() ? "-" : c.replica(),
-                                   Seconds(c.has_wait_seconds(), c.wait_seconds()));
-    }
-    std::cout << absl::StrFormat("  %-20s %s%s\n", "expected (rank)", Seconds(c.has_expected_seconds(), c.expected_seconds()),
-                                 c.rank() > 0 ? absl::StrCat(" (", c.rank(), ", ", c.choice(), ")") : " (not ranked)");
-  }
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace kvledger::cli

@@ -9,6 +9,8 @@
 
 #include "absl/strings/str_format.h"
 #include "client/commands.h"
+#include "lib/base/quote.h"
+#include "lib/cost_model/number_format.h"
 #include "client/connection.h"
 #include "client/flag_set.h"
 #include "lib/wire/json_writer.h"
@@ -110,6 +112,48 @@ double Percentile(const std::vector<double>& sorted, double q) {
 
 }  // namespace
 
+namespace {
+
+// The workers' results as one: counts summed, latencies merged and sorted.
+WorkerResult Merge(std::vector<WorkerResult>& results) {
+  WorkerResult total;
+  for (auto& r : results) {
+    total.records += r.records;
+    total.rpcs += r.rpcs;
+    total.errors += r.errors;
+    total.latencies_ms.insert(total.latencies_ms.end(), r.latencies_ms.begin(), r.latencies_ms.end());
+    if (total.first_error.empty()) total.first_error = r.first_error;
+  }
+  std::sort(total.latencies_ms.begin(), total.latencies_ms.end());
+  return total;
+}
+
+void PrintBench(const WorkerResult& total, double elapsed, bool json, const std::string& mode, size_t threads,
+                size_t per_message, const std::string& target) {
+  const double p50 = Percentile(total.latencies_ms, 0.5), p99 = Percentile(total.latencies_ms, 0.99),
+               p999 = Percentile(total.latencies_ms, 0.999);
+  if (json) {
+    JsonObject o;
+    o.Number("records_per_second", static_cast<double>(total.records) / elapsed)
+        .Number("rpcs_per_second", static_cast<double>(total.rpcs) / elapsed)
+        .Number("p50_ms", p50)
+        .Number("p99_ms", p99)
+        .Number("p999_ms", p999)
+        .Integer("errors", total.errors)
+        .Integer("records", total.records)
+        .Number("duration_seconds", elapsed);
+    std::cout << o.str() << "\n";
+    return;
+  }
+  std::cout << absl::StrFormat("%s x%d connections, %d records/message, %.1f s against %s\n", mode, threads,
+                               per_message, elapsed, target);
+  std::cout << absl::StrFormat("  records/s %.0f   rpcs/s %.0f   errors %d\n", total.records / elapsed,
+                               total.rpcs / elapsed, total.errors);
+  std::cout << absl::StrFormat("  latency ms  p50 %.3f  p99 %.3f  p99.9 %.3f\n", p50, p99, p999);
+}
+
+}  // namespace
+
 int Bench(const Args& args) {
   Connection connection;
   std::string mode = "batch";
@@ -127,26 +171,23 @@ int Bench(const Args& args) {
   flags.Uint64("seed", &seed, "record generator seed (default 1)");
   flags.Switch("json", &json, "print one JSON object");
   if (int code = ParseOrExit(flags, args, "bench"); code >= 0) return code;
-  if (mode != "unary" && mode != "batch" && mode != "stream") {
-    std::cerr << "kvledger bench: --mode = \"" << mode << "\": must be unary, batch or stream\n";
-    return 2;
-  }
   const size_t per_message = mode == "unary" ? 1 : batch_size.value_or(100);
   const size_t threads = connections.value_or(4);
   const double seconds = duration.value_or(10);
-  if (per_message < 1 || per_message > 10000) {
-    std::cerr << "kvledger bench: --batch-size = " << per_message << ": must be in [1, 10000]\n";
-    return 2;
+  std::string problem;
+  if (mode != "unary" && mode != "batch" && mode != "stream") {
+    problem = absl::StrCat("--mode = ", Quoted(mode), ": must be unary, batch or stream");
+  } else if (per_message < 1 || per_message > 10000) {
+    problem = absl::StrCat("--batch-size = ", per_message, ": must be in [1, 10000]");
+  } else if (threads < 1 || threads > 256) {
+    problem = absl::StrCat("--connections = ", threads, ": must be in [1, 256]");
+  } else if (!(seconds > 0 && seconds <= 3600)) {
+    problem = absl::StrCat("--duration = ", FormatDouble(seconds), ": must be in (0, 3600]");
   }
-  if (threads < 1 || threads > 256) {
-    std::cerr << "kvledger bench: --connections = " << threads << ": must be in [1, 256]\n";
-    return 2;
+  if (!problem.empty()) {
+    std::cerr << "kvledger bench: " << problem << "\n";
+    return kExitBadInput;
   }
-  if (!(seconds > 0 && seconds <= 3600)) {
-    std::cerr << "kvledger bench: --duration = " << seconds << ": must be in (0, 3600]\n";
-    return 2;
-  }
-
   std::vector<WorkerResult> results(threads);
   std::vector<std::thread> workers;
   const auto start = Clock::now();
@@ -157,38 +198,10 @@ int Bench(const Args& args) {
   }
   for (auto& w : workers) w.join();
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-
-  WorkerResult total;
-  for (auto& r : results) {
-    total.records += r.records;
-    total.rpcs += r.rpcs;
-    total.errors += r.errors;
-    total.latencies_ms.insert(total.latencies_ms.end(), r.latencies_ms.begin(), r.latencies_ms.end());
-    if (total.first_error.empty()) total.first_error = r.first_error;
-  }
-  std::sort(total.latencies_ms.begin(), total.latencies_ms.end());
-  const double p50 = Percentile(total.latencies_ms, 0.5), p99 = Percentile(total.latencies_ms, 0.99),
-               p999 = Percentile(total.latencies_ms, 0.999);
-  if (json) {
-    JsonObject o;
-    o.Number("records_per_second", static_cast<double>(total.records) / elapsed)
-        .Number("rpcs_per_second", static_cast<double>(total.rpcs) / elapsed)
-        .Number("p50_ms", p50)
-        .Number("p99_ms", p99)
-        .Number("p999_ms", p999)
-        .Integer("errors", total.errors)
-        .Integer("records", total.records)
-        .Number("duration_seconds", elapsed);
-    std::cout << o.str() << "\n";
-  } else {
-    std::cout << absl::StrFormat("%s x%d connections, %d records/message, %.1f s against %s\n", mode, threads,
-                                 per_message, elapsed, connection.target);
-    std::cout << absl::StrFormat("  records/s %.0f   rpcs/s %.0f   errors %d\n", total.records / elapsed,
-                                 total.rpcs / elapsed, total.errors);
-    std::cout << absl::StrFormat("  latency ms  p50 %.3f  p99 %.3f  p99.9 %.3f\n", p50, p99, p999);
-  }
+  const WorkerResult total = Merge(results);
+  PrintBench(total, elapsed, json, mode, threads, per_message, connection.target);
   if (!total.first_error.empty()) std::cerr << "kvledger bench: first error: " << total.first_error << "\n";
-  return total.errors == 0 ? 0 : 1;
+  return total.errors == 0 ? kExitOk : kExitFailed;
 }
 
 }  // namespace kvledger::cli

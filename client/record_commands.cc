@@ -138,6 +138,19 @@ void PrintWholeRequest(const v1::DerivedFigures& d, const Row& row) {
                                        : missing);
 }
 
+void PrintGroups(const v1::DerivedFigures& d) {
+  std::cout << "\nper layer group (resume boundary = minimum over groups):\n";
+  std::cout << absl::StrFormat("  %-12s %-15s %6s %9s %10s %9s %13s\n", "group", "kind", "layers", "align",
+                               "modelled", "reported", "attn avoided");
+  for (const auto& g : d.groups()) {
+    std::cout << absl::StrFormat("  %-12s %-15s %6d %9d %10d %9s %13s\n", g.name(), g.kind(), g.num_layers(),
+                                 g.alignment_tokens(), g.modelled_boundary_tokens(),
+                                 g.has_reported_boundary_tokens() ? absl::StrCat(g.reported_boundary_tokens()) : "-",
+                                 Share(g.attention_avoided_flops(), g.attention_baseline_flops()));
+  }
+  std::cout << "\n";
+}
+
 void PrintFigures(const v1::DerivedFigures& d) {
   auto row = [](const std::string& label, const std::string& value) {
     std::cout << absl::StrFormat("%-30s %s\n", label, value);
@@ -151,16 +164,7 @@ void PrintFigures(const v1::DerivedFigures& d) {
   row("reused P_eff", absl::StrFormat("%d  alpha %.4f", d.reused_tokens(), d.alpha_reused()));
   row("recompute: alignment loss", absl::StrCat(d.recompute_alignment_tokens(), " tokens"));
   row("recompute: restore failures", absl::StrCat(d.recompute_restore_tokens(), " tokens"));
-  std::cout << "\nper layer group (resume boundary = minimum over groups):\n";
-  std::cout << absl::StrFormat("  %-12s %-15s %6s %9s %10s %9s %13s\n", "group", "kind", "layers", "align",
-                               "modelled", "reported", "attn avoided");
-  for (const auto& g : d.groups()) {
-    std::cout << absl::StrFormat("  %-12s %-15s %6d %9d %10d %9s %13s\n", g.name(), g.kind(), g.num_layers(),
-                                 g.alignment_tokens(), g.modelled_boundary_tokens(),
-                                 g.has_reported_boundary_tokens() ? absl::StrCat(g.reported_boundary_tokens()) : "-",
-                                 Share(g.attention_avoided_flops(), g.attention_baseline_flops()));
-  }
-  std::cout << "\n";
+  PrintGroups(d);
   row("attention FLOPs baseline", Flops(d.attention_baseline_flops()));
   auto avoided_rows = [&](absl::string_view prefix, double baseline) {
     for (Boundary b : kAllBoundaries) {
@@ -330,6 +334,69 @@ int Send(const Args& args) {
   return 0;
 }
 
+namespace {
+
+// What a replay counted: rejected records from the server's counts (a reply lists at most
+// --max_listed_rejections of them) plus lines that are not records; the listed ones give the
+// reasons and the first examples.
+struct ReplayTally {
+  uint64_t accepted = 0, rejected = 0, blank = 0;
+  std::map<std::string, uint64_t> reasons;
+  std::vector<std::string> examples;
+
+  void Note(size_t line_number, const std::string& reason, const std::string& message) {
+    ++reasons[reason];
+    if (examples.size() < 10) examples.push_back(absl::StrCat("line ", line_number, ": ", message));
+  }
+  void Add(const v1::RecordBatchResponse& response, const std::vector<size_t>& line_of) {
+    accepted += response.accepted();
+    rejected += response.rejected();
+    if (static_cast<uint64_t>(response.rejections_size()) < response.rejected()) {
+      reasons["(not listed by the server)"] += response.rejected() - static_cast<uint64_t>(response.rejections_size());
+    }
+    for (const auto& r : response.rejections()) {
+      Note(r.index() < line_of.size() ? line_of[r.index()] : 0, r.reason(), r.message());
+    }
+  }
+  void Print(const std::string& file) const {
+    std::cout << "replayed " << file << ": " << accepted << " accepted, " << rejected << " rejected";
+    if (blank) std::cout << ", " << blank << " blank lines skipped";
+    std::cout << "\n";
+    for (const auto& [reason, count] : reasons) std::cout << "  " << reason << ": " << count << "\n";
+    for (const auto& example : examples) std::cout << "  " << example << "\n";
+  }
+};
+
+// Lines [start, end) as a batch; `line_of` maps its indices to 1-based line numbers.
+v1::RecordBatchRequest ParseLines(const std::vector<std::string>& lines, size_t start, size_t end,
+                                  std::vector<size_t>* line_of, ReplayTally& tally) {
+  v1::RecordBatchRequest batch;
+  for (size_t i = start; i < end; ++i) {
+    if (lines[i].find_first_not_of(" \t\r") == std::string::npos) {
+      ++tally.blank;
+      continue;
+    }
+    v1::Record record;
+    auto status = google::protobuf::util::JsonStringToMessage(lines[i], &record);
+    if (!status.ok()) {
+      ++tally.rejected;
+      tally.Note(i + 1, "unparseable", absl::StrCat("not a Record in JSON: ", std::string(status.message())));
+      continue;
+    }
+    *batch.add_records() = std::move(record);
+    line_of->push_back(i + 1);
+  }
+  return batch;
+}
+
+void ShowProgress(size_t done, size_t total) {
+  const int width = 40, filled = static_cast<int>(width * done / total);
+  std::cerr << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << done << "/" << total
+            << " lines" << std::flush;
+}
+
+}  // namespace
+
 int Replay(const Args& args) {
   Connection connection;
   std::optional<uint64_t> batch_size;
@@ -342,50 +409,27 @@ int Replay(const Args& args) {
   if (int code = ParseOrExit(flags, args, "replay", &files); code >= 0) return code;
   if (files.size() != 1) {
     std::cerr << "kvledger replay: needs exactly one FILE (see kvledger replay --help)\n";
-    return 2;
+    return kExitBadInput;
   }
   const size_t per_batch = batch_size.value_or(256);
   if (per_batch < 1 || per_batch > 100000) {
     std::cerr << "kvledger replay: --batch-size = " << per_batch << ": must be in [1, 100000]\n";
-    return 2;
+    return kExitBadInput;
   }
   std::ifstream in(files[0]);
   if (!in) {
     std::cerr << "kvledger replay: " << files[0] << ": cannot be read\n";
-    return 2;
+    return kExitBadInput;
   }
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
-
   auto stub = connection.Stub();
   const bool progress = isatty(STDERR_FILENO);
-  uint64_t accepted = 0, rejected = 0, blank = 0;
-  std::map<std::string, uint64_t> reasons;
-  std::vector<std::string> examples;
-  // Rejected records are counted from the server's counts (a reply lists at most
-  // --max_listed_rejections of them); the listed ones give the reasons and the examples.
-  auto note = [&](size_t line_number, const std::string& reason, const std::string& message) {
-    ++reasons[reason];
-    if (examples.size() < 10) examples.push_back(absl::StrCat("line ", line_number, ": ", message));
-  };
+  ReplayTally tally;
   for (size_t start = 0; start < lines.size(); start += per_batch) {
-    v1::RecordBatchRequest batch;
-    std::vector<size_t> line_of;  // batch index -> 1-based line number
-    for (size_t i = start; i < std::min(lines.size(), start + per_batch); ++i) {
-      if (lines[i].find_first_not_of(" \t\r") == std::string::npos) {
-        ++blank;
-        continue;
-      }
-      v1::Record record;
-      auto status = google::protobuf::util::JsonStringToMessage(lines[i], &record);
-      if (!status.ok()) {
-        ++rejected;
-        note(i + 1, "unparseable", absl::StrCat("not a Record in JSON: ", std::string(status.message())));
-        continue;
-      }
-      *batch.add_records() = std::move(record);
-      line_of.push_back(i + 1);
-    }
+    const size_t end = std::min(lines.size(), start + per_batch);
+    std::vector<size_t> line_of;
+    const v1::RecordBatchRequest batch = ParseLines(lines, start, end, &line_of, tally);
     if (batch.records_size() > 0) {
       grpc::ClientContext context;
       connection.SetDeadline(context);
@@ -394,32 +438,16 @@ int Replay(const Args& args) {
       if (!status.ok()) {
         if (progress) std::cerr << "\n";
         std::cerr << "kvledger replay: " << DescribeRpcError(status, connection.target) << " (after "
-                  << accepted << " accepted; lines from " << start + 1 << " not sent)\n";
+                  << tally.accepted << " accepted; lines from " << start + 1 << " not sent)\n";
         return kExitFailed;
       }
-      accepted += response.accepted();
-      rejected += response.rejected();
-      if (static_cast<uint64_t>(response.rejections_size()) < response.rejected()) {
-        reasons["(not listed by the server)"] += response.rejected() - static_cast<uint64_t>(response.rejections_size());
-      }
-      for (const auto& r : response.rejections()) {
-        note(r.index() < line_of.size() ? line_of[r.index()] : 0, r.reason(), r.message());
-      }
+      tally.Add(response, line_of);
     }
-    if (progress) {
-      const size_t done = std::min(lines.size(), start + per_batch);
-      const int width = 40, filled = static_cast<int>(width * done / lines.size());
-      std::cerr << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << done << "/"
-                << lines.size() << " lines" << std::flush;
-    }
+    if (progress) ShowProgress(end, lines.size());
   }
   if (progress) std::cerr << "\n";
-  std::cout << "replayed " << files[0] << ": " << accepted << " accepted, " << rejected << " rejected";
-  if (blank) std::cout << ", " << blank << " blank lines skipped";
-  std::cout << "\n";
-  for (const auto& [reason, count] : reasons) std::cout << "  " << reason << ": " << count << "\n";
-  for (const auto& example : examples) std::cout << "  " << example << "\n";
-  return rejected == 0 ? kExitOk : kExitBadInput;
+  tally.Print(files[0]);
+  return tally.rejected == 0 ? kExitOk : kExitBadInput;
 }
 
 }  // namespace kvledger::cli

@@ -55,6 +55,28 @@ Verdict ValidateWholeRequest(const RecordFacts& f) {
   return Verdict();
 }
 
+// The prefill latencies, then the whole request's.
+Verdict ValidateLatencies(const RecordFacts& f) {
+  if (auto s = CheckLatency("reload_seconds", f.reload_seconds, RejectReason::kInvalidReloadSeconds); !s.ok()) return s;
+  if (auto s = CheckLatency("suffix_prefill_seconds", f.suffix_prefill_seconds,
+                            RejectReason::kInvalidSuffixPrefillSeconds); !s.ok()) return s;
+  if (auto s = CheckLatency("ttft_seconds", f.ttft_seconds, RejectReason::kInvalidTtftSeconds); !s.ok()) return s;
+  return ValidateWholeRequest(f);
+}
+
+// recompute_tokens in [logical_match - recoverable (or 0), logical_match].
+Verdict ValidateRecompute(const RecordFacts& f) {
+  if (!f.recompute_tokens) return Verdict();
+  const int64_t lo = f.recoverable_tokens ? f.logical_match_tokens - *f.recoverable_tokens : 0;
+  if (*f.recompute_tokens >= lo && *f.recompute_tokens <= f.logical_match_tokens) return Verdict();
+  const std::string lo_text =
+      f.recoverable_tokens ? absl::StrCat("logical_match_tokens - recoverable_tokens = ", lo) : std::string("0");
+  return Verdict(RejectReason::kInvalidRecomputeTokens,
+                 absl::StrCat("recompute_tokens = ", *f.recompute_tokens, ": must be in [", lo_text,
+                              ", logical_match_tokens = ", f.logical_match_tokens,
+                              "] (reused = logical_match - recompute may not exceed the recoverable boundary)"));
+}
+
 }  // namespace
 
 std::string ModelNameProblem(absl::string_view model, absl::string_view field) {
@@ -106,24 +128,8 @@ Verdict ValidateFields(const RecordFacts& f) {
                   absl::StrCat("recoverable_tokens = ", *f.recoverable_tokens,
                                ": must be in [0, logical_match_tokens = ", f.logical_match_tokens, "]"));
   }
-  if (f.recompute_tokens) {
-    const int64_t lo = f.recoverable_tokens ? f.logical_match_tokens - *f.recoverable_tokens : 0;
-    if (*f.recompute_tokens < lo || *f.recompute_tokens > f.logical_match_tokens) {
-      const std::string lo_text =
-          f.recoverable_tokens
-              ? absl::StrCat("logical_match_tokens - recoverable_tokens = ", lo)
-              : std::string("0");
-      return Verdict(RejectReason::kInvalidRecomputeTokens,
-                    absl::StrCat("recompute_tokens = ", *f.recompute_tokens, ": must be in [", lo_text,
-                                 ", logical_match_tokens = ", f.logical_match_tokens,
-                                 "] (reused = logical_match - recompute may not exceed the recoverable boundary)"));
-    }
-  }
-  if (auto s = CheckLatency("reload_seconds", f.reload_seconds, RejectReason::kInvalidReloadSeconds); !s.ok()) return s;
-  if (auto s = CheckLatency("suffix_prefill_seconds", f.suffix_prefill_seconds,
-                            RejectReason::kInvalidSuffixPrefillSeconds); !s.ok()) return s;
-  if (auto s = CheckLatency("ttft_seconds", f.ttft_seconds, RejectReason::kInvalidTtftSeconds); !s.ok()) return s;
-  if (auto s = ValidateWholeRequest(f); !s.ok()) return s;
+  if (auto s = ValidateRecompute(f); !s.ok()) return s;
+  if (auto s = ValidateLatencies(f); !s.ok()) return s;
   if (f.state_boundaries.size() > kMaxStateBoundaries) {
     return Verdict(RejectReason::kInvalidStateBoundaries,
                   absl::StrCat("state_boundaries: ", f.state_boundaries.size(),
