@@ -40,8 +40,8 @@ std::vector<std::string> SerializedRecords(size_t count) {
 struct World {
   ProfileCatalog catalog = ProfileCatalog::Builtin();
   ModelRegistry registry{catalog, 64, UnknownModelPolicy::kReject};
-  Aggregator aggregator{registry.labels().label_slots()};
-  LiveRates rates{registry.labels().label_slots(), 300};  // as the server runs it: every record feeds the rates
+  Aggregator aggregator{registry.slots().slot_count()};
+  LiveRates rates{registry.slots().slot_count(), 300};  // as the server runs it: every record feeds the rates
   Ledger ledger{registry, aggregator, &rates};
   Ledger ledger_without_rates{registry, aggregator};  // the baseline for what the live rates cost
 };
@@ -100,7 +100,7 @@ BENCHMARK(BM_Derive)->DenseRange(0, 3);
 struct Populated {
   explicit Populated(int models)
       : registry(catalog, static_cast<uint32_t>(models), UnknownModelPolicy::kGeneric),
-        aggregator(registry.labels().label_slots()),
+        aggregator(registry.slots().slot_count()),
         ledger(registry, aggregator),
         exposition(aggregator, registry) {
     for (int m = 0; m < models; ++m) {
@@ -163,8 +163,8 @@ BENCHMARK(BM_Scrape)->Arg(64)->Arg(1000)->Unit(benchmark::kMillisecond);
 void AdviseWith(benchmark::State& state, int candidates) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
-  Aggregator aggregator(registry.labels().label_slots());
-  LiveRates rates(registry.labels().label_slots(), 300);
+  Aggregator aggregator(registry.slots().slot_count());
+  LiveRates rates(registry.slots().slot_count(), 300);
   Ledger ledger(registry, aggregator, &rates);
   for (int tier = 1; tier <= 4; ++tier) {
     RecordFacts f;

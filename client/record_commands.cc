@@ -279,7 +279,7 @@ int Explain(const Args& args) {
   flags.Uint64("kv-page-tokens", &inputs.kv_page_tokens, "offline: cost with this KV page size (what-if)");
   flags.Uint64("recurrent-checkpoint-tokens", &inputs.recurrent_checkpoint_tokens,
                "offline: cost with this recurrent checkpoint interval (what-if)");
-  flags.Switch("json", &json, "print the DerivedFigures message as JSON");
+  flags.Switch("json", &json, "print the RecordFigures message as JSON");
   if (int code = ParseOrExit(flags, args, "explain"); code >= 0) return code;
   if (!alpha.empty()) inputs.alpha = alpha;
   const bool match_given = record.logical_match_tokens.has_value();

@@ -159,7 +159,7 @@ HttpResponse Advise(const HttpRequest& r, const ModelRegistry& registry, const L
 // This replica's totals per model (summed over tiers), with the fleet ratios the explorer shows.
 HttpResponse TotalsJson(const ModelRegistry& registry, const Aggregator& aggregator) {
   const auto snapshot = aggregator.Snapshot();
-  const auto labels = registry.labels().Labels();
+  const auto labels = registry.slots().LabelsBySlot();
   // Cells come ordered by (slot, tier): a model's tiers are adjacent.
   std::vector<std::pair<uint32_t, kvledger::Totals>> per_model;
   for (const auto& cell : snapshot.cells) {

@@ -184,8 +184,8 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   if (!catalog.ok()) return absl::InvalidArgumentError(catalog.status().message());
   state->catalog = *std::move(catalog);
   state->registry = std::make_unique<ModelRegistry>(state->catalog, options.max_models, options.unknown_model);
-  state->aggregator = std::make_unique<Aggregator>(state->registry->labels().label_slots());
-  state->rates = std::make_unique<LiveRates>(state->registry->labels().label_slots(), options.advice_half_life_seconds);
+  state->aggregator = std::make_unique<Aggregator>(state->registry->slots().slot_count());
+  state->rates = std::make_unique<LiveRates>(state->registry->slots().slot_count(), options.advice_half_life_seconds);
   state->ledger = std::make_unique<Ledger>(*state->registry, *state->aggregator, state->rates.get());
   state->sink = std::move(sink);
   RecordSink& records = state->sink ? *state->sink : static_cast<RecordSink&>(*state->ledger);

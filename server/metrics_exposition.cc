@@ -262,7 +262,7 @@ class AppendBuffer final : public std::streambuf {
 void MetricsExposition::CollectEach(const std::function<void(MetricFamily&)>& emit) const {
   Scrape s;
   s.snapshot = aggregator_.Snapshot();
-  s.models = registry_.labels().Labels();
+  s.models = registry_.slots().LabelsBySlot();
   s.registry = &registry_;
   if (engine_stats_ != nullptr) s.engine = engine_stats_->Totals();
   if (rates_ != nullptr) s.rates = rates_->Snapshot();

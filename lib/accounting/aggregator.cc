@@ -37,19 +37,19 @@ void ObserveRatio(RatioHistogram& h, uint64_t part, uint64_t whole) {
 
 // Adds row I of kCounters; unrolled at compile time so every contribution is inlined.
 template <size_t I>
-void AddCounter(const DerivedFigures& d, Uint128* counters) {
+void AddCounter(const RecordFigures& d, Uint128* counters) {
   constexpr CounterSpec spec = kCounters[I];
   for (int i = 0; i < Width(spec.dimension); ++i) counters[kCounterOffsets[I] + i] += spec.contribution(d, i);
 }
 
 template <size_t... I>
-void AddCounters(const DerivedFigures& d, Uint128* counters, std::index_sequence<I...>) {
+void AddCounters(const RecordFigures& d, Uint128* counters, std::index_sequence<I...>) {
   (AddCounter<I>(d, counters), ...);
 }
 
 }  // namespace
 
-void Totals::Add(const DerivedFigures& d) {
+void Totals::Add(const RecordFigures& d) {
   AddCounters(d, counters.data(), std::make_index_sequence<kCounters.size()>());
   for (size_t i = 0; i < kLatencies.size(); ++i) {
     if (const auto seconds = kLatencies[i].seconds(d)) ObserveLatency(latencies[i], *kLatencies[i].bounds, *seconds);
@@ -66,10 +66,10 @@ void Totals::Merge(const Totals& o) {
   for (size_t i = 0; i < ratios.size(); ++i) ratios[i].Merge(o.ratios[i]);
 }
 
-Aggregator::Aggregator(uint32_t label_slots) : label_slots_(label_slots) {
+Aggregator::Aggregator(uint32_t slot_count) : slot_count_(slot_count) {
   for (auto& shard : shards_) {
     MutexLock lock(&shard.mu);
-    shard.cells.resize(static_cast<size_t>(label_slots_) * kTierCount);
+    shard.cells.resize(static_cast<size_t>(slot_count_) * kTierCount);
   }
 }
 
@@ -79,9 +79,9 @@ Aggregator::Shard& Aggregator::ShardForThisThread() {
   return shards_[index];
 }
 
-void Aggregator::Add(uint32_t model_slot, const DerivedFigures& figures, bool folded) {
+void Aggregator::Add(uint32_t model_slot, const RecordFigures& figures, bool folded) {
   Shard& shard = ShardForThisThread();
-  const size_t cell = static_cast<size_t>(std::min(model_slot, label_slots_ - 1)) * kTierCount +
+  const size_t cell = static_cast<size_t>(std::min(model_slot, slot_count_ - 1)) * kTierCount +
                       static_cast<size_t>(figures.tier);
   MutexLock lock(&shard.mu);
   auto& totals = shard.cells[cell];
@@ -100,7 +100,7 @@ AggregateSnapshot Aggregator::Snapshot() const {
   // Two passes, so the totals are merged in place, in (slot, tier) order, without a temporary per
   // cell: first which cells exist, then the sums. A cell first written between the passes shows
   // from the next snapshot on.
-  const size_t cell_count = static_cast<size_t>(label_slots_) * kTierCount;
+  const size_t cell_count = static_cast<size_t>(slot_count_) * kTierCount;
   constexpr int32_t kPresent = INT32_MAX;
   std::vector<int32_t> position(cell_count, -1);
   for (const auto& shard : shards_) {

@@ -55,7 +55,7 @@ struct Totals {
   const LatencyHistogram& latency(Latency l) const { return latencies[static_cast<size_t>(l)]; }
   const RatioHistogram& ratio(Ratio r) const { return ratios[static_cast<size_t>(r)]; }
 
-  void Add(const DerivedFigures& figures);
+  void Add(const RecordFigures& figures);
   void Merge(const Totals& other);
 };
 
@@ -72,10 +72,11 @@ struct AggregateSnapshot {
 
 class Aggregator {
  public:
-  // Slots 0..label_slots-1 are valid for Add (the registry's max_models + 1 for "other").
-  explicit Aggregator(uint32_t label_slots);
+  // Slots 0..slot_count-1 are valid for Add: LabelSlots::slot_count(), one per catalog profile, one
+  // per name a client may claim (--max_models) and one for "other".
+  explicit Aggregator(uint32_t slot_count);
 
-  void Add(uint32_t model_slot, const DerivedFigures& figures, bool folded);
+  void Add(uint32_t model_slot, const RecordFigures& figures, bool folded);
   void AddRejection(RejectReason reason);
   AggregateSnapshot Snapshot() const;
 
@@ -89,7 +90,7 @@ class Aggregator {
   };
   Shard& ShardForThisThread();
 
-  const uint32_t label_slots_;
+  const uint32_t slot_count_;
   std::array<Shard, kShards> shards_;
 };
 

@@ -22,15 +22,15 @@ const char* BoundaryLabel(Boundary boundary) {
   return "unknown";
 }
 
-double DerivedFigures::AttentionRemaining() const {
+double RecordFigures::AttentionRemaining() const {
   return Fraction(attention_baseline_flops - ReusedAttentionFlops(), attention_baseline_flops);
 }
 
-double DerivedFigures::PrefillRemaining() const {
+double RecordFigures::PrefillRemaining() const {
   return Fraction(RemainingPrefillFlops(), prefill_baseline_flops);
 }
 
-double DerivedFigures::AttentionShare() const {
+double RecordFigures::AttentionShare() const {
   return Fraction(attention_baseline_flops, prefill_baseline_flops);
 }
 
@@ -38,7 +38,7 @@ namespace {
 
 // The recoverable boundary and the tokens reused (docs/cost-model.md §3-4): the engine's boundary,
 // else the state groups' minimum, else the profile's model.
-void DeriveBoundaries(const RecordFacts& facts, const Profile& profile, DerivedFigures& d) {
+void DeriveBoundaries(const RecordFacts& facts, const Profile& profile, RecordFigures& d) {
   const ModelShape& shape = profile.shape();
   const uint64_t n = d.prompt_tokens;
   const uint64_t match = d.logical_match_tokens;
@@ -82,7 +82,7 @@ void DeriveBoundaries(const RecordFacts& facts, const Profile& profile, DerivedF
 }
 
 // Work: baseline over all N queries; avoided = the work of the first P queries (docs/cost-model.md §5).
-void DeriveWork(const ModelShape& shape, DerivedFigures& d) {
+void DeriveWork(const ModelShape& shape, RecordFigures& d) {
   const uint64_t n = d.prompt_tokens;
   const std::array<uint64_t, kBoundaryCount> boundaries = {d.logical_match_tokens, d.recoverable_tokens,
                                                            d.reused_tokens};
@@ -106,7 +106,7 @@ void DeriveWork(const ModelShape& shape, DerivedFigures& d) {
 // Seconds (docs/cost-model.md §8): a rate from the profile's throughput, else from the time this
 // request's suffix prefill took for the remaining FLOPs. No rate, no estimate: an unset (or zero)
 // suffix time is not a free recompute.
-void DeriveSeconds(const RecordFacts& facts, const Profile& profile, DerivedFigures& d) {
+void DeriveSeconds(const RecordFacts& facts, const Profile& profile, RecordFigures& d) {
   const Uint128 avoided = d.ReusedPrefillFlops();
   const Uint128 remaining = d.RemainingPrefillFlops();
   std::optional<double> seconds_per_flop;
@@ -135,8 +135,8 @@ void DeriveSeconds(const RecordFacts& facts, const Profile& profile, DerivedFigu
 
 }  // namespace
 
-DerivedFigures Derive(const RecordFacts& facts, const Profile& profile) {
-  DerivedFigures d;
+RecordFigures Derive(const RecordFacts& facts, const Profile& profile) {
+  RecordFigures d;
   d.profile = &profile;
   d.tier = static_cast<Tier>(facts.tier_value);
   d.prompt_tokens = static_cast<uint64_t>(facts.prompt_tokens);

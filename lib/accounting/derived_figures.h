@@ -62,7 +62,7 @@ struct WholeRequest {
   std::optional<double> kv_byte_seconds;  // Little's law, §12
 };
 
-struct DerivedFigures {
+struct RecordFigures {
   const Profile* profile = nullptr;
   Tier tier = Tier::kNone;
   uint64_t prompt_tokens = 0;
@@ -127,11 +127,11 @@ struct DerivedFigures {
 };
 
 // `facts` must have passed ValidateFields and ValidateAgainstProfile for `profile`.
-DerivedFigures Derive(const RecordFacts& facts, const Profile& profile);
+RecordFigures Derive(const RecordFacts& facts, const Profile& profile);
 
 // Fills d.whole from the record's whole-request fields (docs/cost-model.md §12); Derive's last step,
 // after the boundaries, the work and the recompute estimate. In whole_request.cc.
-void DeriveWholeRequest(const RecordFacts& facts, const ModelShape& shape, DerivedFigures& d);
+void DeriveWholeRequest(const RecordFacts& facts, const ModelShape& shape, RecordFigures& d);
 
 }  // namespace kvledger
 

@@ -110,157 +110,157 @@ struct CounterSpec {
   Dimension dimension;
   bool nanounits;  // summed in 1e-9 units, exported divided by 1e9 (seconds)
   // One record's contribution at index `i` of the dimension (0 without one).
-  Uint128 (*contribution)(const DerivedFigures& d, int i);
+  Uint128 (*contribution)(const RecordFigures& d, int i);
 };
 
 // Only the records whose reload was compared with a recompute estimate feed the compared_* figures,
 // so that they form honest ratios with one denominator.
 inline constexpr std::array<CounterSpec, 43> kCounters = {{
     {Counter::kRequests, "kvledger_requests_total", "Records accepted.", Dimension::kNone, false,
-     [](const DerivedFigures&, int) -> Uint128 { return 1; }},
+     [](const RecordFigures&, int) -> Uint128 { return 1; }},
     {Counter::kPromptTokens, "kvledger_prompt_tokens_total", "Sum of prompt tokens N.", Dimension::kNone, false,
-     [](const DerivedFigures& d, int) -> Uint128 { return d.prompt_tokens; }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.prompt_tokens; }},
     {Counter::kLogicalMatchTokens, "kvledger_logical_match_tokens_total",
      "Sum of logical prefix match tokens P_match.", Dimension::kNone, false,
-     [](const DerivedFigures& d, int) -> Uint128 { return d.logical_match_tokens; }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.logical_match_tokens; }},
     {Counter::kRecoverableTokens, "kvledger_recoverable_tokens_total", "Sum of recoverable boundary tokens P_rec.",
-     Dimension::kNone, false, [](const DerivedFigures& d, int) -> Uint128 { return d.recoverable_tokens; }},
+     Dimension::kNone, false, [](const RecordFigures& d, int) -> Uint128 { return d.recoverable_tokens; }},
     {Counter::kReusedTokens, "kvledger_reused_tokens_total", "Sum of effectively reused tokens P_eff.",
-     Dimension::kNone, false, [](const DerivedFigures& d, int) -> Uint128 { return d.reused_tokens; }},
+     Dimension::kNone, false, [](const RecordFigures& d, int) -> Uint128 { return d.reused_tokens; }},
     {Counter::kRecomputeTokens, "kvledger_recompute_tokens_total",
      "Tokens inside the logical match computed again, by cause: alignment (P_match - P_rec) or restore "
      "(P_rec - P_eff).",
      Dimension::kCause, false,
-     [](const DerivedFigures& d, int i) -> Uint128 {
+     [](const RecordFigures& d, int i) -> Uint128 {
        return i == static_cast<int>(Cause::kAlignment) ? d.recompute_alignment_tokens : d.recompute_restore_tokens;
      }},
     {Counter::kAttentionBaselineFlops, "kvledger_attention_baseline_flops_total",
      "Attention (sequence-mixing) FLOPs of a full prefill without reuse.", Dimension::kNone, false,
-     [](const DerivedFigures& d, int) { return d.attention_baseline_flops; }},
+     [](const RecordFigures& d, int) { return d.attention_baseline_flops; }},
     {Counter::kAttentionAvoidedFlops, "kvledger_attention_avoided_flops_total",
      "Attention FLOPs that reuse up to the boundary avoids.", Dimension::kBoundary, false,
-     [](const DerivedFigures& d, int i) { return d.attention_avoided_flops[static_cast<size_t>(i)]; }},
+     [](const RecordFigures& d, int i) { return d.attention_avoided_flops[static_cast<size_t>(i)]; }},
     {Counter::kPrefillBaselineFlops, "kvledger_prefill_baseline_flops_total",
      "Whole-prefill FLOPs (attention + token-wise) without reuse.", Dimension::kNone, false,
-     [](const DerivedFigures& d, int) { return d.prefill_baseline_flops; }},
+     [](const RecordFigures& d, int) { return d.prefill_baseline_flops; }},
     {Counter::kPrefillAvoidedFlops, "kvledger_prefill_avoided_flops_total",
      "Whole-prefill FLOPs that reuse up to the boundary avoids.", Dimension::kBoundary, false,
-     [](const DerivedFigures& d, int i) { return d.prefill_avoided_flops[static_cast<size_t>(i)]; }},
+     [](const RecordFigures& d, int i) { return d.prefill_avoided_flops[static_cast<size_t>(i)]; }},
     {Counter::kReusedBytes, "kvledger_reused_bytes_total", "KV/state bytes of the reused prefix.",
-     Dimension::kNone, false, [](const DerivedFigures& d, int) { return d.reused_bytes; }},
+     Dimension::kNone, false, [](const RecordFigures& d, int) { return d.reused_bytes; }},
     {Counter::kReloadComparedRequests, "kvledger_reload_compared_requests_total",
      "Records with a measured reload_seconds and a recompute estimate (a suffix prefill time or a profile "
      "throughput): the records the kvledger_compared_* and estimated/slower counters cover.",
-     Dimension::kNone, false, [](const DerivedFigures& d, int) -> Uint128 { return d.reload_compared ? 1 : 0; }},
+     Dimension::kNone, false, [](const RecordFigures& d, int) -> Uint128 { return d.reload_compared ? 1 : 0; }},
     {Counter::kEstimatedRecomputeSeconds, "kvledger_estimated_recompute_seconds_total",
      "Estimated seconds computing the reused prefix would have cost, over the records of "
      "kvledger_reload_compared_requests_total.",
      Dimension::kNone, true,
-     [](const DerivedFigures& d, int) -> Uint128 {
+     [](const RecordFigures& d, int) -> Uint128 {
        return d.reload_compared ? ToNanoUnits(*d.estimated_recompute_seconds) : 0;
      }},
     {Counter::kComparedReloadSeconds, "kvledger_compared_reload_seconds_total",
      "Reload seconds paid, over the records of kvledger_reload_compared_requests_total.", Dimension::kNone, true,
-     [](const DerivedFigures& d, int) -> Uint128 { return d.reload_compared ? ToNanoUnits(*d.reload_seconds) : 0; }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.reload_compared ? ToNanoUnits(*d.reload_seconds) : 0; }},
     {Counter::kComparedSuffixPrefillSeconds, "kvledger_compared_suffix_prefill_seconds_total",
      "Suffix prefill seconds (measured, else from the profile throughput), over the records of "
      "kvledger_reload_compared_requests_total.",
      Dimension::kNone, true,
-     [](const DerivedFigures& d, int) -> Uint128 {
+     [](const RecordFigures& d, int) -> Uint128 {
        return d.reload_compared ? ToNanoUnits(d.suffix_prefill_seconds_used) : 0;
      }},
     {Counter::kComparedReusedBytes, "kvledger_compared_reused_bytes_total",
      "KV/state bytes reused, over the records of kvledger_reload_compared_requests_total (bytes per reload "
      "second = effective reload bandwidth).",
      Dimension::kNone, false,
-     [](const DerivedFigures& d, int) -> Uint128 { return d.reload_compared ? d.reused_bytes : 0; }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.reload_compared ? d.reused_bytes : 0; }},
     {Counter::kReloadSlowerThanRecompute, "kvledger_reload_slower_than_recompute_total",
      "Records of kvledger_reload_compared_requests_total whose reload took longer than the estimated "
      "recompute.",
      Dimension::kNone, false,
-     [](const DerivedFigures& d, int) -> Uint128 { return d.reload_compared && d.reload_slower_than_recompute; }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.reload_compared && d.reload_slower_than_recompute; }},
     {Counter::kRecoverableModelDisagreements, "kvledger_recoverable_model_disagreements_total",
      "Records whose reported recoverable boundary differs from the profile's model (a sign of a stale "
      "profile).",
-     Dimension::kNone, false, [](const DerivedFigures& d, int) -> Uint128 { return d.model_disagrees ? 1 : 0; }},
+     Dimension::kNone, false, [](const RecordFigures& d, int) -> Uint128 { return d.model_disagrees ? 1 : 0; }},
     {Counter::kAlignmentLossRequests, "kvledger_alignment_loss_requests_total",
      "Records whose recoverable boundary fell short of the logical match (P_rec < P_match): page or "
      "checkpoint alignment cost them tokens.",
      Dimension::kNone, false,
-     [](const DerivedFigures& d, int) -> Uint128 { return d.recompute_alignment_tokens > 0 ? 1 : 0; }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.recompute_alignment_tokens > 0 ? 1 : 0; }},
     // A router's predictions (docs/cost-model.md §11): only records that carried one contribute.
     {Counter::kPredictedRequests, "kvledger_predicted_requests_total",
      "Records that carried a router's predicted prefix match (predicted_match_tokens).", Dimension::kNone, false,
-     [](const DerivedFigures& d, int) -> Uint128 { return d.has_prediction ? 1 : 0; }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.has_prediction ? 1 : 0; }},
     {Counter::kPredictedMatchTokens, "kvledger_predicted_match_tokens_total",
      "Sum of the prefix tokens routers predicted the engine would match.", Dimension::kNone, false,
-     [](const DerivedFigures& d, int) -> Uint128 { return d.predicted_match_tokens; }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.predicted_match_tokens; }},
     {Counter::kPredictionRealisedTokens, "kvledger_prediction_realised_tokens_total",
      "Predicted tokens the engine did match: sum of min(predicted, logical match).", Dimension::kNone, false,
-     [](const DerivedFigures& d, int) -> Uint128 { return d.prediction_realised_tokens; }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.prediction_realised_tokens; }},
     {Counter::kPredictionOverTokens, "kvledger_prediction_over_tokens_total",
      "Predicted tokens the engine did not match (a prefix the router believed in that was not there): sum of "
      "predicted - realised.",
-     Dimension::kNone, false, [](const DerivedFigures& d, int) -> Uint128 { return d.prediction_over_tokens; }},
+     Dimension::kNone, false, [](const RecordFigures& d, int) -> Uint128 { return d.prediction_over_tokens; }},
     {Counter::kPredictionUnderTokens, "kvledger_prediction_under_tokens_total",
      "Matched tokens the router did not predict: sum of logical match - realised, over records with a prediction.",
-     Dimension::kNone, false, [](const DerivedFigures& d, int) -> Uint128 { return d.prediction_under_tokens; }},
+     Dimension::kNone, false, [](const RecordFigures& d, int) -> Uint128 { return d.prediction_under_tokens; }},
     // The whole request (docs/cost-model.md §12): each set of records is named by its _requests_total.
     {Counter::kTtftDecomposedRequests, "kvledger_ttft_decomposed_requests_total",
      "Records with TTFT, queue, suffix prefill and reload (or nothing reused) measured whose parts fit inside "
      "the TTFT: the records kvledger_ttft_part_seconds_total splits.",
-     Dimension::kNone, false, [](const DerivedFigures& d, int) -> Uint128 { return d.whole.ttft_parts ? 1 : 0; }},
+     Dimension::kNone, false, [](const RecordFigures& d, int) -> Uint128 { return d.whole.ttft_parts ? 1 : 0; }},
     {Counter::kTtftPartSeconds, "kvledger_ttft_part_seconds_total",
      "TTFT seconds of the decomposed records by part: queue, reload, suffix_prefill, and rest (TTFT minus the "
      "others: transfer, first-token decode, anything unattributed). The parts sum to their TTFT.",
      Dimension::kPart, true,
-     [](const DerivedFigures& d, int i) -> Uint128 {
+     [](const RecordFigures& d, int i) -> Uint128 {
        return d.whole.ttft_parts ? TtftPartNanoUnits(*d.whole.ttft_parts, i) : 0;
      }},
     {Counter::kTtftOverlapRequests, "kvledger_ttft_overlap_requests_total",
      "Records whose queue + reload + suffix prefill exceed their TTFT (the parts overlapped): left out of "
      "the decomposition.",
      Dimension::kNone, false,
-     [](const DerivedFigures& d, int) -> Uint128 { return d.whole.ttft_overlap_nanounits.value_or(0) > 0; }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.whole.ttft_overlap_nanounits.value_or(0) > 0; }},
     {Counter::kTtftOverlapSeconds, "kvledger_ttft_overlap_seconds_total",
      "Seconds by which the overlapping records' parts exceed their TTFT.", Dimension::kNone, true,
-     [](const DerivedFigures& d, int) -> Uint128 { return d.whole.ttft_overlap_nanounits.value_or(0); }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.whole.ttft_overlap_nanounits.value_or(0); }},
     {Counter::kOverheadRequests, "kvledger_overhead_requests_total",
      "Records with a full-prefill estimate, a measured queue wait and a known reload: the records the "
      "kvledger_overhead_* counters cover (h = reload / full prefill, with the wait (reload + queue) / full).",
      Dimension::kNone, false,
-     [](const DerivedFigures& d, int) -> Uint128 { return d.whole.overhead_with_wait ? 1 : 0; }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.whole.overhead_with_wait ? 1 : 0; }},
     {Counter::kOverheadFullPrefillSeconds, "kvledger_overhead_full_prefill_seconds_total",
      "Estimated seconds of a full prefill without reuse, over the records of kvledger_overhead_requests_total.",
      Dimension::kNone, true,
-     [](const DerivedFigures& d, int) -> Uint128 {
+     [](const RecordFigures& d, int) -> Uint128 {
        return d.whole.overhead_with_wait ? ToNanoUnits(*d.whole.estimated_full_prefill_seconds) : 0;
      }},
     {Counter::kOverheadReloadSeconds, "kvledger_overhead_reload_seconds_total",
      "Reload seconds paid, over the records of kvledger_overhead_requests_total.", Dimension::kNone, true,
-     [](const DerivedFigures& d, int) -> Uint128 {
+     [](const RecordFigures& d, int) -> Uint128 {
        return d.whole.overhead_with_wait ? ToNanoUnits(*d.whole.reload_paid_seconds) : 0;
      }},
     {Counter::kOverheadQueueSeconds, "kvledger_overhead_queue_seconds_total",
      "Scheduling wait seconds, over the records of kvledger_overhead_requests_total.", Dimension::kNone, true,
-     [](const DerivedFigures& d, int) -> Uint128 {
+     [](const RecordFigures& d, int) -> Uint128 {
        return d.whole.overhead_with_wait ? ToNanoUnits(*d.whole.queue_seconds) : 0;
      }},
     {Counter::kTtftReuseRequests, "kvledger_ttft_reuse_requests_total",
      "Records with a TTFT, a recompute estimate and a known reload no longer than the TTFT: the records the "
      "TTFT speedup bought by reuse covers.",
      Dimension::kNone, false,
-     [](const DerivedFigures& d, int) -> Uint128 { return d.whole.ttft_without_reuse_seconds ? 1 : 0; }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.whole.ttft_without_reuse_seconds ? 1 : 0; }},
     {Counter::kTtftReuseSeconds, "kvledger_ttft_reuse_seconds_total",
      "TTFT seconds as measured, over the records of kvledger_ttft_reuse_requests_total.", Dimension::kNone, true,
-     [](const DerivedFigures& d, int) -> Uint128 {
+     [](const RecordFigures& d, int) -> Uint128 {
        return d.whole.ttft_without_reuse_seconds ? ToNanoUnits(*d.ttft_seconds) : 0;
      }},
     {Counter::kTtftWithoutReuseSeconds, "kvledger_ttft_without_reuse_seconds_total",
      "Estimated TTFT seconds had nothing been reused, queueing held fixed (TTFT - reload + estimated "
      "recompute), over the records of kvledger_ttft_reuse_requests_total.",
      Dimension::kNone, true,
-     [](const DerivedFigures& d, int) -> Uint128 {
+     [](const RecordFigures& d, int) -> Uint128 {
        if (!d.whole.ttft_without_reuse_seconds) return 0;
        return ToNanoUnits(*d.ttft_seconds) - ToNanoUnits(*d.whole.reload_paid_seconds) +
               ToNanoUnits(*d.estimated_recompute_seconds);
@@ -268,44 +268,44 @@ inline constexpr std::array<CounterSpec, 43> kCounters = {{
     {Counter::kDecodeRequests, "kvledger_decode_requests_total",
      "Records with decode_seconds and at least 2 output tokens: the records the decode counters cover.",
      Dimension::kNone, false,
-     [](const DerivedFigures& d, int) -> Uint128 { return d.whole.time_per_output_token_seconds ? 1 : 0; }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.whole.time_per_output_token_seconds ? 1 : 0; }},
     {Counter::kDecodeTokens, "kvledger_decode_tokens_total",
      "Output tokens after the first (output_tokens - 1), over the records of kvledger_decode_requests_total.",
      Dimension::kNone, false,
-     [](const DerivedFigures& d, int) -> Uint128 {
+     [](const RecordFigures& d, int) -> Uint128 {
        return d.whole.time_per_output_token_seconds ? *d.whole.output_tokens - 1 : 0;
      }},
     {Counter::kDecodeSeconds, "kvledger_decode_seconds_total",
      "Decode seconds (first output token to last), over the records of kvledger_decode_requests_total.",
      Dimension::kNone, true,
-     [](const DerivedFigures& d, int) -> Uint128 {
+     [](const RecordFigures& d, int) -> Uint128 {
        return d.whole.time_per_output_token_seconds ? ToNanoUnits(*d.whole.decode_seconds) : 0;
      }},
     {Counter::kE2eRequests, "kvledger_e2e_requests_total",
      "Records with TTFT, decode, suffix prefill, a known reload and a recompute estimate: the records the "
      "cache's share of end-to-end latency covers.",
-     Dimension::kNone, false, [](const DerivedFigures& d, int) -> Uint128 { return d.whole.e2e_cache_seconds ? 1 : 0; }},
+     Dimension::kNone, false, [](const RecordFigures& d, int) -> Uint128 { return d.whole.e2e_cache_seconds ? 1 : 0; }},
     {Counter::kE2eSeconds, "kvledger_e2e_seconds_total",
      "End-to-end seconds (TTFT + decode), over the records of kvledger_e2e_requests_total.", Dimension::kNone, true,
-     [](const DerivedFigures& d, int) -> Uint128 {
+     [](const RecordFigures& d, int) -> Uint128 {
        return d.whole.e2e_cache_seconds ? ToNanoUnits(*d.ttft_seconds) + ToNanoUnits(*d.whole.decode_seconds) : 0;
      }},
     {Counter::kE2eCacheSeconds, "kvledger_e2e_cache_seconds_total",
      "Seconds a cache can touch (reload + suffix prefill + estimated recompute of the reused prefix), over the "
      "records of kvledger_e2e_requests_total.",
      Dimension::kNone, true,
-     [](const DerivedFigures& d, int) -> Uint128 {
+     [](const RecordFigures& d, int) -> Uint128 {
        if (!d.whole.e2e_cache_seconds) return 0;
        return ToNanoUnits(*d.whole.reload_paid_seconds) + ToNanoUnits(*d.suffix_prefill_seconds) +
               ToNanoUnits(*d.estimated_recompute_seconds);
      }},
     {Counter::kKvHeldRequests, "kvledger_kv_held_requests_total",
      "Records with TTFT, output tokens and decode seconds: the records kvledger_kv_byte_seconds_total covers.",
-     Dimension::kNone, false, [](const DerivedFigures& d, int) -> Uint128 { return d.whole.kv_byte_seconds ? 1 : 0; }},
+     Dimension::kNone, false, [](const RecordFigures& d, int) -> Uint128 { return d.whole.kv_byte_seconds ? 1 : 0; }},
     {Counter::kKvByteSeconds, "kvledger_kv_byte_seconds_total",
      "KV/state bytes x seconds held by the requests (Little's law): its rate is the average bytes resident.",
      Dimension::kNone, true,
-     [](const DerivedFigures& d, int) -> Uint128 { return d.whole.kv_byte_seconds ? ToNanoUnits(*d.whole.kv_byte_seconds) : 0; }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.whole.kv_byte_seconds ? ToNanoUnits(*d.whole.kv_byte_seconds) : 0; }},
 }};
 
 // Where each counter's values start in Totals::counters, and how many there are in all.
@@ -336,24 +336,24 @@ struct LatencySpec {
   Latency id;
   const char* name;
   const char* help;
-  std::optional<double> (*seconds)(const DerivedFigures& d);
+  std::optional<double> (*seconds)(const RecordFigures& d);
   const LatencyBounds* bounds;
 };
 inline constexpr std::array<LatencySpec, 5> kLatencies = {{
     {Latency::kReload, "kvledger_reload_seconds", "Reload latency per record that reported one.",
-     [](const DerivedFigures& d) { return d.reload_seconds; }, &kLatencyBucketsNanos},
+     [](const RecordFigures& d) { return d.reload_seconds; }, &kLatencyBucketsNanos},
     {Latency::kSuffixPrefill, "kvledger_suffix_prefill_seconds",
      "Suffix prefill latency per record that reported one.",
-     [](const DerivedFigures& d) { return d.suffix_prefill_seconds; }, &kLatencyBucketsNanos},
+     [](const RecordFigures& d) { return d.suffix_prefill_seconds; }, &kLatencyBucketsNanos},
     {Latency::kTtft, "kvledger_ttft_seconds", "Time to first token per record that reported one.",
-     [](const DerivedFigures& d) { return d.ttft_seconds; }, &kLatencyBucketsNanos},
+     [](const RecordFigures& d) { return d.ttft_seconds; }, &kLatencyBucketsNanos},
     {Latency::kQueue, "kvledger_queue_seconds",
      "Scheduling wait (arrival to prefill scheduled) per record that reported one.",
-     [](const DerivedFigures& d) { return d.whole.queue_seconds; }, &kLatencyBucketsNanos},
+     [](const RecordFigures& d) { return d.whole.queue_seconds; }, &kLatencyBucketsNanos},
     {Latency::kTimePerOutputToken, "kvledger_time_per_output_token_seconds",
      "Decode time per output token, decode_seconds / (output_tokens - 1), per record with decode_seconds "
      "and at least 2 output tokens.",
-     [](const DerivedFigures& d) { return d.whole.time_per_output_token_seconds; }, &kTokenLatencyBucketsNanos},
+     [](const RecordFigures& d) { return d.whole.time_per_output_token_seconds; }, &kTokenLatencyBucketsNanos},
 }};
 
 // Per-record ratio histograms: part / whole, observed for records whose whole is > 0 (a prompt always
@@ -363,20 +363,20 @@ struct RatioSpec {
   Ratio id;
   const char* name;
   const char* help;
-  uint64_t DerivedFigures::*part;
-  uint64_t DerivedFigures::*whole;
+  uint64_t RecordFigures::*part;
+  uint64_t RecordFigures::*whole;
 };
 inline constexpr std::array<RatioSpec, 3> kRatios = {{
     {Ratio::kLogicalHit, "kvledger_logical_hit_ratio",
      "Per-record logical hit ratio P_match/N (spread only; use token counters for fleet ratios).",
-     &DerivedFigures::logical_match_tokens, &DerivedFigures::prompt_tokens},
+     &RecordFigures::logical_match_tokens, &RecordFigures::prompt_tokens},
     {Ratio::kReusedHit, "kvledger_reused_hit_ratio",
      "Per-record effective hit ratio P_eff/N (spread only; use token counters for fleet ratios).",
-     &DerivedFigures::reused_tokens, &DerivedFigures::prompt_tokens},
+     &RecordFigures::reused_tokens, &RecordFigures::prompt_tokens},
     {Ratio::kPredictionRealised, "kvledger_prediction_realised_ratio",
      "Per-record share of a router's predicted prefix that the engine matched, min(predicted, match)/predicted, "
      "for records with a prediction > 0 (spread only; use token counters for fleet ratios).",
-     &DerivedFigures::prediction_realised_tokens, &DerivedFigures::predicted_match_tokens},
+     &RecordFigures::prediction_realised_tokens, &RecordFigures::predicted_match_tokens},
 }};
 
 // The tables are in enum order.

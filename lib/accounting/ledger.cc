@@ -6,14 +6,14 @@
 #include "lib/accounting/validation.h"
 
 namespace kvledger {
-Checked<DerivedFigures> Evaluate(const RecordFacts& facts, const absl::StatusOr<Resolution>& model) {
+Checked<RecordFigures> Evaluate(const RecordFacts& facts, const absl::StatusOr<Resolution>& model) {
   if (Verdict v = ValidateFields(facts); !v.ok()) return v.rejection();
   if (!model.ok()) return Rejection{RejectReason::kUnknownModel, std::string(model.status().message())};
   if (Verdict v = ValidateAgainstProfile(facts, *model->profile); !v.ok()) return v.rejection();
   return Derive(facts, *model->profile);
 }
 
-Checked<DerivedFigures> Evaluate(const RecordFacts& facts, const ModelRegistry& registry) {
+Checked<RecordFigures> Evaluate(const RecordFacts& facts, const ModelRegistry& registry) {
   return Evaluate(facts, registry.Resolve(facts.model));
 }
 

@@ -14,9 +14,9 @@
 namespace kvledger {
 
 // Validates `facts` and derives its figures without recording anything or claiming a label slot.
-Checked<DerivedFigures> Evaluate(const RecordFacts& facts, const ModelRegistry& registry);
+Checked<RecordFigures> Evaluate(const RecordFacts& facts, const ModelRegistry& registry);
 // The same, with the model already resolved (the record path resolves once).
-Checked<DerivedFigures> Evaluate(const RecordFacts& facts, const absl::StatusOr<Resolution>& model);
+Checked<RecordFigures> Evaluate(const RecordFacts& facts, const absl::StatusOr<Resolution>& model);
 
 // Accounts records into an Aggregator, and into LiveRates when given. Thread-safe; the registry,
 // aggregator and rates must outlive it.

@@ -41,12 +41,12 @@ std::optional<RateEvidence> DecayedRate::Evidence() const {
   return RateEvidence{rate, samples_, weight_};
 }
 
-LiveRates::LiveRates(uint32_t label_slots, double half_life_seconds, Clock clock)
-    : label_slots_(label_slots), half_life_(half_life_seconds), clock_(std::move(clock)) {
+LiveRates::LiveRates(uint32_t slot_count, double half_life_seconds, Clock clock)
+    : slot_count_(slot_count), half_life_(half_life_seconds), clock_(std::move(clock)) {
   for (auto& shard : shards_) {
     MutexLock lock(&shard.mu);
-    shard.cells.reload.resize(static_cast<size_t>(label_slots) * kTierCount);
-    shard.cells.compute.resize(label_slots);
+    shard.cells.reload.resize(static_cast<size_t>(slot_count) * kTierCount);
+    shard.cells.compute.resize(slot_count);
   }
 }
 
@@ -56,8 +56,8 @@ LiveRates::Shard& LiveRates::ShardForThisThread() {
   return shards_[index];
 }
 
-void LiveRates::Observe(uint32_t model_slot, const DerivedFigures& d) {
-  if (model_slot >= label_slots_) return;
+void LiveRates::Observe(uint32_t model_slot, const RecordFigures& d) {
+  if (model_slot >= slot_count_) return;
   // A reload from a mixed or unknown source would blend tiers' bandwidths: it feeds none.
   const bool reload = IsSourceTier(d.tier) && d.reused_bytes > 0 && d.reload_seconds && *d.reload_seconds > 0;
   const Uint128 suffix_flops = d.RemainingPrefillFlops();
@@ -77,7 +77,7 @@ void LiveRates::Observe(uint32_t model_slot, const DerivedFigures& d) {
 }
 
 void LiveRates::ObserveTransfer(uint32_t model_slot, Tier tier, double bytes, double seconds) {
-  if (model_slot >= label_slots_ || !IsSourceTier(tier) || !(seconds > 0) || !(bytes >= 0)) return;
+  if (model_slot >= slot_count_ || !IsSourceTier(tier) || !(seconds > 0) || !(bytes >= 0)) return;
   const double now = clock_();
   Shard& shard = ShardForThisThread();
   MutexLock lock(&shard.mu);
@@ -96,25 +96,25 @@ std::optional<RateEvidence> LiveRates::Merge(bool reload, size_t index, double n
 }
 
 std::optional<RateEvidence> LiveRates::ReloadBandwidth(uint32_t model_slot, Tier tier) const {
-  if (model_slot >= label_slots_) return std::nullopt;
+  if (model_slot >= slot_count_) return std::nullopt;
   return Merge(true, static_cast<size_t>(model_slot) * kTierCount + static_cast<size_t>(tier), clock_());
 }
 
 std::optional<RateEvidence> LiveRates::PrefillCompute(uint32_t model_slot) const {
-  if (model_slot >= label_slots_) return std::nullopt;
+  if (model_slot >= slot_count_) return std::nullopt;
   return Merge(false, model_slot, clock_());
 }
 
 std::vector<LiveRates::Entry> LiveRates::Snapshot() const {
   const double now = clock_();
-  std::vector<DecayedRate> reload(static_cast<size_t>(label_slots_) * kTierCount), compute(label_slots_);
+  std::vector<DecayedRate> reload(static_cast<size_t>(slot_count_) * kTierCount), compute(slot_count_);
   for (const auto& shard : shards_) {
     MutexLock lock(&shard.mu);
     for (size_t i = 0; i < reload.size(); ++i) shard.cells.reload[i].AddDecayedTo(reload[i], now, half_life_);
     for (size_t i = 0; i < compute.size(); ++i) shard.cells.compute[i].AddDecayedTo(compute[i], now, half_life_);
   }
   std::vector<Entry> entries;
-  for (uint32_t slot = 0; slot < label_slots_; ++slot) {
+  for (uint32_t slot = 0; slot < slot_count_; ++slot) {
     if (auto e = compute[slot].Evidence()) entries.push_back({slot, std::nullopt, *e});
     for (int t = 0; t < kTierCount; ++t) {
       if (auto e = reload[static_cast<size_t>(slot) * kTierCount + t].Evidence()) {

@@ -56,13 +56,13 @@ double MonotonicSeconds();
 class LiveRates {
  public:
   using Clock = std::function<double()>;
-  // Slots 0..label_slots-1, like Aggregator; `half_life_seconds` > 0. `clock` is read only for
+  // Slots 0..slot_count-1, like Aggregator; `half_life_seconds` > 0. `clock` is read only for
   // records that carry a rate, and for queries.
-  LiveRates(uint32_t label_slots, double half_life_seconds, Clock clock = MonotonicSeconds);
+  LiveRates(uint32_t slot_count, double half_life_seconds, Clock clock = MonotonicSeconds);
 
   // Feeds a derived record: its reload (when reload_seconds > 0 and bytes were reused, from one
   // source tier) and its suffix prefill (when suffix_prefill_seconds > 0 and FLOPs remained).
-  void Observe(uint32_t model_slot, const DerivedFigures& figures);
+  void Observe(uint32_t model_slot, const RecordFigures& figures);
   // Feeds an aggregate transfer observation (bytes moved from `tier` in `seconds`, no request) to
   // the reload bandwidth of (model_slot, tier): one sample, like one record's reload. Ignored for a
   // tier that is not a source tier or for seconds <= 0.
@@ -80,7 +80,7 @@ class LiveRates {
   std::vector<Entry> Snapshot() const;
 
   double half_life_seconds() const { return half_life_; }
-  uint32_t label_slots() const { return label_slots_; }
+  uint32_t slot_count() const { return slot_count_; }
 
  private:
   static constexpr int kShards = 16;
@@ -95,7 +95,7 @@ class LiveRates {
   Shard& ShardForThisThread();
   std::optional<RateEvidence> Merge(bool reload, size_t index, double now) const;
 
-  const uint32_t label_slots_;
+  const uint32_t slot_count_;
   const double half_life_;
   const Clock clock_;
   std::array<Shard, kShards> shards_;

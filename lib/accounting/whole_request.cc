@@ -12,7 +12,7 @@ namespace {
 
 // queue + reload + suffix prefill against the TTFT, decided in integer nanounits so that the rest is
 // exact and never negative.
-void DecomposeTtft(const RecordFacts& facts, DerivedFigures& d) {
+void DecomposeTtft(const RecordFacts& facts, RecordFigures& d) {
   WholeRequest& w = d.whole;
   if (!facts.ttft_seconds || !facts.queue_seconds || !facts.suffix_prefill_seconds || !w.reload_paid_seconds) return;
   TtftParts parts;
@@ -32,7 +32,7 @@ void DecomposeTtft(const RecordFacts& facts, DerivedFigures& d) {
 
 // KV bytes x seconds held (Little's law): the reused prefix from arrival to the first token, the
 // whole prompt through decode, and the output's KV growing linearly through decode.
-double KvByteSeconds(const ModelShape& shape, const DerivedFigures& d, double ttft, uint64_t output_tokens,
+double KvByteSeconds(const ModelShape& shape, const RecordFigures& d, double ttft, uint64_t output_tokens,
                      double decode) {
   const Uint128 prompt_bytes = CacheBytes(shape, d.prompt_tokens);
   const Uint128 final_bytes = CacheBytes(shape, d.prompt_tokens + output_tokens - 1);
@@ -42,7 +42,7 @@ double KvByteSeconds(const ModelShape& shape, const DerivedFigures& d, double tt
 
 }  // namespace
 
-void DeriveWholeRequest(const RecordFacts& facts, const ModelShape& shape, DerivedFigures& d) {
+void DeriveWholeRequest(const RecordFacts& facts, const ModelShape& shape, RecordFigures& d) {
   WholeRequest& w = d.whole;
   w.queue_seconds = facts.queue_seconds;
   if (facts.output_tokens) w.output_tokens = static_cast<uint64_t>(*facts.output_tokens);

@@ -54,7 +54,7 @@ LabelSlot LabelSlots::Claim(absl::string_view model, const Profile* profile) {
   return LabelSlot{static_cast<uint32_t>(entries_.size() - 1), false};
 }
 
-std::vector<ModelLabel> LabelSlots::Labels() const {
+std::vector<ModelLabel> LabelSlots::LabelsBySlot() const {
   MutexLock lock(&mu_);
   return labels_;
 }

@@ -52,13 +52,13 @@ class LabelSlots {
 
   // Labels of slots 0..n-1 in slot order: the catalog's profiles first, then the names claimed so far
   // (the "other" slot is not included).
-  std::vector<ModelLabel> Labels() const;
+  std::vector<ModelLabel> LabelsBySlot() const;
   uint32_t max_models() const { return max_models_; }
   // Slots 0..known-1 are the catalog's profiles; other names get known..other_slot()-1.
   uint32_t known_slots() const { return known_slots_; }
   uint32_t other_slot() const { return known_slots_ + max_models_; }
   // Slots an Aggregator needs: every label plus "other".
-  uint32_t label_slots() const { return other_slot() + 1; }
+  uint32_t slot_count() const { return other_slot() + 1; }
 
  private:
   // Gives `model` the next slot.

@@ -44,7 +44,7 @@ class ModelRegistry {
   LabelSlot ClaimLabel(absl::string_view model, const Profile* profile) { return labels_.Claim(model, profile); }
 
   // The exposition's side: label values by slot, slot counts.
-  const LabelSlots& labels() const { return labels_; }
+  const LabelSlots& slots() const { return labels_; }
   const ProfileCatalog& catalog() const { return catalog_; }
 
  private:

@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
 #include "lib/cost_model/alpha_calculator.h"
+#include "lib/wire/proto_json.h"
 #include "lib/profiles/model_registry.h"
 #include "lib/profiles/profile_catalog.h"
 #include "kvledger/v1/record.pb.h"
@@ -84,11 +85,6 @@ struct ExplainSubject {
 absl::StatusOr<ExplainSubject> PrepareExplain(v1::Record record, const ExplainInputs& inputs,
                                                const ModelRegistry& registry, bool match_given,
                                                InputNamer name = FieldName);
-
-// A protobuf message (e.g. DerivedFigures for explain) as JSON with the proto field names and
-// every field printed. With null_unset, a top-level field with presence that is unset (a figure that was
-// not measured or cannot be computed) is printed as null rather than left out.
-std::string ProtoToJson(const google::protobuf::Message& message, bool null_unset = false);
 
 // The catalog: per profile its name, attention kinds, layers, bytes per cached token, recurrent
 // state bytes, serving settings, and the whole definition.

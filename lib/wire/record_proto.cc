@@ -26,7 +26,7 @@ const google::protobuf::FieldDescriptor& PerBoundaryField(absl::string_view pref
 double Seconds(Uint128 nanounits) { return Uint128ToDouble(nanounits) / kNanoUnitsPerUnit; }
 
 // docs/cost-model.md §12: a figure whose inputs were not all measured stays unset.
-void WholeRequestToProto(const DerivedFigures& d, v1::DerivedFigures& p) {
+void WholeRequestToProto(const RecordFigures& d, v1::DerivedFigures& p) {
   const WholeRequest& w = d.whole;
   if (w.ttft_parts) {
     auto* parts = p.mutable_ttft_parts();
@@ -88,7 +88,7 @@ RecordFacts FactsFromProto(const v1::Record& r) {
   return f;
 }
 
-v1::DerivedFigures FiguresToProto(const DerivedFigures& d, absl::string_view model) {
+v1::DerivedFigures FiguresToProto(const RecordFigures& d, absl::string_view model) {
   v1::DerivedFigures p;
   p.set_model(std::string(model));
   p.set_profile(d.profile->name());

@@ -12,7 +12,7 @@ namespace kvledger {
 RecordFacts FactsFromProto(const v1::Record& record);
 
 // Every derived figure, for Explain. `model` is the record's model name.
-v1::DerivedFigures FiguresToProto(const DerivedFigures& figures, absl::string_view model);
+v1::DerivedFigures FiguresToProto(const RecordFigures& figures, absl::string_view model);
 
 // DerivedFigures' per-boundary fields are named after the boundary labels: `alpha_<boundary>`,
 // `attention_avoided_<boundary>_flops`, `prefill_avoided_<boundary>_flops`. The field `prefix` +

@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     facts.prompt_tokens = int64_t{1} << 31;
     facts.logical_match_tokens = facts.prompt_tokens - 1;
     facts.suffix_prefill_seconds = 1;
-    const kvledger::DerivedFigures d = kvledger::Derive(facts, *catalog->Find(name));
+    const kvledger::RecordFigures d = kvledger::Derive(facts, *catalog->Find(name));
     if (d.attention_avoided_flops[0] > d.attention_baseline_flops) std::abort();
     if (d.prefill_avoided_flops[0] > d.prefill_baseline_flops) std::abort();
   }

@@ -19,7 +19,7 @@ namespace {
 struct World {
   kvledger::ProfileCatalog catalog = kvledger::ProfileCatalog::Builtin();
   kvledger::ModelRegistry registry{catalog, 8, kvledger::UnknownModelPolicy::kGeneric};
-  kvledger::Aggregator aggregator{registry.labels().label_slots()};
+  kvledger::Aggregator aggregator{registry.slots().slot_count()};
   kvledger::Ledger ledger{registry, aggregator};
   uint64_t accepted = 0;
   uint64_t rejected = 0;

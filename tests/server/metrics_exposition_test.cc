@@ -18,7 +18,7 @@ class MetricsExpositionTest : public ::testing::Test {
   MetricsExpositionTest()
       : catalog_(ProfileCatalog::Builtin()),
         registry_(catalog_, 1, UnknownModelPolicy::kGeneric),
-        aggregator_(registry_.labels().label_slots()),
+        aggregator_(registry_.slots().slot_count()),
         ledger_(registry_, aggregator_),
         metrics_("9.9.9"),
         exposition_(aggregator_, registry_, nullptr, nullptr, &metrics_.registry()) {}
@@ -135,8 +135,8 @@ namespace {
 TEST(EngineStatsExpositionTest, TransfersUnrecordedAndMixedTiers) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
-  Aggregator aggregator(registry.labels().label_slots());
-  LiveRates rates(registry.labels().label_slots(), 300, [] { return 0.0; });
+  Aggregator aggregator(registry.slots().slot_count());
+  LiveRates rates(registry.slots().slot_count(), 300, [] { return 0.0; });
   Ledger ledger(registry, aggregator, &rates);
   EngineStats engine(registry, &rates);
   const MetricsExposition exposition(aggregator, registry, &rates, &engine);

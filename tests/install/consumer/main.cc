@@ -9,7 +9,7 @@
 int main() {
   const kvledger::ProfileCatalog catalog = kvledger::ProfileCatalog::Builtin();
   kvledger::ModelRegistry registry(catalog, 8, kvledger::UnknownModelPolicy::kReject);
-  kvledger::Aggregator aggregator(registry.labels().label_slots());
+  kvledger::Aggregator aggregator(registry.slots().slot_count());
   kvledger::Ledger ledger(registry, aggregator);
 
   kvledger::RecordFacts hit;

@@ -64,7 +64,7 @@ class AggregatorTest : public ::testing::Test {
 // Token totals equal the sums of the inputs, counted directly; every record counts exactly once.
 TEST_F(AggregatorTest, TotalsEqualDirectSums) {
   ModelRegistry registry(catalog_, 16, UnknownModelPolicy::kReject);
-  Aggregator aggregator(registry.labels().label_slots());
+  Aggregator aggregator(registry.slots().slot_count());
   Ledger ledger(registry, aggregator);
   const auto inputs = RandomInputs(2000, 7);
   Uint128 prompt = 0, match = 0;
@@ -191,7 +191,7 @@ TEST_F(AggregatorTest, ExtremeRecordSumsWithoutOverflow) {
   f.suffix_prefill_seconds = 86400;
   f.reload_seconds = 86400;
   f.ttft_seconds = 86400;
-  const DerivedFigures d = Derive(f, *catalog_.Find("llama-3.1-70b"));
+  const RecordFigures d = Derive(f, *catalog_.Find("llama-3.1-70b"));
   ASSERT_TRUE(d.estimated_recompute_seconds.has_value());
   EXPECT_GT(*d.estimated_recompute_seconds * 1e9, 1.9e19);  // past 2^64 ns
   Totals t;

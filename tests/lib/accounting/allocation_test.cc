@@ -34,7 +34,7 @@ namespace {
 TEST(AllocationTest, AccountingARecordAllocatesNothing) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   ModelRegistry registry(catalog, 8, UnknownModelPolicy::kGeneric);
-  Aggregator aggregator(registry.labels().label_slots());
+  Aggregator aggregator(registry.slots().slot_count());
   Ledger ledger(registry, aggregator);
   // Every attention kind: full, sliding window, MLA, hybrid (recurrent), and an unknown name.
   const char* const models[] = {"llama-3.1-8b", "gemma-2-9b", "deepseek-v3", "kimi-linear-48b-a3b",

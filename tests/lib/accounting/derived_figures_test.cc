@@ -26,7 +26,7 @@ RecordFacts Facts(const char* model, int64_t n, int64_t match) {
 
 // docs/cost-model.md example 2: llama-3.1-8b, N = 4096, a 2048-token hit, worked by hand.
 TEST_F(DeriveTest, Llama8bHalfHitWorkedExample) {
-  const DerivedFigures d = Derive(Facts("llama-3.1-8b", 4096, 2048), P("llama-3.1-8b"));
+  const RecordFigures d = Derive(Facts("llama-3.1-8b", 4096, 2048), P("llama-3.1-8b"));
   EXPECT_EQ(d.recoverable_tokens, 2048u);  // 2048 is a whole number of 16-token pages
   EXPECT_EQ(d.reused_tokens, 2048u);
   EXPECT_EQ(d.recoverable_source, BoundarySourceKind::kModel);
@@ -46,7 +46,7 @@ TEST_F(DeriveTest, Llama8bHalfHitWorkedExample) {
 TEST_F(DeriveTest, SlowReloadIsSlowerThanRecompute) {
   RecordFacts f = Facts("llama-3.1-8b", 4096, 2048);
   f.reload_seconds = 0.5;
-  const DerivedFigures d = Derive(f, P("llama-3.1-8b"));
+  const RecordFigures d = Derive(f, P("llama-3.1-8b"));
   EXPECT_TRUE(d.reload_slower_than_recompute);
   ASSERT_TRUE(d.e2e_speedup.has_value());
   EXPECT_LT(*d.e2e_speedup, 1.0);
@@ -58,7 +58,7 @@ TEST_F(DeriveTest, UnmeasuredSuffixGivesNoEstimate) {
   RecordFacts f = Facts("llama-3.1-8b", 4096, 2048);
   f.suffix_prefill_seconds.reset();
   f.ttft_seconds.reset();
-  DerivedFigures d = Derive(f, P("llama-3.1-8b"));
+  RecordFigures d = Derive(f, P("llama-3.1-8b"));
   EXPECT_FALSE(d.estimated_recompute_seconds.has_value());
   EXPECT_FALSE(d.reload_compared);
   EXPECT_FALSE(d.reload_slower_than_recompute);
@@ -75,7 +75,7 @@ TEST_F(DeriveTest, UnmeasuredSuffixGivesNoEstimate) {
 TEST_F(DeriveTest, UnmeasuredReloadIsNotCompared) {
   RecordFacts f = Facts("llama-3.1-8b", 4096, 2048);
   f.reload_seconds.reset();
-  const DerivedFigures d = Derive(f, P("llama-3.1-8b"));
+  const RecordFigures d = Derive(f, P("llama-3.1-8b"));
   EXPECT_NEAR(*d.estimated_recompute_seconds, 0.2 * 29687350820864.0 / 31886374076416.0, 1e-15);
   EXPECT_FALSE(d.reload_compared);
   EXPECT_FALSE(d.reload_slower_than_recompute);
@@ -93,7 +93,7 @@ TEST_F(DeriveTest, ProfileThroughputGivesTheRate) {
   RecordFacts f = Facts("llama-3.1-8b", 4096, 2048);
   f.suffix_prefill_seconds.reset();
   f.reload_seconds = 0.1;
-  const DerivedFigures d = Derive(f, *catalog->Find("llama-3.1-8b"));
+  const RecordFigures d = Derive(f, *catalog->Find("llama-3.1-8b"));
   EXPECT_DOUBLE_EQ(*d.estimated_recompute_seconds, 29687350820864.0 / 4e14);  // 0.0742 s
   EXPECT_DOUBLE_EQ(d.suffix_prefill_seconds_used, 31886374076416.0 / 4e14);   // 0.0797 s
   EXPECT_TRUE(d.reload_compared);
@@ -107,7 +107,7 @@ TEST_F(DeriveTest, ProfileThroughputGivesTheRate) {
 TEST_F(DeriveTest, HybridAlignmentLoss) {
   RecordFacts f = Facts("kimi-linear-48b-a3b", 2000, 1000);
   f.recompute_tokens = 300;
-  const DerivedFigures d = Derive(f, P("kimi-linear-48b-a3b"));
+  const RecordFigures d = Derive(f, P("kimi-linear-48b-a3b"));
   ASSERT_EQ(d.groups.size(), 3u);
   EXPECT_EQ(d.groups[0].modelled_boundary_tokens, 768u);
   EXPECT_EQ(d.groups[1].modelled_boundary_tokens, 768u);
@@ -124,7 +124,7 @@ TEST_F(DeriveTest, HybridAlignmentLoss) {
 TEST_F(DeriveTest, EngineBoundaryWinsAndDisagreementIsFlagged) {
   RecordFacts f = Facts("kimi-linear-48b-a3b", 2000, 1000);
   f.recoverable_tokens = 992;
-  DerivedFigures d = Derive(f, P("kimi-linear-48b-a3b"));
+  RecordFigures d = Derive(f, P("kimi-linear-48b-a3b"));
   EXPECT_EQ(d.recoverable_source, BoundarySourceKind::kEngine);
   EXPECT_EQ(d.recoverable_tokens, 992u);
   EXPECT_EQ(d.modelled_recoverable_tokens, 768u);
@@ -137,7 +137,7 @@ TEST_F(DeriveTest, EngineBoundaryWinsAndDisagreementIsFlagged) {
 TEST_F(DeriveTest, StateBoundariesGiveTheMinimum) {
   RecordFacts f = Facts("kimi-linear-48b-a3b", 2000, 1000);
   f.state_boundaries = {{"kda", 512}, {"mla", 992}};
-  const DerivedFigures d = Derive(f, P("kimi-linear-48b-a3b"));
+  const RecordFigures d = Derive(f, P("kimi-linear-48b-a3b"));
   EXPECT_EQ(d.recoverable_source, BoundarySourceKind::kStateBoundaries);
   EXPECT_EQ(d.recoverable_tokens, 512u);
   EXPECT_EQ(*d.groups[1].reported_boundary_tokens, 512);
@@ -148,7 +148,7 @@ TEST_F(DeriveTest, StateBoundariesGiveTheMinimum) {
 TEST_F(DeriveTest, ReusedBeyondModelRaisesRecoverable) {
   RecordFacts f = Facts("llama-3.1-8b", 1000, 500);
   f.recompute_tokens = 0;  // engine says all 500 were reused; the 16-token page model says 496
-  const DerivedFigures d = Derive(f, P("llama-3.1-8b"));
+  const RecordFigures d = Derive(f, P("llama-3.1-8b"));
   EXPECT_EQ(d.recoverable_tokens, 500u);
   EXPECT_EQ(d.reused_tokens, 500u);
   EXPECT_TRUE(d.model_disagrees);
@@ -158,7 +158,7 @@ TEST_F(DeriveTest, ReusedBeyondModelRaisesRecoverable) {
 TEST_F(DeriveTest, MissAvoidsNothing) {
   RecordFacts f = Facts("gemma-3-12b", 3000, 0);
   f.tier_value = 0;
-  const DerivedFigures d = Derive(f, P("gemma-3-12b"));
+  const RecordFigures d = Derive(f, P("gemma-3-12b"));
   EXPECT_EQ(d.attention_avoided_flops[0], 0u);
   EXPECT_EQ(d.prefill_avoided_flops[2], 0u);
   EXPECT_EQ(d.reused_bytes, 0u);
@@ -171,7 +171,7 @@ TEST_F(DeriveTest, BoundariesAreOrdered) {
   for (const auto& name : catalog_.Names()) {
     RecordFacts f = Facts("m", 5000, 3333);
     f.recompute_tokens = 1000;
-    const DerivedFigures d = Derive(f, P(name.c_str()));
+    const RecordFigures d = Derive(f, P(name.c_str()));
     EXPECT_LE(d.attention_avoided_flops[2], d.attention_avoided_flops[1]) << name;
     EXPECT_LE(d.attention_avoided_flops[1], d.attention_avoided_flops[0]) << name;
     EXPECT_LE(d.attention_avoided_flops[0], d.attention_baseline_flops) << name;
@@ -189,7 +189,7 @@ TEST_F(DeriveTest, ProfileThroughputEstimate) {
   p->mutable_serving()->set_prefill_flops_per_second(1e14);
   auto catalog = ProfileCatalog::Make(overrides);
   ASSERT_TRUE(catalog.ok());
-  const DerivedFigures d = Derive(Facts("llama-3.1-8b", 4096, 2048), *catalog->Find("llama-3.1-8b"));
+  const RecordFigures d = Derive(Facts("llama-3.1-8b", 4096, 2048), *catalog->Find("llama-3.1-8b"));
   EXPECT_DOUBLE_EQ(*d.estimated_recompute_seconds, 29687350820864.0 / 1e14);
 }
 

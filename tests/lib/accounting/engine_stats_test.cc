@@ -25,7 +25,7 @@ class EngineStatsTest : public ::testing::Test {
   ProfileCatalog catalog_ = ProfileCatalog::Builtin();
   ModelRegistry registry_{catalog_, 1, UnknownModelPolicy::kReject};
   double now_ = 0;
-  LiveRates rates_{registry_.labels().label_slots(), 300, [this] { return now_; }};
+  LiveRates rates_{registry_.slots().slot_count(), 300, [this] { return now_; }};
   EngineStats stats_{registry_, &rates_};
   uint32_t slot_ = registry_.Resolve("llama-3.1-8b")->label->slot;
 };

@@ -33,7 +33,7 @@ class LedgerTest : public ::testing::Test {
 // A rejected record is counted by reason and not at all in the totals; a good one exactly once.
 TEST_F(LedgerTest, RejectionsAreCountedByReasonOnly) {
   ModelRegistry registry(catalog_, 4, UnknownModelPolicy::kReject);
-  Aggregator aggregator(registry.labels().label_slots());
+  Aggregator aggregator(registry.slots().slot_count());
   Ledger ledger(registry, aggregator);
   EXPECT_THAT(ToStatus(ledger.Record(Hit("llama-3.1-8b"))), IsOk());
   RecordFacts bad = Hit("llama-3.1-8b");
@@ -51,14 +51,14 @@ TEST_F(LedgerTest, RejectionsAreCountedByReasonOnly) {
   bad_boundary.state_boundaries = {{"nope", 1}};
   EXPECT_THAT(ToStatus(ledger.Record(bad_boundary)), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("state_group")));
   // Only the catalog's profiles hold labels: rejected records never claim a slot.
-  EXPECT_EQ(registry.labels().Labels().size(), registry.labels().known_slots());
+  EXPECT_EQ(registry.slots().LabelsBySlot().size(), registry.slots().known_slots());
 }
 
 // Past max_models unknown names, records land in the "other" slot and the folding is counted;
 // known profiles keep their own labels whatever came first.
 TEST_F(LedgerTest, FoldedRecordsAreCounted) {
   ModelRegistry registry(catalog_, 1, UnknownModelPolicy::kGeneric);
-  Aggregator aggregator(registry.labels().label_slots());
+  Aggregator aggregator(registry.slots().slot_count());
   Ledger ledger(registry, aggregator);
   ASSERT_THAT(ToStatus(ledger.Record(Hit("junk-1"))), IsOk());
   ASSERT_THAT(ToStatus(ledger.Record(Hit("junk-2"))), IsOk());
@@ -67,9 +67,9 @@ TEST_F(LedgerTest, FoldedRecordsAreCounted) {
   const AggregateSnapshot s = aggregator.Snapshot();
   EXPECT_EQ(s.folded_records, 2u);
   ASSERT_EQ(s.cells.size(), 3u);  // qwen3-8b (a catalog slot), junk-1, other
-  EXPECT_EQ(registry.labels().Labels()[s.cells[0].model_slot].model, "qwen3-8b");
-  EXPECT_EQ(registry.labels().Labels()[s.cells[1].model_slot].model, "junk-1");
-  EXPECT_EQ(s.cells[2].model_slot, registry.labels().other_slot());
+  EXPECT_EQ(registry.slots().LabelsBySlot()[s.cells[0].model_slot].model, "qwen3-8b");
+  EXPECT_EQ(registry.slots().LabelsBySlot()[s.cells[1].model_slot].model, "junk-1");
+  EXPECT_EQ(s.cells[2].model_slot, registry.slots().other_slot());
   EXPECT_EQ(s.cells[2].totals.requests(), 2u);
 }
 
@@ -80,14 +80,14 @@ TEST_F(LedgerTest, EvaluateRecordsNothing) {
   ASSERT_TRUE(figures.ok());
   EXPECT_EQ(figures->reused_tokens, 496u);
   ASSERT_TRUE(Evaluate(Hit("my-model"), registry).ok());
-  EXPECT_EQ(registry.labels().Labels().size(), registry.labels().known_slots());  // no unknown name claimed a slot
+  EXPECT_EQ(registry.slots().LabelsBySlot().size(), registry.slots().known_slots());  // no unknown name claimed a slot
 }
 
 // Hostile input never crashes and is never lost: 20,000 records drawn from edge values are each
 // either counted once or rejected with a specific reason, and the totals say exactly that.
 TEST_F(LedgerTest, HostileRecordsAreCountedOrRejectedNeverLost) {
   ModelRegistry registry(catalog_, 4, UnknownModelPolicy::kReject);
-  Aggregator aggregator(registry.labels().label_slots());
+  Aggregator aggregator(registry.slots().slot_count());
   Ledger ledger(registry, aggregator);
   const int64_t ints[] = {std::numeric_limits<int64_t>::min(), -1, 0, 1, 15, 16, 17, 255, 256, 1000, 4096,
                           int64_t{1} << 31, (int64_t{1} << 31) + 1, std::numeric_limits<int64_t>::max()};

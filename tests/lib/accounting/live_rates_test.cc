@@ -66,9 +66,9 @@ class LiveRatesTest : public ::testing::Test {
   }
   ProfileCatalog catalog_ = ProfileCatalog::Builtin();
   ModelRegistry registry_{catalog_, 1, UnknownModelPolicy::kGeneric};
-  Aggregator aggregator_{registry_.labels().label_slots()};
+  Aggregator aggregator_{registry_.slots().slot_count()};
   double now_ = 0;
-  LiveRates rates_{registry_.labels().label_slots(), 300, [this] { return now_; }};
+  LiveRates rates_{registry_.slots().slot_count(), 300, [this] { return now_; }};
   Ledger ledger_{registry_, aggregator_, &rates_};
   uint32_t slot_ = registry_.Resolve("llama-3.1-8b")->label->slot;
 };
@@ -115,7 +115,7 @@ TEST_F(LiveRatesTest, WhatFeedsTheRates) {
   ASSERT_TRUE(ledger_.Record(a).ok());
   ASSERT_TRUE(ledger_.Record(b).ok());
   EXPECT_EQ(rates_.Snapshot().size(), 2u);  // finetune-a's compute and host bandwidth only
-  EXPECT_FALSE(rates_.PrefillCompute(registry_.labels().other_slot()).has_value());
+  EXPECT_FALSE(rates_.PrefillCompute(registry_.slots().other_slot()).has_value());
 }
 
 // A reload from a mixed or unknown source feeds no tier's bandwidth (it would blend tiers), while

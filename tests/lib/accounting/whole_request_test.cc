@@ -11,7 +11,7 @@ namespace {
 class WholeRequestTest : public ::testing::Test {
  protected:
   const ProfileCatalog catalog_ = ProfileCatalog::Builtin();
-  DerivedFigures Run(const RecordFacts& f) { return Derive(f, *catalog_.Find("llama-3.1-8b")); }
+  RecordFigures Run(const RecordFacts& f) { return Derive(f, *catalog_.Find("llama-3.1-8b")); }
 };
 
 // docs/cost-model.md §12 worked example: llama-3.1-8b, N = 8192, a 4096-token host hit, queue 0.1 s,
@@ -39,7 +39,7 @@ constexpr double kAvoidedFlops = 4399120252928.0 + 57174604644352.0;     //  61,
 constexpr double kSecondsPerFlop = 0.3 / (kBaselineFlops - kAvoidedFlops);
 
 TEST_F(WholeRequestTest, WorkedExample) {
-  const DerivedFigures d = Run(Example());
+  const RecordFigures d = Run(Example());
   const WholeRequest& w = d.whole;
   const double recompute = kSecondsPerFlop * kAvoidedFlops;  // 0.26250...
   const double full = kSecondsPerFlop * kBaselineFlops;      // 0.56250...
@@ -74,7 +74,7 @@ TEST_F(WholeRequestTest, WorkedExample) {
 TEST_F(WholeRequestTest, OverlapIsCountedApart) {
   RecordFacts f = Example();
   f.queue_seconds = 0.3;  // 0.3 + 0.02 + 0.3 > 0.5
-  const DerivedFigures d = Run(f);
+  const RecordFigures d = Run(f);
   EXPECT_FALSE(d.whole.ttft_parts.has_value());
   EXPECT_EQ(*d.whole.ttft_overlap_nanounits, Uint128{120'000'000});
   Totals t;
@@ -89,7 +89,7 @@ TEST_F(WholeRequestTest, OverlapIsCountedApart) {
 TEST_F(WholeRequestTest, PartsEqualToTtftFit) {
   RecordFacts f = Example();
   f.queue_seconds = 0.18;
-  const DerivedFigures d = Run(f);
+  const RecordFigures d = Run(f);
   ASSERT_TRUE(d.whole.ttft_parts.has_value());
   EXPECT_EQ(d.whole.ttft_parts->rest, Uint128{0});
 }
@@ -99,7 +99,7 @@ TEST_F(WholeRequestTest, MissingInputsGiveNoFigure) {
   RecordFacts f = Example();
   f.queue_seconds.reset();
   f.decode_seconds.reset();
-  const DerivedFigures d = Run(f);
+  const RecordFigures d = Run(f);
   EXPECT_FALSE(d.whole.ttft_parts.has_value());
   EXPECT_FALSE(d.whole.ttft_overlap_nanounits.has_value());
   EXPECT_FALSE(d.whole.overhead_with_wait.has_value());
@@ -110,7 +110,7 @@ TEST_F(WholeRequestTest, MissingInputsGiveNoFigure) {
 
   RecordFacts hit_without_reload = Example();
   hit_without_reload.reload_seconds.reset();  // a hit whose reload was not measured
-  const DerivedFigures h = Run(hit_without_reload);
+  const RecordFigures h = Run(hit_without_reload);
   EXPECT_FALSE(h.whole.ttft_parts.has_value());
   EXPECT_FALSE(h.whole.ttft_without_reuse_seconds.has_value());
   EXPECT_FALSE(h.whole.e2e_cache_seconds.has_value());
@@ -123,7 +123,7 @@ TEST_F(WholeRequestTest, MissPaysNoReload) {
   f.tier_value = 0;
   f.logical_match_tokens = 0;
   f.reload_seconds.reset();
-  const DerivedFigures d = Run(f);
+  const RecordFigures d = Run(f);
   ASSERT_TRUE(d.whole.ttft_parts.has_value());
   EXPECT_EQ(d.whole.ttft_parts->reload, Uint128{0});
   EXPECT_EQ(d.whole.ttft_parts->rest, Uint128{100'000'000});
@@ -143,7 +143,7 @@ TEST_F(WholeRequestTest, OneOutputTokenHasNoTimePerToken) {
   RecordFacts f = Example();
   f.output_tokens = 1;
   f.decode_seconds = 0.0;
-  const DerivedFigures d = Run(f);
+  const RecordFigures d = Run(f);
   EXPECT_FALSE(d.whole.time_per_output_token_seconds.has_value());
   EXPECT_DOUBLE_EQ(*d.whole.e2e_seconds, 0.5);
   EXPECT_DOUBLE_EQ(*d.whole.kv_byte_seconds, 4096.0 * 131072 * 0.5);

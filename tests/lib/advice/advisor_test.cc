@@ -112,8 +112,8 @@ TEST(AdvisorTest, UnknownRatesAreNeverGuessed) {
 TEST(AdvisorTest, LiveRatesFromRecords) {
   const ProfileCatalog catalog = CatalogWithRates();
   ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
-  Aggregator aggregator(registry.labels().label_slots());
-  LiveRates rates(registry.labels().label_slots(), 300, [] { return 0.0; });
+  Aggregator aggregator(registry.slots().slot_count());
+  LiveRates rates(registry.slots().slot_count(), 300, [] { return 0.0; });
   Ledger ledger(registry, aggregator, &rates);
   RecordFacts f;
   f.model = "llama-3.1-8b";
@@ -146,8 +146,8 @@ TEST(AdvisorTest, LiveRatesFromRecords) {
 TEST(AdvisorTest, RanksReplicasInSecondsByHand) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
-  Aggregator aggregator(registry.labels().label_slots());
-  LiveRates rates(registry.labels().label_slots(), 300, [] { return 0.0; });
+  Aggregator aggregator(registry.slots().slot_count());
+  LiveRates rates(registry.slots().slot_count(), 300, [] { return 0.0; });
   Ledger ledger(registry, aggregator, &rates);
   RecordFacts f;
   f.model = "llama-3.1-8b";
@@ -226,19 +226,19 @@ TEST(AdvisorTest, AllOrNothingByBruteForce) {
       EXPECT_TRUE(d.ok());
       return *d;
     };
-    const DerivedFigures whole = at(kMatch);
+    const RecordFigures whole = at(kMatch);
     const double bytes_all = Uint128ToDouble(whole.reused_bytes);
     const double flops_all = Uint128ToDouble(whole.prefill_avoided_flops[2]);
     if (bytes_all == 0) continue;
     const double compute = 1e14, bandwidth = bytes_all * compute / flops_all;  // T(0) == T(P)
     const double total = Uint128ToDouble(whole.prefill_baseline_flops);
-    auto cost = [&](const DerivedFigures& d) {
+    auto cost = [&](const RecordFigures& d) {
       return Uint128ToDouble(d.reused_bytes) / bandwidth + (total - Uint128ToDouble(d.prefill_avoided_flops[2])) / compute;
     };
     const double ends = std::min(total / compute, cost(whole));
     int checked = 0;
     for (int64_t p = 1; p < kMatch; ++p) {
-      const DerivedFigures d = at(p);
+      const RecordFigures d = at(p);
       if (static_cast<int64_t>(d.reused_tokens) != p) continue;  // not a boundary the model resumes at
       EXPECT_GE(cost(d), ends * (1 - 1e-12)) << "p = " << p;
       ++checked;

@@ -32,9 +32,9 @@ TEST(ModelRegistryTest, GenericPolicyKeepsTheName) {
   ASSERT_TRUE(profile.ok());
   EXPECT_EQ((*profile)->name(), "generic");
   const LabelSlot slot = registry.ClaimLabel("my-finetune", *profile);
-  EXPECT_EQ(slot.slot, registry.labels().known_slots());  // the first slot after the catalog's
-  EXPECT_EQ(registry.labels().Labels().at(slot.slot).model, "my-finetune");
-  EXPECT_EQ(registry.labels().Labels().at(slot.slot).profile, *profile);
+  EXPECT_EQ(slot.slot, registry.slots().known_slots());  // the first slot after the catalog's
+  EXPECT_EQ(registry.slots().LabelsBySlot().at(slot.slot).model, "my-finetune");
+  EXPECT_EQ(registry.slots().LabelsBySlot().at(slot.slot).profile, *profile);
 }
 
 // A client's model named "other" can never take a slot of its own (it would share the folded
@@ -44,8 +44,8 @@ TEST(ModelRegistryTest, TheFoldedLabelIsReserved) {
   ModelRegistry registry(catalog, 4, UnknownModelPolicy::kGeneric);
   const LabelSlot other = registry.ClaimLabel("other", catalog.Find("generic"));
   EXPECT_TRUE(other.folded);
-  EXPECT_EQ(other.slot, registry.labels().other_slot());
-  for (const auto& label : registry.labels().Labels()) EXPECT_NE(label.model, "other");
+  EXPECT_EQ(other.slot, registry.slots().other_slot());
+  for (const auto& label : registry.slots().LabelsBySlot()) EXPECT_NE(label.model, "other");
   v1::ModelProfile definition = catalog.Find("llama-3.1-8b")->definition();
   definition.set_name("other");
   EXPECT_EQ(Profile::Make(definition).status().message(),
@@ -58,20 +58,20 @@ TEST(ModelRegistryTest, FoldsPastTheCap) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   ModelRegistry registry(catalog, 2, UnknownModelPolicy::kGeneric);
   const Profile* generic = catalog.Find("generic");
-  const uint32_t known = registry.labels().known_slots();
+  const uint32_t known = registry.slots().known_slots();
   EXPECT_EQ(known, catalog.Names().size());
   EXPECT_EQ(registry.ClaimLabel("junk-a", generic).slot, known);
   EXPECT_EQ(registry.ClaimLabel("junk-b", generic).slot, known + 1);
   const LabelSlot folded = registry.ClaimLabel("junk-c", generic);
-  EXPECT_EQ(folded.slot, registry.labels().other_slot());
+  EXPECT_EQ(folded.slot, registry.slots().other_slot());
   EXPECT_TRUE(folded.folded);
   const LabelSlot llama = registry.ClaimLabel("llama-3.1-8b", catalog.Find("llama-3.1-8b"));
   EXPECT_FALSE(llama.folded);
   EXPECT_LT(llama.slot, known);
-  EXPECT_EQ(registry.labels().Labels().at(llama.slot).model, "llama-3.1-8b");
+  EXPECT_EQ(registry.slots().LabelsBySlot().at(llama.slot).model, "llama-3.1-8b");
   EXPECT_EQ(registry.ClaimLabel("junk-a", generic).slot, known);
-  EXPECT_EQ(registry.labels().Labels().size(), known + 2);
-  EXPECT_EQ(registry.labels().label_slots(), known + 3);
+  EXPECT_EQ(registry.slots().LabelsBySlot().size(), known + 2);
+  EXPECT_EQ(registry.slots().slot_count(), known + 3);
 }
 
 // Concurrent first sightings: every name gets exactly one slot, slots are distinct and dense, and
@@ -95,11 +95,11 @@ TEST(ModelRegistryTest, ConcurrentClaimsAssignEachNameOnce) {
   for (auto& th : threads) th.join();
   std::set<uint32_t> slots;
   int folded_names = 0;
-  const uint32_t known = registry.labels().known_slots();
+  const uint32_t known = registry.slots().known_slots();
   for (const auto& [name, name_slots] : seen) {
     ASSERT_EQ(name_slots.size(), 1u) << name;
     const uint32_t slot = *name_slots.begin();
-    if (slot == registry.labels().other_slot()) {
+    if (slot == registry.slots().other_slot()) {
       ++folded_names;
     } else {
       EXPECT_TRUE(slots.insert(slot).second) << "slot " << slot << " given twice";
@@ -109,7 +109,7 @@ TEST(ModelRegistryTest, ConcurrentClaimsAssignEachNameOnce) {
   EXPECT_EQ(folded_names, 10);
   EXPECT_EQ(*slots.begin(), known);
   EXPECT_EQ(*slots.rbegin(), known + 19);
-  const auto labels = registry.labels().Labels();
+  const auto labels = registry.slots().LabelsBySlot();
   ASSERT_EQ(labels.size(), known + 20);
   for (uint32_t i = known; i < labels.size(); ++i) EXPECT_EQ(*seen[labels[i].model].begin(), i);
 }

@@ -24,7 +24,7 @@ class ProfileCatalogFileTest : public ::testing::Test {
   }
 };
 
-// The built-in catalog parses and holds every MODELS.md model plus the generic profile.
+// The built-in catalog parses and holds every model of docs/models.md plus the generic profile.
 TEST(ProfileCatalogTest, BuiltinHasEveryModel) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   EXPECT_THAT(catalog.Names(),

@@ -24,7 +24,7 @@ uint64_t KvElementsPerToken(const Profile& p) {
   return BytesPerCachedToken(p.shape()) / p.definition().serving().cache_bytes_per_element();
 }
 
-// Every full-attention and MoE model's KV elements per token equal the MODELS.md table.
+// Every full-attention and MoE model's KV elements per token equal the table in docs/models.md.
 TEST(ProfileTest, CatalogKvElementsPerTokenMatchTheTable) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   const std::map<std::string, uint64_t> table = {
@@ -41,7 +41,7 @@ TEST(ProfileTest, CatalogKvElementsPerTokenMatchTheTable) {
   }
 }
 
-// Recurrent state per sequence equals MODELS.md: state + conv state per KDA / DeltaNet layer.
+// Recurrent state per sequence equals docs/models.md: state + conv state per KDA / DeltaNet layer.
 TEST(ProfileTest, CatalogRecurrentStateMatchesTheTable) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   EXPECT_EQ(StateBytesPerSequence(catalog.Find("kimi-linear-48b-a3b")->shape()),
