@@ -21,9 +21,12 @@ namespace {
 
 HttpResponse Json(std::string body) { return HttpResponse::Of(200, "application/json", std::move(body)); }
 
-HttpResponse BadRequest(absl::string_view message) {
+// 400 {"error": message[, "reason": the reject reason]}: a refused record or request names its
+// reason (RejectReasonLabel), as the RPCs do in their trailing metadata.
+HttpResponse BadRequest(absl::string_view message, std::optional<std::string> reason = std::nullopt) {
   JsonObject o;
   o.String("error", message);
+  if (reason) o.String("reason", *reason);
   return HttpResponse::Of(400, "application/json", o.str());
 }
 
@@ -132,7 +135,7 @@ HttpResponse Explain(const HttpRequest& r, const ModelRegistry& registry) {
   auto subject = PrepareExplain(std::move(record), inputs, registry, match.has_value());
   if (!subject.ok()) return BadRequest(subject.status().message());
   auto figures = Evaluate(FactsFromProto(subject->record), subject->model);
-  if (!figures.ok()) return BadRequest(figures.rejection().message);
+  if (!figures.ok()) return BadRequest(figures.rejection().message, RejectReasonLabel(figures.rejection().reason));
   return Json(ProtoToJson(FiguresToProto(*figures, subject->record.model()), /*null_unset=*/true));
 }
 
@@ -152,7 +155,7 @@ HttpResponse Advise(const HttpRequest& r, const ModelRegistry& registry, const L
     *request.add_candidates() = *candidate;
   }
   auto advice = kvledger::Advise(AdviceRequestFromProto(request), registry, &rates);
-  if (!advice.ok()) return BadRequest(advice.status().message());
+  if (!advice.ok()) return BadRequest(advice.status().message(), RejectReasonOf(advice.status()));
   return Json(AdviceToJson(AdviceToProto(*advice)));
 }
 

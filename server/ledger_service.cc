@@ -13,15 +13,22 @@
 namespace kvledger {
 namespace {
 
+// A refused record's or request's reason (RejectReasonLabel) travels in this trailing metadata key,
+// beside the INVALID_ARGUMENT message, as RecordBatch's rejections carry it in their `reason`.
+constexpr char kRejectReasonMetadata[] = "kvledger-reject-reason";
+
 // The server's one conversion of a verdict to a gRPC status.
-grpc::Status ToGrpcStatus(const Verdict& verdict) {
+grpc::Status ToGrpcStatus(grpc::CallbackServerContext* context, const Verdict& verdict) {
   if (verdict.ok()) return grpc::Status::OK;
+  context->AddTrailingMetadata(kRejectReasonMetadata, RejectReasonLabel(verdict.rejection().reason));
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, verdict.rejection().message);
 }
 
-// An absl::Status as the gRPC status of the same code (the two enumerations share their values).
-grpc::Status ToGrpcStatus(const absl::Status& status) {
+// An absl::Status as the gRPC status of the same code (the two enumerations share their values),
+// its reject reason, if it carries one, in the trailing metadata.
+grpc::Status ToGrpcStatus(grpc::CallbackServerContext* context, const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
+  if (const auto reason = RejectReasonOf(status)) context->AddTrailingMetadata(kRejectReasonMetadata, *reason);
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
@@ -302,7 +309,9 @@ grpc::ServerUnaryReactor* LedgerService::Record(grpc::CallbackServerContext* con
                                                 const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
   return ServeUnary<v1::Record, v1::RecordResponse>(
       context, *request, response, record_limits_, parts_budget_, NoEntries,
-      [this](const v1::Record& record, v1::RecordResponse*) { return ToGrpcStatus(sink_.Record(FactsFromProto(record))); });
+      [this, context](const v1::Record& record, v1::RecordResponse*) {
+        return ToGrpcStatus(context, sink_.Record(FactsFromProto(record)));
+      });
 }
 
 grpc::Status LedgerService::Oversized(size_t records, absl::string_view what) {
@@ -358,10 +367,10 @@ grpc::ServerUnaryReactor* LedgerService::Explain(grpc::CallbackServerContext* co
                                                  const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
   return ServeUnary<v1::Record, v1::DerivedFigures>(
       context, *request, response, record_limits_, parts_budget_, NoEntries,
-      [this](const v1::Record& record, v1::DerivedFigures* figures_out) {
+      [this, context](const v1::Record& record, v1::DerivedFigures* figures_out) {
         auto figures = Evaluate(FactsFromProto(record), registry_);
         if (figures.ok()) *figures_out = FiguresToProto(*figures, record.model());
-        return ToGrpcStatus(figures.verdict());
+        return ToGrpcStatus(context, figures.verdict());
       });
 }
 
@@ -372,9 +381,9 @@ grpc::ServerUnaryReactor* LedgerService::Advise(grpc::CallbackServerContext* con
       [](size_t candidates) {
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, TooManyCandidatesMessage(candidates));
       },
-      [this](const v1::AdviceRequest& asked, v1::Advice* answer) {
+      [this, context](const v1::AdviceRequest& asked, v1::Advice* answer) {
         auto advice = kvledger::Advise(AdviceRequestFromProto(asked), registry_, rates_);
-        if (!advice.ok()) return ToGrpcStatus(advice.status());
+        if (!advice.ok()) return ToGrpcStatus(context, advice.status());
         *answer = AdviceToProto(*advice);
         return grpc::Status::OK;
       });

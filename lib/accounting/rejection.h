@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace kvledger {
 
@@ -89,6 +90,15 @@ class [[nodiscard]] Checked {
 
 // INVALID_ARGUMENT with the rejection's message; OK for an accepted record.
 absl::Status ToStatus(const Verdict& verdict);
+
+// A refusal that is not one record's verdict (Advise) keeps the rejection's reason as a payload of
+// its INVALID_ARGUMENT under this URL, so every surface can name it: the service's trailing
+// metadata, the JSON API's "reason".
+inline constexpr char kRejectReasonPayload[] = "kvledger.v1/reject_reason";
+// INVALID_ARGUMENT with `prefix` + the message, and the reason as payload.
+absl::Status RejectionStatus(const Rejection& rejection, absl::string_view prefix = {});
+// The reason label a status carries, if any.
+std::optional<std::string> RejectReasonOf(const absl::Status& status);
 
 }  // namespace kvledger
 

@@ -104,6 +104,75 @@ std::string TooManyCandidatesMessage(size_t candidates) {
   return absl::StrCat("candidates (", candidates, " of them): at most ", kMaxAdviceCandidates);
 }
 
+namespace {
+
+// A candidate's own inputs, before it is costed; `at` prefixes the field ("candidates[1].").
+absl::Status CheckCandidate(const AdviceCandidateInput& in, const std::string& at) {
+  if (!IsSourceTierValue(in.tier_value)) {
+    return absl::InvalidArgumentError(absl::StrCat(at, "tier = ", in.tier_value,
+                                                   ": must be the tier holding the prefix: 1 (device), 2 (host), "
+                                                   "3 (disk) or 4 (remote)"));
+  }
+  if (in.logical_match_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(at, "logical_match_tokens = ", in.logical_match_tokens, ": must be >= 1 (a cached prefix)"));
+  }
+  if (in.wait_seconds && !(std::isfinite(*in.wait_seconds) && *in.wait_seconds >= 0 && *in.wait_seconds <= 86400)) {
+    return absl::InvalidArgumentError(absl::StrCat(at, "wait_seconds = ", FormatDouble(*in.wait_seconds),
+                                                   ": must be finite, >= 0 and <= 86400 seconds"));
+  }
+  if (in.replica.size() > kMaxReplicaIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(at, "replica (", in.replica.size(), " bytes): must be at most ",
+                                                   kMaxReplicaIdBytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+// One candidate costed from its figures and the rates (docs/cost-model.md §10).
+CandidateAdvice Costed(const AdviceCandidateInput& in, const RecordFigures& figures, const Profile& profile,
+                       const LiveRates* live, uint32_t slot, const RateUsed& compute) {
+  CandidateAdvice c;
+  c.tier = figures.tier;
+  c.logical_match_tokens = figures.logical_match_tokens;
+  c.reused_tokens = figures.reused_tokens;
+  c.reused_bytes = figures.reused_bytes;
+  c.reused_flops = figures.ReusedPrefillFlops();
+  c.bandwidth = Choose(live != nullptr ? live->ReloadBandwidth(slot, c.tier) : std::nullopt,
+                       ProfileBandwidth(profile, c.tier));
+  c.reload_seconds = Seconds(c.reused_bytes, c.bandwidth);
+  c.recompute_seconds = Seconds(c.reused_flops, compute);
+  const auto suffix_seconds = Seconds(figures.RemainingPrefillFlops(), compute);
+  if (c.reload_seconds && suffix_seconds) c.prefill_seconds = *c.reload_seconds + *suffix_seconds;
+  // Nothing to reload needs no bandwidth; otherwise the weaker of the two rates.
+  c.basis = c.reused_bytes == 0 ? compute.basis : std::min(c.bandwidth.basis, compute.basis);
+  c.replica = in.replica;
+  c.wait_seconds = in.wait_seconds;
+  return c;
+}
+
+// Without replicas: the candidate whose prefill is fastest, or recomputing, when any is known.
+void RecommendTier(Advice& advice) {
+  if (!advice.recompute_all_seconds || advice.by_replica) return;
+  int best = -1;
+  double best_seconds = *advice.recompute_all_seconds;
+  bool any_known = advice.candidates.empty();
+  for (size_t i = 0; i < advice.candidates.size(); ++i) {
+    const auto& seconds = advice.candidates[i].prefill_seconds;
+    if (!seconds) continue;
+    any_known = true;
+    if (*seconds < best_seconds) {  // a tie keeps the choice that moves no bytes
+      best = static_cast<int>(i);
+      best_seconds = *seconds;
+    }
+  }
+  if (any_known) {
+    advice.recommended = best;
+    advice.saving_seconds = *advice.recompute_all_seconds - best_seconds;
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegistry& registry,
                               const LiveRates* rates) {
   if (request.candidates.size() > kMaxAdviceCandidates) {
@@ -115,13 +184,12 @@ absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegi
   whole.prompt_tokens = request.prompt_tokens;
   const absl::StatusOr<Resolution> model = registry.Resolve(request.model);
   auto baseline = Evaluate(whole, model);
-  if (!baseline.ok()) return absl::InvalidArgumentError(baseline.rejection().message);
+  if (!baseline.ok()) return RejectionStatus(baseline.rejection());
   const Profile& profile = *model->profile;
   // Live rates are kept per label slot; a model without its own slot has none.
   const bool own_slot = model->label && !model->label->folded;
   const LiveRates* live = own_slot ? rates : nullptr;
   const uint32_t slot = own_slot ? model->label->slot : 0;
-
   Advice advice;
   advice.model = request.model;
   advice.prompt_tokens = baseline->prompt_tokens;
@@ -129,72 +197,20 @@ absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegi
   advice.compute = Choose(live != nullptr ? live->PrefillCompute(slot) : std::nullopt,
                           profile.prefill_flops_per_second());
   advice.recompute_all_seconds = Seconds(advice.prefill_flops, advice.compute);
-
   for (size_t i = 0; i < request.candidates.size(); ++i) {
     const AdviceCandidateInput& in = request.candidates[i];
     const std::string at = absl::StrCat("candidates[", i, "].");
-    if (!IsSourceTierValue(in.tier_value)) {
-      return absl::InvalidArgumentError(absl::StrCat(at, "tier = ", in.tier_value,
-                                                     ": must be the tier holding the prefix: 1 (device), 2 (host), "
-                                                     "3 (disk) or 4 (remote)"));
-    }
-    if (in.logical_match_tokens < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(at, "logical_match_tokens = ", in.logical_match_tokens, ": must be >= 1 (a cached prefix)"));
-    }
-    if (in.wait_seconds && !(std::isfinite(*in.wait_seconds) && *in.wait_seconds >= 0 && *in.wait_seconds <= 86400)) {
-      return absl::InvalidArgumentError(absl::StrCat(at, "wait_seconds = ", FormatDouble(*in.wait_seconds),
-                                                     ": must be finite, >= 0 and <= 86400 seconds"));
-    }
-    if (in.replica.size() > kMaxReplicaIdBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(at, "replica (", in.replica.size(), " bytes): must be at most ",
-                                                     kMaxReplicaIdBytes, " bytes"));
-    }
+    if (absl::Status s = CheckCandidate(in, at); !s.ok()) return s;
     advice.by_replica = advice.by_replica || in.wait_seconds.has_value() || !in.replica.empty();
     RecordFacts facts = whole;
     facts.tier_value = in.tier_value;
     facts.logical_match_tokens = in.logical_match_tokens;
     facts.recoverable_tokens = in.recoverable_tokens;
     auto figures = Evaluate(facts, model);
-    if (!figures.ok()) return absl::InvalidArgumentError(absl::StrCat(at, figures.rejection().message));
-
-    CandidateAdvice c;
-    c.tier = figures->tier;
-    c.logical_match_tokens = figures->logical_match_tokens;
-    c.reused_tokens = figures->reused_tokens;
-    c.reused_bytes = figures->reused_bytes;
-    c.reused_flops = figures->ReusedPrefillFlops();
-    c.bandwidth = Choose(live != nullptr ? live->ReloadBandwidth(slot, c.tier) : std::nullopt,
-                         ProfileBandwidth(profile, c.tier));
-    c.reload_seconds = Seconds(c.reused_bytes, c.bandwidth);
-    c.recompute_seconds = Seconds(c.reused_flops, advice.compute);
-    const auto suffix_seconds = Seconds(figures->RemainingPrefillFlops(), advice.compute);
-    if (c.reload_seconds && suffix_seconds) c.prefill_seconds = *c.reload_seconds + *suffix_seconds;
-    // Nothing to reload needs no bandwidth; otherwise the weaker of the two rates.
-    c.basis = c.reused_bytes == 0 ? advice.compute.basis : std::min(c.bandwidth.basis, advice.compute.basis);
-    c.replica = in.replica;
-    c.wait_seconds = in.wait_seconds;
-    advice.candidates.push_back(c);
+    if (!figures.ok()) return RejectionStatus(figures.rejection(), at);
+    advice.candidates.push_back(Costed(in, *figures, profile, live, slot, advice.compute));
   }
-
-  if (advice.recompute_all_seconds && !advice.by_replica) {
-    int best = -1;
-    double best_seconds = *advice.recompute_all_seconds;
-    bool any_known = advice.candidates.empty();
-    for (size_t i = 0; i < advice.candidates.size(); ++i) {
-      const auto& seconds = advice.candidates[i].prefill_seconds;
-      if (!seconds) continue;
-      any_known = true;
-      if (*seconds < best_seconds) {  // a tie keeps the choice that moves no bytes
-        best = static_cast<int>(i);
-        best_seconds = *seconds;
-      }
-    }
-    if (any_known) {
-      advice.recommended = best;
-      advice.saving_seconds = *advice.recompute_all_seconds - best_seconds;
-    }
-  }
+  RecommendTier(advice);
   RankReplicas(advice);
   return advice;
 }

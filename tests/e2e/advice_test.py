@@ -167,11 +167,13 @@ class AdviceTest(unittest.TestCase):
         rule = "candidates[0].logical_match_tokens = 9000: must be in [0, prompt_tokens = 8192]"
         self.assertEqual(bad.stderr.strip(), "kvledger advise: " + rule)
         status, body = get(self.server, "/api/v1/advise?model=llama-3.1-8b&prompt_tokens=8192&candidate=host:9000")
-        self.assertEqual((status, json.loads(body)), (400, {"error": rule}))
+        # The reason a record would get survives Advise: in the JSON and in the RPC's trailing metadata.
+        self.assertEqual((status, json.loads(body)), (400, {"error": rule, "reason": "invalid_logical_match_tokens"}))
         with self.assertRaises(grpc.RpcError) as rpc:
             self.advise((record_pb2.TIER_HOST, 9000))
         self.assertEqual(rpc.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertEqual(rpc.exception.details(), rule)
+        self.assertIn(("kvledger-reject-reason", "invalid_logical_match_tokens"), rpc.exception.trailing_metadata())
         status, body = get(self.server, "/api/v1/advise?model=llama-3.1-8b&prompt_tokens=8192&candidate=ssd:10")
         self.assertEqual(status, 400)
         self.assertEqual(json.loads(body)["error"],
@@ -352,11 +354,14 @@ class AdviceTest(unittest.TestCase):
              "alpha: give either it or logical_match_tokens, not both"),
             ("/api/v1/calc", "alpha: required"),
             ("/api/v1/kv-bytes?tokens=5", "layers, kv_heads, head_dim and bytes_per_element: required without model"),
-            ("/api/v1/explain?model=llama-3.1-8b&prompt_tokens=4096&logical_match_tokens=5000",
-             "logical_match_tokens = 5000: must be in [0, prompt_tokens = 4096]"),
         ]:
             status, body = get(self.server, path)
             self.assertEqual((status, json.loads(body)), (400, {"error": error}), path)
+        # A record explain refuses also names its reason, as RecordBatch's rejections do.
+        status, body = get(self.server, "/api/v1/explain?model=llama-3.1-8b&prompt_tokens=4096&logical_match_tokens=5000")
+        self.assertEqual((status, json.loads(body)), (400, {"error": "logical_match_tokens = 5000: must be in [0, "
+                                                            "prompt_tokens = 4096]",
+                                                            "reason": "invalid_logical_match_tokens"}))
         status, body = get(self.server, "/api/v1/profiles")
         profiles = {p["name"]: p for p in json.loads(body)["profiles"]}
         self.assertEqual(profiles["llama-3.1-8b"]["bytes_per_cached_token"], BYTES_PER_TOKEN)

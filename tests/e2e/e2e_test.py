@@ -130,6 +130,11 @@ class EndToEndTest(unittest.TestCase):
             self.stub.Explain(record(n=0, match=0), timeout=10)
         self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertEqual(caught.exception.details(), "prompt_tokens = 0: must be in [1, 2147483648]")
+        # The reason, as RecordBatch's rejections carry it, in the trailing metadata (Record too).
+        self.assertIn(("kvledger-reject-reason", "invalid_prompt_tokens"), caught.exception.trailing_metadata())
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.stub.Record(record(n=10, match=11), timeout=10)
+        self.assertIn(("kvledger-reject-reason", "invalid_logical_match_tokens"), caught.exception.trailing_metadata())
 
     # Proves: Explain over the wire matches independent arithmetic, and the CLI's remote explain
     # prints the same JSON as its offline explain.
