@@ -95,6 +95,29 @@ FIGURES = ["remaining-full", "speedup-full", "remaining-swa", "speedup-swa", "re
            "fleet-attention-avoided", "fleet-prefill-avoided"]
 
 
+SPEEDUPS = {"speedup-full", "speedup-swa", "speedup-recurrent", "speedup-model", "block-speedup", "e2e-speedup",
+            "request-speedup", "request-bound"}
+SHARES = {"remaining-full", "remaining-swa", "remaining-recurrent", "remaining-model", "block-remaining",
+          "fleet-logical-hit", "fleet-reused-hit", "fleet-attention-avoided", "fleet-prefill-avoided"}
+BYTES = {"reused-bytes", "kv-bytes", "bytes-per-token"}
+BINARY = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50}
+
+
+def read_back(figure, text):
+    """The number a person reads in a figure's text, in the API's unit: a share as a fraction, bytes
+    from binary units, a speedup without its ×."""
+    if figure in SHARES:
+        assert text.endswith(" %"), (figure, text)
+        return float(text[:-2]) / 100
+    if figure in BYTES:
+        number, unit = text.split(" ")
+        return float(number) * BINARY[unit]
+    if figure in SPEEDUPS:
+        assert text.endswith("×"), (figure, text)
+        return float(text[:-1])
+    return float(text)
+
+
 @unittest.skipIf(CHROMIUM is None, "chromium is not installed (scripts/setup installs it)")
 class ExploreTest(unittest.TestCase):
     def setUp(self):
@@ -153,7 +176,7 @@ class ExploreTest(unittest.TestCase):
     def displayed(self):
         return self.browser.evaluate(
             "JSON.stringify(Object.fromEntries(%s.map((id) => [id, [document.getElementById(id).dataset.value,"
-            " document.getElementById(id).textContent]])))" % json.dumps(FIGURES))
+            " document.getElementById(id).textContent, document.getElementById(id).title]])))" % json.dumps(FIGURES))
 
     def wait_ready(self, after):
         return poll("the page to draw", lambda: int(self.browser.evaluate("document.body.dataset.ready || '0'") or 0)
@@ -163,30 +186,42 @@ class ExploreTest(unittest.TestCase):
         shown = json.loads(self.displayed())
         self.assertEqual(self.browser.evaluate("document.getElementById('error').textContent"), "")
         for figure, value in self.expected(alpha, **inputs).items():
-            exact, text = shown[figure]
-            # The exact value the API gave, and the six significant digits the page prints of it.
+            exact, text, title = shown[figure]
+            # The exact value the API gave (kept in data-value and shown on hover) ...
             want = "null" if value is None else (json.dumps(value) if not isinstance(value, str) else value)
             if isinstance(value, float) and value.is_integer():
                 want = str(int(value))
             self.assertEqual(exact, want, figure)
             if value is None:
-                self.assertEqual(text, "—", figure)
-            elif isinstance(value, float) and not value.is_integer():
-                self.assertTrue(text.startswith(f"{value:.6g}"[:6]), (figure, text, value))
-            else:
-                self.assertTrue(text.startswith(str(value)), (figure, text, value))
+                self.assertEqual(text, "unbounded" if figure in SPEEDUPS else "—", figure)
+                continue
+            self.assertTrue(title.startswith("exact: " + want), (figure, title))
+            # ... and what a person reads: read back from the text in its unit, the same value.
+            self.assertAlmostEqual(read_back(figure, text) / float(value), 1, delta=1e-3, msg=(figure, text, value))
 
     def test_page_shows_the_api_figures_and_follows_the_slider(self):
         url = f"http://{self.server.metrics_address}/explore"
+        # Until the API has answered, the page says it is loading (hidden once it has drawn).
+        with urllib.request.urlopen(url, timeout=10) as r:
+            self.assertIn('<div id="loading">Loading', r.read().decode())
         self.browser.call("Page.navigate", url=url)
         ready = self.wait_ready(0)
         self.assertEqual(self.browser.evaluate("document.getElementById('model').value"), "llama-3.1-8b")
         self.assert_shows("0.50")
         # docs/cost-model.md: reusing the first half of a prompt skips only a quarter of full attention.
         self.assertEqual(json.loads(self.displayed())["remaining-full"][0], "0.75")
-        # The curves: one line per attention kind and the current point marked on each.
+        # The curves: one line per attention kind and the current point marked on each; each line has
+        # its own dash pattern and width, so two that coincide both stay visible.
         self.assertEqual(self.browser.evaluate("document.querySelectorAll('#curve polyline').length"), 4)
         self.assertEqual(self.browser.evaluate("document.querySelectorAll('#curve circle').length"), 4)
+        styles = json.loads(self.browser.evaluate(
+            "JSON.stringify([...document.querySelectorAll('#curve polyline')].map((l) =>"
+            " [l.getAttribute('stroke-dasharray') || '', l.getAttribute('stroke-width')]))"))
+        self.assertEqual(len(set(map(tuple, styles))), 4, styles)
+        # Bytes in binary units, shares as percentages: 8192 tokens of llama-3.1-8b are 1 GiB of KV.
+        self.assertEqual(json.loads(self.displayed())["kv-bytes"][1], "1.000 GiB")
+        self.assertEqual(json.loads(self.displayed())["remaining-full"][1], "75.00 %")
+        self.assertEqual(self.browser.evaluate("getComputedStyle(document.getElementById('loading')).display"), "none")
 
         # Move the alpha slider with the keyboard: one step of 0.05.
         self.browser.evaluate("document.getElementById('alpha').focus()")
