@@ -18,6 +18,7 @@
 #include "kvledger/v1/ledger.grpc.pb.h"
 #include "lib/accounting/figure_schema.h"
 #include "lib/accounting/ledger.h"
+#include "lib/accounting/rejection.h"
 #include "lib/wire/calculators.h"
 #include "lib/wire/record_proto.h"
 #include "lib/profiles/model_registry.h"
@@ -89,6 +90,25 @@ struct RecordFlags {
     return r;
   }
 };
+
+// A record field as the CLI's flag: --prompt-tokens for prompt_tokens, --state-boundary for the
+// repeated state_boundaries.
+std::string RecordFlagName(absl::string_view field) {
+  return field == "state_boundaries" ? std::string("--state-boundary") : FlagName(field);
+}
+
+// A failed Record or Explain call's message, its leading field named as the flag when the server
+// said which field it is (trailing metadata kvledger-reject-field); other failures as they are.
+std::string RefusalText(const grpc::ClientContext& context, const grpc::Status& status, const std::string& target) {
+  const auto& trailers = context.GetServerTrailingMetadata();
+  const auto field = trailers.find("kvledger-reject-field");
+  if (status.error_code() != grpc::StatusCode::INVALID_ARGUMENT || field == trailers.end()) {
+    return DescribeRpcError(status, target);
+  }
+  Rejection rejection{RejectReason::kInvalidModel, status.error_message(),
+                      std::string(field->second.data(), field->second.size())};
+  return rejection.Named(RecordFlagName);
+}
 
 const char* SourceName(v1::BoundarySource source) {
   switch (source) {
@@ -232,7 +252,7 @@ int ExplainOffline(const v1::Record& request, const ExplainInputs& inputs, bool 
   }
   auto derived = Evaluate(FactsFromProto(subject->record), subject->model);
   if (!derived.ok()) {
-    std::cerr << "kvledger explain: " << derived.rejection().message << "\n";
+    std::cerr << "kvledger explain: " << derived.rejection().Named(RecordFlagName) << "\n";
     return kExitBadInput;
   }
   *figures = FiguresToProto(*derived, request.model());
@@ -253,7 +273,7 @@ int ExplainRemote(v1::Record request, const ExplainInputs& inputs, bool match_gi
   connection.SetDeadline(context);
   const grpc::Status status = connection.Stub()->Explain(&context, subject->record, figures);
   if (!status.ok()) {
-    std::cerr << "kvledger explain: " << DescribeRpcError(status, connection.target) << "\n";
+    std::cerr << "kvledger explain: " << RefusalText(context, status, connection.target) << "\n";
     return RpcExitCode(status);
   }
   return -1;
@@ -327,7 +347,7 @@ int Send(const Args& args) {
   v1::RecordResponse response;
   const grpc::Status status = connection.Stub()->Record(&context, *request, &response);
   if (!status.ok()) {
-    std::cerr << "kvledger send: rejected: " << DescribeRpcError(status, connection.target) << "\n";
+    std::cerr << "kvledger send: rejected: " << RefusalText(context, status, connection.target) << "\n";
     return RpcExitCode(status);
   }
   std::cout << "accepted\n";

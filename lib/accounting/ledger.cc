@@ -8,7 +8,7 @@
 namespace kvledger {
 Checked<RecordFigures> Evaluate(const RecordFacts& facts, const absl::StatusOr<Resolution>& model) {
   if (Verdict v = ValidateFields(facts); !v.ok()) return v.rejection();
-  if (!model.ok()) return Rejection{RejectReason::kUnknownModel, std::string(model.status().message())};
+  if (!model.ok()) return Rejection{RejectReason::kUnknownModel, std::string(model.status().message()), "model"};
   if (Verdict v = ValidateAgainstProfile(facts, *model->profile); !v.ok()) return v.rejection();
   return Derive(facts, *model->profile);
 }

@@ -51,7 +51,18 @@ const char* RejectReasonLabel(RejectReason reason);
 
 struct Rejection {
   RejectReason reason;
-  std::string message;  // names the field, the value and the rule
+  std::string message;  // names the field, the value and the rule, the field first
+  // The field whose value broke the rule, as data: the record field ("prompt_tokens",
+  // "state_boundaries") the message begins with. A surface that calls the field otherwise (the CLI's
+  // --prompt-tokens) renders the message with Named(), never by rewriting the text.
+  std::string field;
+
+  // The message with its leading field named by `name`.
+  template <typename Namer>
+  std::string Named(Namer name) const {
+    if (field.empty() || message.compare(0, field.size(), field) != 0) return message;
+    return name(field) + message.substr(field.size());
+  }
 };
 
 // The verdict on one record: accepted (ok) or rejected.
@@ -59,7 +70,9 @@ class [[nodiscard]] Verdict {
  public:
   Verdict() = default;  // accepted
   Verdict(Rejection rejection) : rejection_(std::move(rejection)) {}  // NOLINT: implicit by design
-  Verdict(RejectReason reason, std::string message) : rejection_(Rejection{reason, std::move(message)}) {}
+  // `message` begins with `field` (see Rejection::field).
+  Verdict(RejectReason reason, std::string field, std::string message)
+      : rejection_(Rejection{reason, std::move(message), std::move(field)}) {}
 
   bool ok() const { return !rejection_.has_value(); }
   const Rejection& rejection() const { return *rejection_; }

@@ -23,7 +23,7 @@ Verdict CheckLatency(const char* field, const std::optional<double>& seconds, Re
   if (!seconds) return Verdict();
   const double value = *seconds;
   if (std::isfinite(value) && value >= 0 && value <= kMaxLatencySeconds) return Verdict();
-  return Verdict(reason, absl::StrCat(field, " = ", FormatDouble(value),
+  return Verdict(reason, field, absl::StrCat(field, " = ", FormatDouble(value),
                                      ": must be finite, >= 0 and <= ", kMaxLatencySeconds, " seconds"));
 }
 
@@ -31,23 +31,23 @@ Verdict CheckLatency(const char* field, const std::optional<double>& seconds, Re
 Verdict ValidateWholeRequest(const RecordFacts& f) {
   if (auto s = CheckLatency("queue_seconds", f.queue_seconds, RejectReason::kInvalidQueueSeconds); !s.ok()) return s;
   if (f.queue_seconds && f.ttft_seconds && *f.queue_seconds > *f.ttft_seconds) {
-    return Verdict(RejectReason::kInvalidQueueSeconds,
+    return Verdict(RejectReason::kInvalidQueueSeconds, "queue_seconds",
                    absl::StrCat("queue_seconds = ", FormatDouble(*f.queue_seconds), ": must be <= ttft_seconds = ",
                                 FormatDouble(*f.ttft_seconds), " (the wait ends before the first token)"));
   }
   if (f.output_tokens && (*f.output_tokens < 1 || *f.output_tokens > kMaxPromptTokens)) {
-    return Verdict(RejectReason::kInvalidOutputTokens, absl::StrCat("output_tokens = ", *f.output_tokens,
+    return Verdict(RejectReason::kInvalidOutputTokens, "output_tokens", absl::StrCat("output_tokens = ", *f.output_tokens,
                                                                     ": must be in [1, ", kMaxPromptTokens, "]"));
   }
   if (auto s = CheckLatency("decode_seconds", f.decode_seconds, RejectReason::kInvalidDecodeSeconds); !s.ok()) return s;
   if (f.decode_seconds && !f.output_tokens) {
-    return Verdict(RejectReason::kInvalidDecodeSeconds,
+    return Verdict(RejectReason::kInvalidDecodeSeconds, "decode_seconds",
                    absl::StrCat("decode_seconds = ", FormatDouble(*f.decode_seconds),
                                 ": needs output_tokens (the time per output token is decode_seconds / "
                                 "(output_tokens - 1))"));
   }
   if (f.decode_seconds && *f.decode_seconds > 0 && *f.output_tokens < 2) {
-    return Verdict(RejectReason::kInvalidDecodeSeconds,
+    return Verdict(RejectReason::kInvalidDecodeSeconds, "decode_seconds",
                    absl::StrCat("decode_seconds = ", FormatDouble(*f.decode_seconds),
                                 ": must be 0 when output_tokens = ", *f.output_tokens,
                                 " (one token has no time between the first and the last)"));
@@ -71,7 +71,7 @@ Verdict ValidateRecompute(const RecordFacts& f) {
   if (*f.recompute_tokens >= lo && *f.recompute_tokens <= f.logical_match_tokens) return Verdict();
   const std::string lo_text =
       f.recoverable_tokens ? absl::StrCat("logical_match_tokens - recoverable_tokens = ", lo) : std::string("0");
-  return Verdict(RejectReason::kInvalidRecomputeTokens,
+  return Verdict(RejectReason::kInvalidRecomputeTokens, "recompute_tokens",
                  absl::StrCat("recompute_tokens = ", *f.recompute_tokens, ": must be in [", lo_text,
                               ", logical_match_tokens = ", f.logical_match_tokens,
                               "] (reused = logical_match - recompute may not exceed the recoverable boundary)"));
@@ -87,51 +87,51 @@ std::string ModelNameProblem(absl::string_view model, absl::string_view field) {
 
 Verdict ValidateFields(const RecordFacts& f) {
   if (f.request_id.size() > kMaxRequestIdBytes) {
-    return Verdict(RejectReason::kInvalidRequestId,
+    return Verdict(RejectReason::kInvalidRequestId, "request_id",
                   absl::StrCat("request_id = ", Quoted(f.request_id), " (", f.request_id.size(),
                                " bytes): must be at most ", kMaxRequestIdBytes, " bytes"));
   }
   if (std::string problem = ModelNameProblem(f.model); !problem.empty()) {
-    return Verdict(RejectReason::kInvalidModel, std::move(problem));
+    return Verdict(RejectReason::kInvalidModel, "model", std::move(problem));
   }
   if (f.tier_value < 0 || f.tier_value >= kTierCount) {
-    return Verdict(RejectReason::kInvalidTier,
+    return Verdict(RejectReason::kInvalidTier, "tier",
                   absl::StrCat("tier = ", f.tier_value,
                                ": must be one of TIER_DEVICE (1), TIER_HOST (2), TIER_DISK (3), "
                                "TIER_REMOTE (4), TIER_MIXED (5), TIER_UNKNOWN (6), or TIER_UNSPECIFIED (0) "
                                "for a miss"));
   }
   if (f.prompt_tokens < 1 || f.prompt_tokens > kMaxPromptTokens) {
-    return Verdict(RejectReason::kInvalidPromptTokens,
+    return Verdict(RejectReason::kInvalidPromptTokens, "prompt_tokens",
                   absl::StrCat("prompt_tokens = ", f.prompt_tokens, ": must be in [1, ",
                                kMaxPromptTokens, "]"));
   }
   if (f.logical_match_tokens < 0 || f.logical_match_tokens > f.prompt_tokens) {
-    return Verdict(RejectReason::kInvalidLogicalMatchTokens,
+    return Verdict(RejectReason::kInvalidLogicalMatchTokens, "logical_match_tokens",
                   absl::StrCat("logical_match_tokens = ", f.logical_match_tokens,
                                ": must be in [0, prompt_tokens = ", f.prompt_tokens, "]"));
   }
   if (f.predicted_match_tokens &&
       (*f.predicted_match_tokens < 0 || *f.predicted_match_tokens > f.prompt_tokens)) {
-    return Verdict(RejectReason::kInvalidPredictedMatchTokens,
+    return Verdict(RejectReason::kInvalidPredictedMatchTokens, "predicted_match_tokens",
                   absl::StrCat("predicted_match_tokens = ", *f.predicted_match_tokens,
                                ": must be in [0, prompt_tokens = ", f.prompt_tokens, "]"));
   }
   if (f.tier_value == 0 && f.logical_match_tokens > 0) {
-    return Verdict(RejectReason::kInvalidTier,
+    return Verdict(RejectReason::kInvalidTier, "tier",
                   absl::StrCat("tier = TIER_UNSPECIFIED: must be set when logical_match_tokens > 0 "
                                "(logical_match_tokens = ", f.logical_match_tokens, ")"));
   }
   if (f.recoverable_tokens &&
       (*f.recoverable_tokens < 0 || *f.recoverable_tokens > f.logical_match_tokens)) {
-    return Verdict(RejectReason::kInvalidRecoverableTokens,
+    return Verdict(RejectReason::kInvalidRecoverableTokens, "recoverable_tokens",
                   absl::StrCat("recoverable_tokens = ", *f.recoverable_tokens,
                                ": must be in [0, logical_match_tokens = ", f.logical_match_tokens, "]"));
   }
   if (auto s = ValidateRecompute(f); !s.ok()) return s;
   if (auto s = ValidateLatencies(f); !s.ok()) return s;
   if (f.state_boundaries.size() > kMaxStateBoundaries) {
-    return Verdict(RejectReason::kInvalidStateBoundaries,
+    return Verdict(RejectReason::kInvalidStateBoundaries, "state_boundaries",
                   absl::StrCat("state_boundaries: ", f.state_boundaries.size(),
                                " entries: must be at most ", kMaxStateBoundaries));
   }
@@ -148,32 +148,32 @@ Verdict ValidateAgainstProfile(const RecordFacts& f, const Profile& profile) {
     if (group < 0) {
       std::vector<std::string> names;
       for (const auto& g : profile.shape().groups) names.push_back(g.name);
-      return Verdict(RejectReason::kInvalidStateBoundaries,
+      return Verdict(RejectReason::kInvalidStateBoundaries, "state_boundaries",
                     absl::StrCat("state_boundaries[", i, "].state_group = ", Quoted(b.state_group),
                                  ": must name a layer group of profile '", profile.name(),
                                  "' (", absl::StrJoin(names, ", "), ")"));
     }
     if (seen[group]) {
-      return Verdict(RejectReason::kInvalidStateBoundaries,
+      return Verdict(RejectReason::kInvalidStateBoundaries, "state_boundaries",
                     absl::StrCat("state_boundaries[", i, "].state_group = ", Quoted(b.state_group),
                                  ": must appear only once"));
     }
     seen[group] = true;
     if (b.boundary_tokens < 0 || b.boundary_tokens > f.logical_match_tokens) {
-      return Verdict(RejectReason::kInvalidStateBoundaries,
+      return Verdict(RejectReason::kInvalidStateBoundaries, "state_boundaries",
                     absl::StrCat("state_boundaries[", i, "].boundary_tokens = ", b.boundary_tokens,
                                  ": must be in [0, logical_match_tokens = ", f.logical_match_tokens, "]"));
     }
     minimum = std::min(minimum, b.boundary_tokens);
   }
   if (f.recoverable_tokens && *f.recoverable_tokens != minimum) {
-    return Verdict(RejectReason::kInvalidStateBoundaries,
+    return Verdict(RejectReason::kInvalidStateBoundaries, "state_boundaries",
                   absl::StrCat("state_boundaries: minimum boundary_tokens = ", minimum,
                                ": must equal recoverable_tokens = ", *f.recoverable_tokens,
                                " (the recoverable boundary is the minimum over state groups)"));
   }
   if (f.recompute_tokens && *f.recompute_tokens < f.logical_match_tokens - minimum) {
-    return Verdict(RejectReason::kInvalidRecomputeTokens,
+    return Verdict(RejectReason::kInvalidRecomputeTokens, "recompute_tokens",
                   absl::StrCat("recompute_tokens = ", *f.recompute_tokens,
                                ": must be >= logical_match_tokens - min(state_boundaries) = ",
                                f.logical_match_tokens - minimum));

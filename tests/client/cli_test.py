@@ -97,7 +97,7 @@ class ExplainTest(unittest.TestCase):
         result = run("explain", "--model", "llama-3.1-8b", "--prompt-tokens", "10", "--logical-match-tokens", "11")
         self.assertEqual(result.returncode, 2)  # bad input (docs/operations.md)
         self.assertEqual(result.stderr.strip(),
-                         "kvledger explain: logical_match_tokens = 11: must be in [0, prompt_tokens = 10]")
+                         "kvledger explain: --logical-match-tokens = 11: must be in [0, prompt_tokens = 10]")
 
 
 class ExplainInputsTest(unittest.TestCase):
@@ -229,7 +229,7 @@ class UsageTest(unittest.TestCase):
             (["calc", "--alpha", "0.5", "--alpha", "0.7"],
              "kvledger calc: --alpha: given more than once (each flag takes one value)"),
             (["explain", "--model", "gpt-5", "--prompt-tokens", "10", "--logical-match-tokens", "0"],
-             'kvledger explain: model = "gpt-5": no profile of that name; known profiles: deepseek-v3, gemma-2-9b, '
+             'kvledger explain: --model = "gpt-5": no profile of that name; known profiles: deepseek-v3, gemma-2-9b, '
              "gemma-3-12b, generic, gpt-oss-120b, gpt-oss-20b, kimi-linear-48b-a3b, llama-3.1-70b, llama-3.1-8b, "
              "mistral-7b-v0.1, qwen3-235b-a22b, qwen3-32b, qwen3-8b, qwen3-next-80b-a3b (an unknown model is "
              "costed as generic only where that is allowed: kvledger-server --unknown_model=generic, "

@@ -106,7 +106,9 @@ class EndToEndTest(unittest.TestCase):
     def test_cli_send(self):
         self.assertEqual(self.send_ok.returncode, 0, self.send_ok.stderr)
         self.assertEqual(self.send_bad.returncode, 2)  # bad input: exit 2 (docs/operations.md)
-        self.assertIn("logical_match_tokens = 5000: must be in [0, prompt_tokens = 4096]", self.send_bad.stderr)
+        # The server sends the field as data: the CLI names it as the flag the user typed.
+        self.assertEqual(self.send_bad.stderr.strip(), "kvledger send: rejected: --logical-match-tokens = 5000: "
+                                                       "must be in [0, prompt_tokens = 4096]")
 
     # Proves: a batch rejects bad records by index and reason and counts the good ones.
     def test_batch_rejections(self):
@@ -135,6 +137,7 @@ class EndToEndTest(unittest.TestCase):
         with self.assertRaises(grpc.RpcError) as caught:
             self.stub.Record(record(n=10, match=11), timeout=10)
         self.assertIn(("kvledger-reject-reason", "invalid_logical_match_tokens"), caught.exception.trailing_metadata())
+        self.assertIn(("kvledger-reject-field", "logical_match_tokens"), caught.exception.trailing_metadata())
 
     # Proves: Explain over the wire matches independent arithmetic, and the CLI's remote explain
     # prints the same JSON as its offline explain.

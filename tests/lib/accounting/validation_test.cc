@@ -210,3 +210,32 @@ TEST(ValidationTest, WholeRequestFields) {
 
 }  // namespace
 }  // namespace kvledger
+
+namespace kvledger {
+namespace {
+
+// Proves: every rejection carries the field its message begins with, as data, so a surface that
+// names fields otherwise renders the message without rewriting its text.
+TEST(ValidationTest, RejectionsCarryTheirField) {
+  RecordFacts f = Valid();
+  f.prompt_tokens = 0;
+  Verdict v = ValidateFields(f);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.rejection().field, "prompt_tokens");
+  EXPECT_EQ(v.rejection().Named([](absl::string_view field) { return absl::StrCat("--", field); }),
+            "--prompt_tokens = 0: must be in [1, 2147483648]");
+  for (auto mutate : std::initializer_list<void (*)(RecordFacts&)>{
+           [](RecordFacts& r) { r.logical_match_tokens = r.prompt_tokens + 1; },
+           [](RecordFacts& r) { r.ttft_seconds = -1; }, [](RecordFacts& r) { r.model = ""; },
+           [](RecordFacts& r) { r.tier_value = 42; }, [](RecordFacts& r) { r.output_tokens = 0; }}) {
+    RecordFacts bad = Valid();
+    mutate(bad);
+    const Verdict verdict = ValidateFields(bad);
+    ASSERT_FALSE(verdict.ok());
+    EXPECT_FALSE(verdict.rejection().field.empty()) << verdict.rejection().message;
+    EXPECT_EQ(verdict.rejection().message.rfind(verdict.rejection().field, 0), 0u) << verdict.rejection().message;
+  }
+}
+
+}  // namespace
+}  // namespace kvledger
