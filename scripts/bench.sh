@@ -3,7 +3,8 @@
 # its baseline), the reporters' Report() latency beside its floor, the gRPC service against
 # kvledger-noop-server with the kvledger bench load generator (and ingest under 10 scrapes/s), and
 # resident memory from 1 M to 100 M records; with KVLEDGER_BASELINE=<revision>, the /metrics side of
-# that revision and this tree side by side. Results go to stdout; docs/performance.md records a run.
+# that revision and this tree side by side (and their gRPC service and /metrics round trip, through
+# bench/compare_builds.py). Results go to stdout; docs/performance.md records a run.
 # Extra arguments go to bench/compare_servers.py (e.g. --duration 10 --repetitions 5).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,4 +50,7 @@ if [ -n "${KVLEDGER_BASELINE:-}" ]; then
   done
   echo
   /usr/bin/python3 "$root/bench/compare_scrape.py" "$baseline" "$build"
+  echo
+  echo "## The gRPC service and /metrics: $KVLEDGER_BASELINE (baseline) and this tree, alternating"
+  /usr/bin/python3 "$root/bench/compare_builds.py" "$baseline" "$build"
 fi

@@ -126,6 +126,9 @@ void AddOutcome(const std::optional<EngineStatsRejection>& rejected, int index, 
 
 }  // namespace
 
+// Records of a stream's batch kept allocated for the next batch (larger batches are freed).
+constexpr int kReusedRecords = 1024;
+
 // One open StreamRecords call. Batches are accounted as they arrive; the summary is sent once, when
 // the client half-closes or when the service ends open streams for shutdown, and nothing arriving
 // after it is counted, so the summary is exactly what was counted.
@@ -155,8 +158,8 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::
       FinishLocked(grpc::Status::OK);
       return;
     }
-    PartsHeld held;  // destroyed after `batch`
-    v1::RecordBatchRequest batch;
+    PartsHeld held;  // released once the batch is applied
+    v1::RecordBatchRequest& batch = batch_;  // parsed into again: its records' memory is reused
     WireCount count;
     grpc::Status refused;
     switch (Admit(bytes_, service_.batch_limits_, service_.parts_budget_, held, &batch, &count, &refused)) {
@@ -183,6 +186,9 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::
     }
     AddToSummary(outcome, records_seen_, service_.options_.max_listed_rejections, &summary_);
     records_seen_ += static_cast<uint64_t>(batch.records_size());
+    // A small batch's records are kept for the next one to be parsed into; a large one's memory is
+    // given back, so an open stream holds little between batches.
+    if (batch.records_size() > kReusedRecords) batch_ = v1::RecordBatchRequest();
     StartRead(&bytes_);
   }
 
@@ -225,6 +231,7 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::
   LedgerService& service_;
   grpc::ByteBuffer* response_;
   grpc::ByteBuffer bytes_;  // the batch being read
+  v1::RecordBatchRequest batch_;  // and parsed
   v1::RecordBatchResponse summary_;
   uint64_t records_seen_ = 0;
   Mutex mu_;

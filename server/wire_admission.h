@@ -68,7 +68,7 @@ Admission Admit(const grpc::ByteBuffer& bytes, const WireLimits& limits, PartsBu
                 Message* message, WireCount* count, grpc::Status* status) {
   grpc::ByteBuffer scan(bytes);  // shares the slices
   grpc::ProtoBufferReader scan_reader(&scan);
-  if (const absl::Status counted = CountWire(&scan_reader, limits, count); !counted.ok()) {
+  if (const absl::Status counted = CountWire(&scan_reader, bytes.Length(), limits, count); !counted.ok()) {
     *status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(counted.message()));
     return Admission::kRefused;
   }

@@ -18,8 +18,9 @@ constexpr int kMaxDepth = 16;  // the request types nest three deep
 
 class Scanner {
  public:
-  Scanner(CodedInputStream& in, const WireLimits& limits, WireCount& count)
-      : in_(in), limits_(limits), count_(count) {}
+  // `shallow`: count the top-level entries only, without opening any nested message.
+  Scanner(CodedInputStream& in, const WireLimits& limits, WireCount& count, bool shallow = false)
+      : in_(in), limits_(limits), count_(count), shallow_(shallow) {}
 
   // Scans one message of `type` up to the current limit. False when malformed; stops early (true)
   // once the parts limit is passed. Entries past their limit are still counted (so a refusal can say
@@ -50,6 +51,10 @@ class Scanner {
         continue;
       }
       ++count_.parts;
+      if (shallow_) {
+        if (!WireFormatLite::SkipField(&in_, tag)) return false;
+        continue;
+      }
       if (!Nested(field->message_type(), depth + 1)) return false;
     }
     return true;
@@ -80,6 +85,7 @@ class Scanner {
   CodedInputStream& in_;
   const WireLimits& limits_;
   WireCount& count_;
+  const bool shallow_;
 };
 
 }  // namespace
@@ -92,6 +98,21 @@ absl::Status CountWire(google::protobuf::io::ZeroCopyInputStream* input, const W
     return absl::InvalidArgumentError(
         absl::StrCat("the message does not parse as ", limits.type->full_name(), "; nothing of it was counted"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status CountWire(google::protobuf::io::ZeroCopyInputStream* input, size_t byte_size, const WireLimits& limits,
+                       WireCount* count) {
+  if (byte_size > limits.max_parts()) return CountWire(input, limits, count);
+  // Every part takes at least one byte on the wire, so a message this small cannot carry too many:
+  // only its entries need counting.
+  *count = WireCount{};
+  CodedInputStream in(input);
+  if (!Scanner(in, limits, *count, /*shallow=*/true).Message(limits.type, 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the message does not parse as ", limits.type->full_name(), "; nothing of it was counted"));
+  }
+  count->parts = byte_size;  // the bound, for the budget of parts being parsed
   return absl::OkStatus();
 }
 

@@ -47,6 +47,12 @@ struct WireLimits {
 absl::Status CountWire(google::protobuf::io::ZeroCopyInputStream* input, const WireLimits& limits,
                        WireCount* count);
 
+// The same for a message of `byte_size` bytes: one no larger than max_parts() cannot carry more
+// parts than bytes, so only its top-level entries are counted (a nested message is not opened) and
+// `count->parts` is the bound byte_size. Larger ones are scanned whole.
+absl::Status CountWire(google::protobuf::io::ZeroCopyInputStream* input, size_t byte_size, const WireLimits& limits,
+                       WireCount* count);
+
 // The refusal for a request past its parts limit: names the count and the limit.
 std::string TooManyPartsMessage(const WireLimits& limits);
 

@@ -97,5 +97,24 @@ TEST(WireBudgetTest, MalformedBytesAreRefused) {
   }
 }
 
+// A message no larger than the parts limit cannot carry too many parts: only its entries are
+// counted, and its parts are bounded by its size.
+TEST(WireBudgetTest, SmallMessagesCountOnlyTheirEntries) {
+  v1::RecordBatchRequest batch;
+  for (int i = 0; i < 3; ++i) batch.add_records()->add_state_boundaries()->set_boundary_tokens(16);
+  const std::string bytes = batch.SerializeAsString();
+  google::protobuf::io::ArrayInputStream input(bytes.data(), static_cast<int>(bytes.size()));
+  WireCount count;
+  ASSERT_TRUE(CountWire(&input, bytes.size(), BatchLimits(10), &count).ok());
+  EXPECT_EQ(count.entries, 3u);
+  EXPECT_EQ(count.parts, bytes.size());
+  // A large one is scanned whole: 1.5 M empty records (3 MB) against a limit of 10,000.
+  const std::string large = Repeat(std::string("\x0a\x00", 2), 1500000);
+  google::protobuf::io::ArrayInputStream large_input(large.data(), static_cast<int>(large.size()));
+  ASSERT_TRUE(CountWire(&large_input, large.size(), BatchLimits(10000), &count).ok());
+  EXPECT_EQ(count.entries, 1500000u);
+  EXPECT_EQ(count.parts, 10000u);
+}
+
 }  // namespace
 }  // namespace kvledger
