@@ -126,20 +126,31 @@ std::string Share(double part, double whole) {
 // A speedup, or "unbounded" when nothing remains to compute (the field is unset).
 std::string Times(bool set, double speedup) { return set ? absl::StrFormat("%.4fx", speedup) : std::string("unbounded"); }
 
+// Why there is no estimate (docs/cost-model.md §8): the floor the record alone must clear.
+constexpr const char* kNoEstimate =
+    "unknown (basis none): no live compute model (a server's, from records of several suffix sizes), no "
+    "profile throughput, and the record alone only when its suffix carries at least the reused prefix's "
+    "prefill FLOPs";
+
 // docs/cost-model.md §12; "unavailable" names what was not measured.
 template <typename Row>
 void PrintWholeRequest(const v1::DerivedFigures& d, const Row& row) {
   const std::string missing = "unavailable";
   if (d.has_ttft_parts()) {
     const auto& p = d.ttft_parts();
-    row("TTFT parts", absl::StrFormat("queue %.6g + reload %.6g + suffix prefill %.6g + rest %.6g s",
+    row("TTFT parts", absl::StrFormat("queue %.6g + reload %.6g + suffix prefill %.6g + rest %.6g s%s",
                                       p.queue_seconds(), p.reload_seconds(), p.suffix_prefill_seconds(),
-                                      p.rest_seconds()));
-  } else if (d.has_ttft_overlap_seconds()) {
-    row("TTFT parts", absl::StrFormat("overlap: the parts exceed the TTFT by %.6g s", d.ttft_overlap_seconds()));
+                                      p.rest_seconds(),
+                                      d.ttft_overlap_seconds() > 0
+                                          ? absl::StrFormat(" (as the TTFT holds them: %.6g s overlapped)",
+                                                            d.ttft_overlap_seconds())
+                                          : ""));
   } else {
     row("TTFT parts", "unavailable (needs TTFT, queue, suffix prefill and reload)");
   }
+  row("estimated full prefill", d.has_estimated_full_prefill_seconds()
+                                    ? absl::StrFormat("%.6g s", d.estimated_full_prefill_seconds())
+                                    : missing);
   row("overhead h with the wait", d.has_overhead_fraction_with_wait()
                                        ? absl::StrFormat("%.6f", d.overhead_fraction_with_wait())
                                        : missing);
@@ -147,11 +158,21 @@ void PrintWholeRequest(const v1::DerivedFigures& d, const Row& row) {
       d.has_ttft_speedup() ? absl::StrFormat("%.6g s / %.4fx", d.ttft_without_reuse_seconds(), d.ttft_speedup())
                            : missing);
   row("time per output token", d.has_time_per_output_token_seconds()
-                                   ? absl::StrFormat("%.6g s", d.time_per_output_token_seconds())
+                                   ? absl::StrFormat("%.6g s%s", d.time_per_output_token_seconds(),
+                                                     d.has_output_tokens_per_second()
+                                                         ? absl::StrFormat(" (%.6g tokens/s)", d.output_tokens_per_second())
+                                                         : "")
                                    : missing);
-  row("cache share of end-to-end",
-      d.has_cache_share_of_e2e() ? absl::StrFormat("%.2f%% of %.6g s", 100 * d.cache_share_of_e2e(), d.e2e_seconds())
-                                 : missing);
+  row("end to end", d.has_e2e_seconds() ? absl::StrFormat("%.6g s", d.e2e_seconds()) : missing);
+  row("prefill share as served",
+      d.has_prefill_share_of_e2e()
+          ? absl::StrFormat("%.2f%% (reload + suffix prefill of TTFT + decode)", 100 * d.prefill_share_of_e2e())
+          : missing);
+  row("prefill share without reuse",
+      d.has_prefill_share_of_e2e_without_reuse()
+          ? absl::StrFormat("%.2f%% of %.6g s (the most a cache could save)",
+                            100 * d.prefill_share_of_e2e_without_reuse(), d.e2e_without_reuse_seconds())
+          : missing);
   row("KV byte-seconds / average", d.has_kv_byte_seconds()
                                        ? absl::StrFormat("%.6g / %.6g bytes", d.kv_byte_seconds(),
                                                          d.kv_bytes_held_average())
@@ -199,9 +220,10 @@ void PrintFigures(const v1::DerivedFigures& d) {
   row("  remaining / ideal speedup", absl::StrFormat("%.6f / %s", d.prefill_remaining_fraction(), Times(d.has_prefill_speedup(), d.prefill_speedup())));
   row("reused KV/state bytes", absl::StrFormat("%.0f", d.reused_bytes()));
   if (d.recompute_estimate_available()) {
-    row("estimated recompute seconds", absl::StrFormat("%.6g", d.estimated_recompute_seconds()));
+    row("estimated recompute seconds", absl::StrFormat("%.6g  (basis %s)", d.estimated_recompute_seconds(),
+                                                       BasisLabel(static_cast<Basis>(d.estimate_basis()))));
   } else {
-    row("estimated recompute seconds", "unavailable (no suffix prefill time or profile throughput)");
+    row("estimated recompute seconds", kNoEstimate);
   }
   if (d.reload_compared()) {
     row("reload slower than recompute", d.reload_slower_than_recompute() ? "YES" : "no");
@@ -250,7 +272,7 @@ int ExplainOffline(const v1::Record& request, const ExplainInputs& inputs, bool 
     std::cerr << "kvledger explain: " << subject.status().message() << "\n";
     return kExitBadInput;
   }
-  auto derived = Evaluate(FactsFromProto(subject->record), subject->model);
+  auto derived = Evaluate(FactsFromProto(subject->record), subject->model, OfflineEstimateSource());
   if (!derived.ok()) {
     std::cerr << "kvledger explain: " << derived.rejection().Named(RecordFlagName) << "\n";
     return kExitBadInput;

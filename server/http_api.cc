@@ -110,7 +110,7 @@ absl::Status OptionalRecordNumbers(const HttpRequest& r, v1::Record& record) {
   return absl::OkStatus();
 }
 
-HttpResponse Explain(const HttpRequest& r, const ModelRegistry& registry) {
+HttpResponse Explain(const HttpRequest& r, const ModelRegistry& registry, const LiveRates& rates) {
   v1::Record record;
   record.set_model(Text(r, "model"));
   const std::string tier = Text(r, "tier", std::string(kDefaultTier));
@@ -134,7 +134,8 @@ HttpResponse Explain(const HttpRequest& r, const ModelRegistry& registry) {
   }
   auto subject = PrepareExplain(std::move(record), inputs, registry, match.has_value());
   if (!subject.ok()) return BadRequest(subject.status().message());
-  auto figures = Evaluate(FactsFromProto(subject->record), subject->model);
+  auto figures =
+      Evaluate(FactsFromProto(subject->record), subject->model, LiveEstimateSource(subject->model, &rates));
   if (!figures.ok()) return BadRequest(figures.rejection().message, RejectReasonLabel(figures.rejection().reason));
   return Json(ProtoToJson(FiguresToProto(*figures, subject->record.model()), /*null_unset=*/true));
 }
@@ -239,7 +240,7 @@ std::vector<HttpListener::Route> HttpApiRoutes(const ModelRegistry& registry, co
       {"/api/v1/kv-bytes", Taking({"model", "layers", "kv_heads", "head_dim", "bytes_per_element", "sequences",
                                    "tokens", "budget_bytes", "reserved_bytes"},
                                   [&catalog](const HttpRequest& r) { return KvBytes(r, catalog); })},
-      {"/api/v1/explain", Taking(ExplainParameters(), [&registry](const HttpRequest& r) { return Explain(r, registry); })},
+      {"/api/v1/explain", Taking(ExplainParameters(), [&registry, &rates](const HttpRequest& r) { return Explain(r, registry, rates); })},
       {"/api/v1/advise", Taking({"model", "prompt_tokens", "candidate"},
                                 [&registry, &rates](const HttpRequest& r) { return Advise(r, registry, rates); })},
       {"/api/v1/profiles", Taking({}, [&catalog](const HttpRequest&) { return Json(ProfilesToJson(catalog)); })},

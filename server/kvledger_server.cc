@@ -185,7 +185,9 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   state->catalog = *std::move(catalog);
   state->registry = std::make_unique<ModelRegistry>(state->catalog, options.max_models, options.unknown_model);
   state->aggregator = std::make_unique<Aggregator>(state->registry->slots().slot_count());
-  state->rates = std::make_unique<LiveRates>(state->registry->slots().slot_count(), options.advice_half_life_seconds);
+  state->rates = std::make_unique<LiveRates>(state->registry->slots().slot_count(), options.advice_half_life_seconds,
+                                             MonotonicSeconds, LiveRates::kDefaultRefitSeconds,
+                                             options.live_compute_model);
   state->ledger = std::make_unique<Ledger>(*state->registry, *state->aggregator, state->rates.get());
   state->sink = std::move(sink);
   RecordSink& records = state->sink ? *state->sink : static_cast<RecordSink&>(*state->ledger);

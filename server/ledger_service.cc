@@ -379,7 +379,9 @@ grpc::ServerUnaryReactor* LedgerService::Explain(grpc::CallbackServerContext* co
   return ServeUnary<v1::Record, v1::DerivedFigures>(
       context, *request, response, record_limits_, parts_budget_, NoEntries,
       [this, context](const v1::Record& record, v1::DerivedFigures* figures_out) {
-        auto figures = Evaluate(FactsFromProto(record), registry_);
+        const RecordFacts facts = FactsFromProto(record);
+        const absl::StatusOr<Resolution> model = registry_.Resolve(facts.model);
+        auto figures = Evaluate(facts, model, LiveEstimateSource(model, rates_));
         if (figures.ok()) *figures_out = FiguresToProto(*figures, record.model());
         return ToGrpcStatus(context, figures.verdict());
       });

@@ -184,13 +184,17 @@ void FillEngineRejected(const Scrape& s, MetricFamily& f) {
   }
 }
 
-// Live rates (soft state of this replica, decayed with --advice_half_life_seconds): a rate or the
-// decayed weight of the samples behind it, for the reload bandwidths (per tier) or the compute rate.
-template <bool kReload, bool kWeight>
+// Live rates (soft state of this replica, decayed with --advice_half_life_seconds): a rate, the
+// decayed weight of the samples behind it, or (compute) the fixed seconds per pass, for the reload
+// bandwidths (per tier) or the compute-time model.
+enum class RateValue { kRate, kWeight, kFixedSeconds };
+template <bool kReload, RateValue kValue>
 void FillRates(const Scrape& s, MetricFamily& f) {
   for (const auto& e : *s.rates) {
     if (e.tier.has_value() != kReload) continue;
-    const double value = kWeight ? e.evidence.weight : e.evidence.rate;
+    const double value = kValue == RateValue::kWeight   ? e.evidence.weight
+                         : kValue == RateValue::kRate   ? e.evidence.rate
+                                                        : e.fixed_seconds;
     if (!std::isfinite(value)) continue;  // never exported: not a measurement
     Labels labels = {s.Model(e.model_slot)};
     if (e.tier) labels.push_back({"tier", TierLabel(*e.tier)});
@@ -224,16 +228,20 @@ constexpr ServedFamily kServedFamilies[] = {
     {"kvledger_reload_bandwidth_bytes_per_second",
      "Effective reload bandwidth from one tier: reused bytes per reload second of records, and bytes per second of "
      "engines' aggregate transfers, decayed over recent samples.",
-     MetricType::Gauge, FillRates<true, false>, ServedFamily::kRates},
+     MetricType::Gauge, FillRates<true, RateValue::kRate>, ServedFamily::kRates},
     {"kvledger_reload_bandwidth_weight",
      "Decayed weight of the samples (records and transfer observations) behind "
      "kvledger_reload_bandwidth_bytes_per_second (1 per sample now, 0.5 one half-life ago).",
-     MetricType::Gauge, FillRates<true, true>, ServedFamily::kRates},
+     MetricType::Gauge, FillRates<true, RateValue::kWeight>, ServedFamily::kRates},
     {"kvledger_prefill_flops_per_second",
-     "Prefill compute rate, suffix-prefill FLOPs per suffix-prefill second, decayed over recent records.",
-     MetricType::Gauge, FillRates<false, false>, ServedFamily::kRates},
-    {"kvledger_prefill_flops_weight", "Decayed weight of the records behind kvledger_prefill_flops_per_second.",
-     MetricType::Gauge, FillRates<false, true>, ServedFamily::kRates},
+     "Prefill compute rate of the live compute-time model (a pass over F FLOPs takes "
+     "kvledger_prefill_fixed_seconds + F / this), fitted to recent records' suffix prefills; exported once "
+     "the model is ready.",
+     MetricType::Gauge, FillRates<false, RateValue::kRate>, ServedFamily::kRates},
+    {"kvledger_prefill_fixed_seconds", "Fixed seconds per prefill pass of the live compute-time model.",
+     MetricType::Gauge, FillRates<false, RateValue::kFixedSeconds>, ServedFamily::kRates},
+    {"kvledger_prefill_flops_weight", "Decayed weight of the records behind the live compute-time model.",
+     MetricType::Gauge, FillRates<false, RateValue::kWeight>, ServedFamily::kRates},
 };
 
 // An ostream target that appends straight to the piece being filled, so a family's text is not

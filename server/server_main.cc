@@ -50,6 +50,9 @@ ABSL_FLAG(uint32_t, max_connection_idle_seconds, kDefaults.max_connection_idle_s
 ABSL_FLAG(uint32_t, max_connection_age_seconds, kDefaults.max_connection_age_seconds, "A connection is closed gracefully after this long (clients reconnect and rebalance)");
 ABSL_FLAG(uint32_t, keepalive_min_ping_seconds, kDefaults.keepalive_min_ping_seconds, "Least interval between client keepalive pings; more often closes the connection");
 ABSL_FLAG(uint32_t, stream_idle_seconds, kDefaults.stream_idle_seconds, "A stream that sends no batch for this long ends with its summary (0 = never)");
+ABSL_FLAG(bool, live_compute_model, kDefaults.live_compute_model,
+          "Learn each model's prefill compute-time model (a fixed cost per pass + a rate) from the records; false: "
+          "recompute estimates come from the profiles' prefill_flops_per_second only");
 ABSL_FLAG(uint32_t, advice_half_life_seconds, kDefaults.advice_half_life_seconds,
           "Half-life of the live reload-bandwidth and prefill-compute rates Advise uses, seconds");
 ABSL_FLAG(uint64_t, grpc_memory_quota_bytes, kDefaults.grpc_memory_quota_bytes, "Memory gRPC may use for connection and call buffers, bytes");
@@ -162,6 +165,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.grpc_memory_quota_bytes = absl::GetFlag(FLAGS_grpc_memory_quota_bytes);
   options.stream_idle_seconds = absl::GetFlag(FLAGS_stream_idle_seconds);
   options.advice_half_life_seconds = absl::GetFlag(FLAGS_advice_half_life_seconds);
+  options.live_compute_model = absl::GetFlag(FLAGS_live_compute_model);
   options.shutdown_drain_seconds = absl::GetFlag(FLAGS_shutdown_drain_seconds);
   options.shutdown_scrape_grace_seconds = absl::GetFlag(FLAGS_shutdown_scrape_grace_seconds);
   options.batch_dedup_entries = absl::GetFlag(FLAGS_batch_dedup_entries);

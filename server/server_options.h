@@ -48,8 +48,13 @@ struct ServerOptions {
   uint64_t grpc_memory_quota_bytes = uint64_t{512} << 20;
   // A stream that sends no batch for this long ends with its summary (0 = never).
   uint32_t stream_idle_seconds = 300;
-  // Half-life of the live reload-bandwidth and prefill-compute rates behind Advise.
+  // Half-life of the live reload-bandwidth rates and of the prefill compute-time model (behind Advise
+  // and every recompute estimate).
   uint32_t advice_half_life_seconds = 300;
+  // Learn the compute-time model from records (docs/cost-model.md §8). Off: estimates come from the
+  // profiles' stated prefill_flops_per_second only, and every counter is a pure function of the
+  // accepted records, whatever their order.
+  bool live_compute_model = true;
   // Shutdown (SIGTERM): gRPC health reports NOT_SERVING for drain_seconds while calls are still
   // served (so balancers move traffic away), then open streams get their summaries, new calls are
   // refused and calls in flight get 5 s; then /metrics stays up scrape_grace_seconds more, so the

@@ -1,6 +1,7 @@
 #include "lib/accounting/derived_figures.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "lib/cost_model/model_shape.h"
 
@@ -103,39 +104,50 @@ void DeriveWork(const ModelShape& shape, RecordFigures& d) {
   d.reused_bytes = CacheBytes(shape, d.reused_tokens);
 }
 
-// Seconds (docs/cost-model.md §8): a rate from the profile's throughput, else from the time this
-// request's suffix prefill took for the remaining FLOPs. No rate, no estimate: an unset (or zero)
-// suffix time is not a free recompute.
-void DeriveSeconds(const RecordFacts& facts, const Profile& profile, RecordFigures& d) {
+// Seconds (docs/cost-model.md §8) from the compute-time model: the live fit, else the profile's
+// throughput, else (offline explain only) the record alone above its floor. Recomputing the reused
+// prefix adds its FLOPs to a pass that happens anyway, so the estimate is the marginal seconds of
+// those FLOPs; a miss recomputes nothing (0 s, whatever the model). No model, no estimate: a suffix
+// that is mostly fixed cost is never scaled up to the prefix.
+void DeriveSeconds(const RecordFacts& facts, const Profile& profile, const EstimateSource& source,
+                   RecordFigures& d) {
   const Uint128 avoided = d.ReusedPrefillFlops();
   const Uint128 remaining = d.RemainingPrefillFlops();
-  std::optional<double> seconds_per_flop;
-  if (profile.prefill_flops_per_second() > 0) {
-    seconds_per_flop = 1.0 / profile.prefill_flops_per_second();
-  } else if (remaining > 0 && facts.suffix_prefill_seconds && *facts.suffix_prefill_seconds > 0) {
-    seconds_per_flop = *facts.suffix_prefill_seconds / Uint128ToDouble(remaining);
+  std::optional<ComputeTime> compute = ModelComputeTime(source.live, profile.prefill_flops_per_second());
+  if (!compute && source.record_alone) {
+    compute = RecordAloneComputeTime(remaining, avoided, facts.suffix_prefill_seconds);
   }
-  if (!seconds_per_flop) return;
-  d.estimated_recompute_seconds = *seconds_per_flop * Uint128ToDouble(avoided);
-  d.suffix_prefill_seconds_used = facts.suffix_prefill_seconds
-                                      ? *facts.suffix_prefill_seconds
-                                      : *seconds_per_flop * Uint128ToDouble(remaining);
-  const double full_prefill_seconds = *seconds_per_flop * Uint128ToDouble(d.prefill_baseline_flops);
+  if (compute) {
+    d.estimated_recompute_seconds = compute->MarginalSeconds(avoided);
+    d.estimate_basis = compute->basis;
+  } else if (avoided == 0) {
+    d.estimated_recompute_seconds = 0.0;
+    d.estimate_basis = Basis::kRecord;
+  } else {
+    return;
+  }
+  // The full prefill: the measured suffix pass plus the reused prefix's FLOPs, else the model's pass.
+  std::optional<double> suffix = facts.suffix_prefill_seconds;
+  if (!suffix && compute) suffix = compute->PassSeconds(remaining);
+  if (!suffix) return;
+  d.suffix_prefill_seconds_used = *suffix;
+  const double full_prefill_seconds = *suffix + *d.estimated_recompute_seconds;
   d.whole.estimated_full_prefill_seconds = full_prefill_seconds;
   // Compared with the reload only when the reload time was measured.
   if (!facts.reload_seconds) return;
   d.reload_compared = true;
   d.reload_slower_than_recompute = *facts.reload_seconds > *d.estimated_recompute_seconds;
-  if (full_prefill_seconds > 0) {
-    d.overhead_fraction = *facts.reload_seconds / full_prefill_seconds;
-    const double e2e_remaining = d.PrefillRemaining() + *d.overhead_fraction;
+  const double h = *facts.reload_seconds / full_prefill_seconds;
+  if (full_prefill_seconds > 0 && std::isfinite(h)) {  // never an infinite h from a vanishing prefill
+    d.overhead_fraction = h;
+    const double e2e_remaining = d.PrefillRemaining() + h;
     if (e2e_remaining > 0) d.e2e_speedup = 1.0 / e2e_remaining;
   }
 }
 
 }  // namespace
 
-RecordFigures Derive(const RecordFacts& facts, const Profile& profile) {
+RecordFigures Derive(const RecordFacts& facts, const Profile& profile, const EstimateSource& source) {
   RecordFigures d;
   d.profile = &profile;
   d.tier = static_cast<Tier>(facts.tier_value);
@@ -153,7 +165,7 @@ RecordFigures Derive(const RecordFacts& facts, const Profile& profile) {
   }
   DeriveBoundaries(facts, profile, d);
   DeriveWork(profile.shape(), d);
-  DeriveSeconds(facts, profile, d);
+  DeriveSeconds(facts, profile, source, d);
   DeriveWholeRequest(facts, profile.shape(), d);
   return d;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "lib/accounting/compute_time.h"
 #include "lib/accounting/record_facts.h"
 #include "lib/cost_model/exact_int.h"
 #include "lib/profiles/profile.h"
@@ -43,22 +44,29 @@ struct WholeRequest {
   std::optional<double> queue_seconds;  // as reported
   std::optional<uint64_t> output_tokens;
   std::optional<double> decode_seconds;
-  // The reload the record paid: reload_seconds, or 0 when nothing was reused; absent otherwise.
+  // The reload the record paid: reload_seconds, or 0 when nothing was matched; absent otherwise.
   std::optional<double> reload_paid_seconds;
-  // Queue, reload, suffix prefill and TTFT all known: the decomposition when the parts fit inside the
-  // TTFT (in nanounits, decided exactly), else the overlap.
+  // The part of it the TTFT holds (whole_request.cc: suffix prefill first, then the wait, then the
+  // reload): TTFT, suffix prefill and reload paid known.
+  std::optional<Uint128> reload_charged_nanounits;
+  // Queue, reload, suffix prefill and TTFT all known: the parts as charged to the TTFT (they sum to
+  // it exactly), and by how much the parts as reported exceeded it (0 when they fit).
   std::optional<TtftParts> ttft_parts;
-  std::optional<Uint128> ttft_overlap_nanounits;  // 0 when the parts fit
-  // Rate x baseline FLOPs, when there is a recompute estimate.
+  std::optional<Uint128> ttft_overlap_nanounits;
+  // The suffix pass (measured, else modelled) + the estimated recompute of the reused prefix.
   std::optional<double> estimated_full_prefill_seconds;
-  // h with the wait (queue + reload) / full prefill: estimate, reload paid and queue known.
+  // h with the wait: (queue + reload as charged) / full prefill, for records with ttft_parts.
   std::optional<double> overhead_with_wait;
-  // TTFT - reload + estimated recompute: TTFT, estimate and reload paid <= TTFT known.
+  // TTFT - reload charged + estimated recompute: TTFT, suffix, estimate and reload paid known.
   std::optional<double> ttft_without_reuse_seconds;
   std::optional<double> time_per_output_token_seconds;  // decode_seconds / (output_tokens - 1)
-  // TTFT + decode, and the reload + suffix prefill + estimated recompute within it.
+  // TTFT + decode; within it the prefill as served (reload charged + suffix prefill); and the same
+  // request without reuse (TTFT - reload charged + estimate + decode) with its prefill (suffix +
+  // estimate). Each share lies in [0, 1].
   std::optional<double> e2e_seconds;
-  std::optional<double> e2e_cache_seconds;
+  std::optional<double> e2e_prefill_seconds;
+  std::optional<double> e2e_without_reuse_seconds;
+  std::optional<double> e2e_without_reuse_prefill_seconds;
   std::optional<double> kv_byte_seconds;  // Little's law, §12
 };
 
@@ -81,13 +89,15 @@ struct RecordFigures {
   std::array<Uint128, kBoundaryCount> prefill_avoided_flops{};
   Uint128 reused_bytes = 0;
 
-  // docs/cost-model.md §8. Absent when there is no rate: neither a profile throughput nor a measured
-  // suffix prefill time (> 0) for remaining work.
+  // docs/cost-model.md §8: the marginal seconds of the reused prefix's FLOPs under the compute-time
+  // model (0 for a miss). Absent when there is no model: no ready live fit, no profile throughput and
+  // (offline) no record above the floor.
   std::optional<double> estimated_recompute_seconds;
-  // With an estimate: the measured suffix prefill seconds, else the profile's estimate of them.
+  Basis estimate_basis = Basis::kNone;  // where the estimate's model came from
+  // With a full-prefill estimate: the measured suffix prefill seconds, else the model's pass.
   double suffix_prefill_seconds_used = 0;
-  // An estimate exists and reload_seconds was measured: the record takes part in the
-  // reload-versus-recompute comparison (and its counters).
+  // An estimate and a suffix time exist and reload_seconds was measured: the record takes part in
+  // the reload-versus-recompute comparison (and its counters).
   bool reload_compared = false;
   bool reload_slower_than_recompute = false;  // only when reload_compared
   // h and 1/(R_block + h); absent unless reload_compared.
@@ -126,8 +136,9 @@ struct RecordFigures {
   double AttentionShare() const;
 };
 
-// `facts` must have passed ValidateFields and ValidateAgainstProfile for `profile`.
-RecordFigures Derive(const RecordFacts& facts, const Profile& profile);
+// `facts` must have passed ValidateFields and ValidateAgainstProfile for `profile`. `source` says
+// what the seconds estimates may be made from (by default: the profile's throughput only).
+RecordFigures Derive(const RecordFacts& facts, const Profile& profile, const EstimateSource& source = {});
 
 // Fills d.whole from the record's whole-request fields (docs/cost-model.md §12); Derive's last step,
 // after the boundaries, the work and the recompute estimate. In whole_request.cc.

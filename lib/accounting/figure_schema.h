@@ -4,6 +4,7 @@
 #ifndef KVLEDGER_LIB_ACCOUNTING_FIGURE_SCHEMA_H_
 #define KVLEDGER_LIB_ACCOUNTING_FIGURE_SCHEMA_H_
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -40,6 +41,13 @@ const char* TtftPartLabel(TtftPart part);  // "queue", "reload", "suffix_prefill
 inline Uint128 TtftPartNanoUnits(const TtftParts& p, int i) {
   const std::array<Uint128, 4> values = {p.queue, p.reload, p.suffix_prefill, p.rest};
   return values[static_cast<size_t>(i)];
+}
+
+// The reload and the suffix prefill as the TTFT holds them (whole_request.cc), in nanounits: for
+// records with a charged reload (TTFT, suffix prefill and reload paid known).
+inline Uint128 ChargedReload(const RecordFigures& d) { return d.whole.reload_charged_nanounits.value_or(0); }
+inline Uint128 ChargedSuffix(const RecordFigures& d) {
+  return std::min(ToNanoUnits(*d.suffix_prefill_seconds), ToNanoUnits(*d.ttft_seconds));
 }
 
 // The extra label a counter carries besides model and tier.
@@ -98,7 +106,10 @@ enum class Counter : uint8_t {
   kDecodeSeconds,
   kE2eRequests,
   kE2eSeconds,
-  kE2eCacheSeconds,
+  kE2ePrefillSeconds,
+  kE2eWithoutReuseRequests,
+  kE2eWithoutReuseSeconds,
+  kE2eWithoutReusePrefillSeconds,
   kKvHeldRequests,
   kKvByteSeconds,
 };
@@ -115,7 +126,7 @@ struct CounterSpec {
 
 // Only the records whose reload was compared with a recompute estimate feed the compared_* figures,
 // so that they form honest ratios with one denominator.
-inline constexpr std::array<CounterSpec, 43> kCounters = {{
+inline constexpr std::array<CounterSpec, 46> kCounters = {{
     {Counter::kRequests, "kvledger_requests_total", "Records accepted.", Dimension::kNone, false,
      [](const RecordFigures&, int) -> Uint128 { return 1; }},
     {Counter::kPromptTokens, "kvledger_prompt_tokens_total", "Sum of prompt tokens N.", Dimension::kNone, false,
@@ -207,27 +218,29 @@ inline constexpr std::array<CounterSpec, 43> kCounters = {{
      Dimension::kNone, false, [](const RecordFigures& d, int) -> Uint128 { return d.prediction_under_tokens; }},
     // The whole request (docs/cost-model.md §12): each set of records is named by its _requests_total.
     {Counter::kTtftDecomposedRequests, "kvledger_ttft_decomposed_requests_total",
-     "Records with TTFT, queue, suffix prefill and reload (or nothing reused) measured whose parts fit inside "
-     "the TTFT: the records kvledger_ttft_part_seconds_total splits.",
+     "Records with TTFT, queue, suffix prefill and reload (or nothing matched) measured: the records "
+     "kvledger_ttft_part_seconds_total splits.",
      Dimension::kNone, false, [](const RecordFigures& d, int) -> Uint128 { return d.whole.ttft_parts ? 1 : 0; }},
     {Counter::kTtftPartSeconds, "kvledger_ttft_part_seconds_total",
-     "TTFT seconds of the decomposed records by part: queue, reload, suffix_prefill, and rest (TTFT minus the "
-     "others: transfer, first-token decode, anything unattributed). The parts sum to their TTFT.",
+     "TTFT seconds of the decomposed records by part: suffix_prefill, queue and reload as the TTFT holds them "
+     "(overlapping parts charged once: suffix prefill first, then the wait, then the reload), and rest (TTFT "
+     "minus the others: sampling, detokenisation, IPC, time before the engine queued the request). The parts "
+     "sum to their TTFT.",
      Dimension::kPart, true,
      [](const RecordFigures& d, int i) -> Uint128 {
        return d.whole.ttft_parts ? TtftPartNanoUnits(*d.whole.ttft_parts, i) : 0;
      }},
     {Counter::kTtftOverlapRequests, "kvledger_ttft_overlap_requests_total",
-     "Records whose queue + reload + suffix prefill exceed their TTFT (the parts overlapped): left out of "
-     "the decomposition.",
+     "Decomposed records whose queue + reload + suffix prefill as reported exceed their TTFT (the parts "
+     "overlapped, e.g. an asynchronous reload during the wait).",
      Dimension::kNone, false,
      [](const RecordFigures& d, int) -> Uint128 { return d.whole.ttft_overlap_nanounits.value_or(0) > 0; }},
     {Counter::kTtftOverlapSeconds, "kvledger_ttft_overlap_seconds_total",
      "Seconds by which the overlapping records' parts exceed their TTFT.", Dimension::kNone, true,
      [](const RecordFigures& d, int) -> Uint128 { return d.whole.ttft_overlap_nanounits.value_or(0); }},
     {Counter::kOverheadRequests, "kvledger_overhead_requests_total",
-     "Records with a full-prefill estimate, a measured queue wait and a known reload: the records the "
-     "kvledger_overhead_* counters cover (h = reload / full prefill, with the wait (reload + queue) / full).",
+     "Decomposed records with a full-prefill estimate: the records the kvledger_overhead_* counters cover "
+     "(h with the wait = (reload + queue as the TTFT holds them) / full prefill).",
      Dimension::kNone, false,
      [](const RecordFigures& d, int) -> Uint128 { return d.whole.overhead_with_wait ? 1 : 0; }},
     {Counter::kOverheadFullPrefillSeconds, "kvledger_overhead_full_prefill_seconds_total",
@@ -237,18 +250,15 @@ inline constexpr std::array<CounterSpec, 43> kCounters = {{
        return d.whole.overhead_with_wait ? ToNanoUnits(*d.whole.estimated_full_prefill_seconds) : 0;
      }},
     {Counter::kOverheadReloadSeconds, "kvledger_overhead_reload_seconds_total",
-     "Reload seconds paid, over the records of kvledger_overhead_requests_total.", Dimension::kNone, true,
-     [](const RecordFigures& d, int) -> Uint128 {
-       return d.whole.overhead_with_wait ? ToNanoUnits(*d.whole.reload_paid_seconds) : 0;
-     }},
+     "Reload seconds the TTFT holds, over the records of kvledger_overhead_requests_total.", Dimension::kNone, true,
+     [](const RecordFigures& d, int) -> Uint128 { return d.whole.overhead_with_wait ? d.whole.ttft_parts->reload : 0; }},
     {Counter::kOverheadQueueSeconds, "kvledger_overhead_queue_seconds_total",
-     "Scheduling wait seconds, over the records of kvledger_overhead_requests_total.", Dimension::kNone, true,
-     [](const RecordFigures& d, int) -> Uint128 {
-       return d.whole.overhead_with_wait ? ToNanoUnits(*d.whole.queue_seconds) : 0;
-     }},
+     "Scheduling wait seconds the TTFT holds, over the records of kvledger_overhead_requests_total.",
+     Dimension::kNone, true,
+     [](const RecordFigures& d, int) -> Uint128 { return d.whole.overhead_with_wait ? d.whole.ttft_parts->queue : 0; }},
     {Counter::kTtftReuseRequests, "kvledger_ttft_reuse_requests_total",
-     "Records with a TTFT, a recompute estimate and a known reload no longer than the TTFT: the records the "
-     "TTFT speedup bought by reuse covers.",
+     "Records with a TTFT, a suffix prefill, a recompute estimate and a known reload: the records the TTFT "
+     "speedup bought by reuse covers.",
      Dimension::kNone, false,
      [](const RecordFigures& d, int) -> Uint128 { return d.whole.ttft_without_reuse_seconds ? 1 : 0; }},
     {Counter::kTtftReuseSeconds, "kvledger_ttft_reuse_seconds_total",
@@ -257,13 +267,12 @@ inline constexpr std::array<CounterSpec, 43> kCounters = {{
        return d.whole.ttft_without_reuse_seconds ? ToNanoUnits(*d.ttft_seconds) : 0;
      }},
     {Counter::kTtftWithoutReuseSeconds, "kvledger_ttft_without_reuse_seconds_total",
-     "Estimated TTFT seconds had nothing been reused, queueing held fixed (TTFT - reload + estimated "
-     "recompute), over the records of kvledger_ttft_reuse_requests_total.",
+     "Estimated TTFT seconds had nothing been reused, queueing held fixed (TTFT - reload as the TTFT holds it + "
+     "estimated recompute), over the records of kvledger_ttft_reuse_requests_total.",
      Dimension::kNone, true,
      [](const RecordFigures& d, int) -> Uint128 {
        if (!d.whole.ttft_without_reuse_seconds) return 0;
-       return ToNanoUnits(*d.ttft_seconds) - ToNanoUnits(*d.whole.reload_paid_seconds) +
-              ToNanoUnits(*d.estimated_recompute_seconds);
+       return ToNanoUnits(*d.ttft_seconds) - ChargedReload(d) + ToNanoUnits(*d.estimated_recompute_seconds);
      }},
     {Counter::kDecodeRequests, "kvledger_decode_requests_total",
      "Records with decode_seconds and at least 2 output tokens: the records the decode counters cover.",
@@ -282,22 +291,42 @@ inline constexpr std::array<CounterSpec, 43> kCounters = {{
        return d.whole.time_per_output_token_seconds ? ToNanoUnits(*d.whole.decode_seconds) : 0;
      }},
     {Counter::kE2eRequests, "kvledger_e2e_requests_total",
-     "Records with TTFT, decode, suffix prefill, a known reload and a recompute estimate: the records the "
-     "cache's share of end-to-end latency covers.",
-     Dimension::kNone, false, [](const RecordFigures& d, int) -> Uint128 { return d.whole.e2e_cache_seconds ? 1 : 0; }},
+     "Records with TTFT, decode, suffix prefill and a known reload: the records the prefill's share of the "
+     "end-to-end latency as served covers.",
+     Dimension::kNone, false, [](const RecordFigures& d, int) -> Uint128 { return d.whole.e2e_prefill_seconds ? 1 : 0; }},
     {Counter::kE2eSeconds, "kvledger_e2e_seconds_total",
      "End-to-end seconds (TTFT + decode), over the records of kvledger_e2e_requests_total.", Dimension::kNone, true,
      [](const RecordFigures& d, int) -> Uint128 {
-       return d.whole.e2e_cache_seconds ? ToNanoUnits(*d.ttft_seconds) + ToNanoUnits(*d.whole.decode_seconds) : 0;
+       return d.whole.e2e_prefill_seconds ? ToNanoUnits(*d.ttft_seconds) + ToNanoUnits(*d.whole.decode_seconds) : 0;
      }},
-    {Counter::kE2eCacheSeconds, "kvledger_e2e_cache_seconds_total",
-     "Seconds a cache can touch (reload + suffix prefill + estimated recompute of the reused prefix), over the "
-     "records of kvledger_e2e_requests_total.",
+    {Counter::kE2ePrefillSeconds, "kvledger_e2e_prefill_seconds_total",
+     "Seconds of reload and suffix prefill the TTFT holds (overlapping parts charged once), over the records of "
+     "kvledger_e2e_requests_total: its share of kvledger_e2e_seconds_total is the prefill's share as served.",
      Dimension::kNone, true,
      [](const RecordFigures& d, int) -> Uint128 {
-       if (!d.whole.e2e_cache_seconds) return 0;
-       return ToNanoUnits(*d.whole.reload_paid_seconds) + ToNanoUnits(*d.suffix_prefill_seconds) +
-              ToNanoUnits(*d.estimated_recompute_seconds);
+       return d.whole.e2e_prefill_seconds ? ChargedReload(d) + ChargedSuffix(d) : 0;
+     }},
+    {Counter::kE2eWithoutReuseRequests, "kvledger_e2e_without_reuse_requests_total",
+     "Records of kvledger_e2e_requests_total with a recompute estimate: the records the prefill's share of the "
+     "end-to-end latency without reuse covers.",
+     Dimension::kNone, false,
+     [](const RecordFigures& d, int) -> Uint128 { return d.whole.e2e_without_reuse_seconds ? 1 : 0; }},
+    {Counter::kE2eWithoutReuseSeconds, "kvledger_e2e_without_reuse_seconds_total",
+     "Estimated end-to-end seconds had nothing been reused (TTFT - reload charged + estimated recompute + "
+     "decode), over the records of kvledger_e2e_without_reuse_requests_total.",
+     Dimension::kNone, true,
+     [](const RecordFigures& d, int) -> Uint128 {
+       if (!d.whole.e2e_without_reuse_seconds) return 0;
+       return ToNanoUnits(*d.ttft_seconds) - ChargedReload(d) + ToNanoUnits(*d.estimated_recompute_seconds) +
+              ToNanoUnits(*d.whole.decode_seconds);
+     }},
+    {Counter::kE2eWithoutReusePrefillSeconds, "kvledger_e2e_without_reuse_prefill_seconds_total",
+     "The prefill within it (suffix prefill + estimated recompute), over the records of "
+     "kvledger_e2e_without_reuse_requests_total: the most any cache could save of the request without reuse.",
+     Dimension::kNone, true,
+     [](const RecordFigures& d, int) -> Uint128 {
+       if (!d.whole.e2e_without_reuse_seconds) return 0;
+       return ChargedSuffix(d) + ToNanoUnits(*d.estimated_recompute_seconds);
      }},
     {Counter::kKvHeldRequests, "kvledger_kv_held_requests_total",
      "Records with TTFT, output tokens and decode seconds: the records kvledger_kv_byte_seconds_total covers.",

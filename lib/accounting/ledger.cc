@@ -6,20 +6,30 @@
 #include "lib/accounting/validation.h"
 
 namespace kvledger {
-Checked<RecordFigures> Evaluate(const RecordFacts& facts, const absl::StatusOr<Resolution>& model) {
+Checked<RecordFigures> Evaluate(const RecordFacts& facts, const absl::StatusOr<Resolution>& model,
+                                const EstimateSource& source) {
   if (Verdict v = ValidateFields(facts); !v.ok()) return v.rejection();
   if (!model.ok()) return Rejection{RejectReason::kUnknownModel, std::string(model.status().message()), "model"};
   if (Verdict v = ValidateAgainstProfile(facts, *model->profile); !v.ok()) return v.rejection();
-  return Derive(facts, *model->profile);
+  return Derive(facts, *model->profile, source);
 }
 
-Checked<RecordFigures> Evaluate(const RecordFacts& facts, const ModelRegistry& registry) {
-  return Evaluate(facts, registry.Resolve(facts.model));
+Checked<RecordFigures> Evaluate(const RecordFacts& facts, const ModelRegistry& registry,
+                                const EstimateSource& source) {
+  return Evaluate(facts, registry.Resolve(facts.model), source);
+}
+
+EstimateSource LiveEstimateSource(const absl::StatusOr<Resolution>& model, const LiveRates* rates) {
+  EstimateSource source;
+  if (rates != nullptr && model.ok() && model->label && !model->label->folded) {
+    source.live = rates->ComputeModel(model->label->slot);
+  }
+  return source;
 }
 
 Verdict Ledger::Record(const RecordFacts& facts) {
   const absl::StatusOr<Resolution> model = registry_.Resolve(facts.model);
-  auto figures = Evaluate(facts, model);
+  auto figures = Evaluate(facts, model, LiveEstimateSource(model, rates_));
   if (!figures.ok()) {
     aggregator_.AddRejection(figures.rejection().reason);
     return figures.verdict();

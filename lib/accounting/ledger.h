@@ -13,10 +13,20 @@
 
 namespace kvledger {
 
-// Validates `facts` and derives its figures without recording anything or claiming a label slot.
-Checked<RecordFigures> Evaluate(const RecordFacts& facts, const ModelRegistry& registry);
+// Validates `facts` and derives its figures without recording anything or claiming a label slot;
+// estimates from `source` (docs/cost-model.md §8).
+Checked<RecordFigures> Evaluate(const RecordFacts& facts, const ModelRegistry& registry,
+                                const EstimateSource& source = {});
 // The same, with the model already resolved (the record path resolves once).
-Checked<RecordFigures> Evaluate(const RecordFacts& facts, const absl::StatusOr<Resolution>& model);
+Checked<RecordFigures> Evaluate(const RecordFacts& facts, const absl::StatusOr<Resolution>& model,
+                                const EstimateSource& source = {});
+// The live compute-time fit of a resolved model, when `rates` has one ready: what a record of that
+// model, and the server's Explain of one, is estimated from. Nothing for a model without its own
+// label slot.
+EstimateSource LiveEstimateSource(const absl::StatusOr<Resolution>& model, const LiveRates* rates);
+// What offline explain (one record, no server) estimates from: the record alone above its floor,
+// said in the figures' basis. A server never uses it: its records and its Explain estimate alike.
+inline EstimateSource OfflineEstimateSource() { return EstimateSource{std::nullopt, /*record_alone=*/true}; }
 
 // Accounts records into an Aggregator, and into LiveRates when given. Thread-safe; the registry,
 // aggregator and rates must outlive it.

@@ -41,8 +41,14 @@ std::optional<RateEvidence> DecayedRate::Evidence() const {
   return RateEvidence{rate, samples_, weight_};
 }
 
-LiveRates::LiveRates(uint32_t slot_count, double half_life_seconds, Clock clock)
-    : slot_count_(slot_count), half_life_(half_life_seconds), clock_(std::move(clock)) {
+LiveRates::LiveRates(uint32_t slot_count, double half_life_seconds, Clock clock, double refit_seconds,
+                     bool compute_model)
+    : slot_count_(slot_count),
+      half_life_(half_life_seconds),
+      clock_(std::move(clock)),
+      refit_seconds_(refit_seconds),
+      compute_model_(compute_model),
+      fitted_(std::make_unique<Fitted[]>(slot_count)) {
   for (auto& shard : shards_) {
     MutexLock lock(&shard.mu);
     shard.cells.reload.resize(static_cast<size_t>(slot_count) * kTierCount);
@@ -85,37 +91,58 @@ void LiveRates::ObserveTransfer(uint32_t model_slot, Tier tier, double bytes, do
       bytes, seconds, now, half_life_);
 }
 
-std::optional<RateEvidence> LiveRates::Merge(bool reload, size_t index, double now) const {
+std::optional<RateEvidence> LiveRates::MergeReload(size_t index, double now) const {
   DecayedRate merged;
   for (const auto& shard : shards_) {
     MutexLock lock(&shard.mu);
-    const auto& cells = reload ? shard.cells.reload : shard.cells.compute;
-    cells[index].AddDecayedTo(merged, now, half_life_);
+    shard.cells.reload[index].AddDecayedTo(merged, now, half_life_);
   }
   return merged.Evidence();
 }
 
 std::optional<RateEvidence> LiveRates::ReloadBandwidth(uint32_t model_slot, Tier tier) const {
   if (model_slot >= slot_count_) return std::nullopt;
-  return Merge(true, static_cast<size_t>(model_slot) * kTierCount + static_cast<size_t>(tier), clock_());
+  return MergeReload(static_cast<size_t>(model_slot) * kTierCount + static_cast<size_t>(tier), clock_());
 }
 
-std::optional<RateEvidence> LiveRates::PrefillCompute(uint32_t model_slot) const {
-  if (model_slot >= slot_count_) return std::nullopt;
-  return Merge(false, model_slot, clock_());
+std::optional<ComputeTime> LiveRates::Refit(uint32_t model_slot, double now) const {
+  DecayedAffineFit merged;
+  for (const auto& shard : shards_) {
+    MutexLock lock(&shard.mu);
+    shard.cells.compute[model_slot].AddDecayedTo(merged, now, half_life_);
+  }
+  return merged.Fit();
+}
+
+std::optional<ComputeTime> LiveRates::ComputeModel(uint32_t model_slot) const {
+  if (model_slot >= slot_count_ || !compute_model_) return std::nullopt;
+  const double now = clock_();
+  Fitted& fitted = fitted_[model_slot];
+  {
+    MutexLock lock(&fitted.mu);
+    if (fitted.made && now >= fitted.at && now - fitted.at < refit_seconds_) return fitted.fit;
+  }
+  std::optional<ComputeTime> fit = Refit(model_slot, now);
+  MutexLock lock(&fitted.mu);
+  fitted.made = true;
+  fitted.at = now;
+  fitted.fit = fit;
+  return fit;
 }
 
 std::vector<LiveRates::Entry> LiveRates::Snapshot() const {
   const double now = clock_();
-  std::vector<DecayedRate> reload(static_cast<size_t>(slot_count_) * kTierCount), compute(slot_count_);
+  std::vector<DecayedRate> reload(static_cast<size_t>(slot_count_) * kTierCount);
   for (const auto& shard : shards_) {
     MutexLock lock(&shard.mu);
     for (size_t i = 0; i < reload.size(); ++i) shard.cells.reload[i].AddDecayedTo(reload[i], now, half_life_);
-    for (size_t i = 0; i < compute.size(); ++i) shard.cells.compute[i].AddDecayedTo(compute[i], now, half_life_);
   }
   std::vector<Entry> entries;
   for (uint32_t slot = 0; slot < slot_count_; ++slot) {
-    if (auto e = compute[slot].Evidence()) entries.push_back({slot, std::nullopt, *e});
+    if (auto fit = ComputeModel(slot)) {
+      entries.push_back({slot, std::nullopt, RateEvidence{fit->FlopsPerSecond(), fit->samples, fit->weight},
+                         fit->fixed_seconds});
+    }
     for (int t = 0; t < kTierCount; ++t) {
       if (auto e = reload[static_cast<size_t>(slot) * kTierCount + t].Evidence()) {
         entries.push_back({slot, static_cast<Tier>(t), *e});

@@ -1,7 +1,8 @@
-// Live rates for advice (docs/cost-model.md §10): per (model slot, tier) the effective reload
-// bandwidth (reused bytes / reload seconds), per model slot the prefill compute rate (suffix-prefill
-// FLOPs / suffix-prefill seconds), each as a ratio of exponentially decayed sums with a half-life,
-// so the newest records weigh most and an old burst fades.
+// Live rates (docs/cost-model.md §8, §10): per (model slot, tier) the effective reload bandwidth
+// (reused bytes / reload seconds), a ratio of exponentially decayed sums with a half-life, so the
+// newest records weigh most and an old burst fades; per model slot the prefill compute-time model
+// (a fixed cost per pass + FLOPs / rate), fitted to the records' suffix prefills with the same decay
+// (compute_time.h).
 //
 // Each sum decays as 2^(-age / half_life); the rate is the ratio of two sums decayed alike (the
 // decay cancels when all samples are of one age), and the evidence is the number of samples and
@@ -15,10 +16,12 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "lib/accounting/compute_time.h"
 #include "lib/accounting/derived_figures.h"
 #include "lib/base/mutex.h"
 
@@ -56,12 +59,16 @@ double MonotonicSeconds();
 class LiveRates {
  public:
   using Clock = std::function<double()>;
-  // Slots 0..slot_count-1, like Aggregator; `half_life_seconds` > 0. `clock` is read only for
-  // records that carry a rate, and for queries.
-  LiveRates(uint32_t slot_count, double half_life_seconds, Clock clock = MonotonicSeconds);
+  // Slots 0..slot_count-1, like Aggregator; `half_life_seconds` > 0. `clock` is read for records
+  // that carry a rate, and for queries. A model's compute fit is refitted from the shards at most
+  // once per `refit_seconds` (0: at every query) and every surface reads that one fit; without
+  // `compute_model` there is none (ComputeModel is always empty).
+  static constexpr double kDefaultRefitSeconds = 1;
+  LiveRates(uint32_t slot_count, double half_life_seconds, Clock clock = MonotonicSeconds,
+            double refit_seconds = kDefaultRefitSeconds, bool compute_model = true);
 
   // Feeds a derived record: its reload (when reload_seconds > 0 and bytes were reused, from one
-  // source tier) and its suffix prefill (when suffix_prefill_seconds > 0 and FLOPs remained).
+  // source tier) and its suffix prefill pass (when suffix_prefill_seconds > 0 and FLOPs remained).
   void Observe(uint32_t model_slot, const RecordFigures& figures);
   // Feeds an aggregate transfer observation (bytes moved from `tier` in `seconds`, no request) to
   // the reload bandwidth of (model_slot, tier): one sample, like one record's reload. Ignored for a
@@ -69,13 +76,16 @@ class LiveRates {
   void ObserveTransfer(uint32_t model_slot, Tier tier, double bytes, double seconds);
 
   std::optional<RateEvidence> ReloadBandwidth(uint32_t model_slot, Tier tier) const;
-  std::optional<RateEvidence> PrefillCompute(uint32_t model_slot) const;
+  // The model's compute-time fit, when it is ready (compute_time.h), else nothing.
+  std::optional<ComputeTime> ComputeModel(uint32_t model_slot) const;
 
-  // Every rate with evidence, by slot then tier; `tier` is absent for a prefill compute rate.
+  // Every rate with evidence, by slot then tier; `tier` is absent for a compute model, whose
+  // evidence.rate is its FLOP/s and `fixed_seconds` its cost per pass.
   struct Entry {
     uint32_t model_slot;
     std::optional<Tier> tier;
     RateEvidence evidence;
+    double fixed_seconds = 0;
   };
   std::vector<Entry> Snapshot() const;
 
@@ -85,20 +95,31 @@ class LiveRates {
  private:
   static constexpr int kShards = 16;
   struct Cells {
-    std::vector<DecayedRate> reload;   // slot * kTierCount + tier
-    std::vector<DecayedRate> compute;  // slot
+    std::vector<DecayedRate> reload;        // slot * kTierCount + tier
+    std::vector<DecayedAffineFit> compute;  // slot
   };
   struct alignas(64) Shard {
     mutable Mutex mu;
     Cells cells ABSL_GUARDED_BY(mu);
   };
+  // The last fit of one slot's compute model, and when it was made.
+  struct alignas(64) Fitted {
+    mutable Mutex mu;
+    bool made ABSL_GUARDED_BY(mu) = false;
+    double at ABSL_GUARDED_BY(mu) = 0;
+    std::optional<ComputeTime> fit ABSL_GUARDED_BY(mu);
+  };
   Shard& ShardForThisThread();
-  std::optional<RateEvidence> Merge(bool reload, size_t index, double now) const;
+  std::optional<RateEvidence> MergeReload(size_t index, double now) const;
+  std::optional<ComputeTime> Refit(uint32_t model_slot, double now) const;
 
   const uint32_t slot_count_;
   const double half_life_;
   const Clock clock_;
+  const double refit_seconds_;
+  const bool compute_model_;
   std::array<Shard, kShards> shards_;
+  std::unique_ptr<Fitted[]> fitted_;  // per slot
 };
 
 }  // namespace kvledger

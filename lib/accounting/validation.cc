@@ -52,6 +52,11 @@ Verdict ValidateWholeRequest(const RecordFacts& f) {
                                 ": must be 0 when output_tokens = ", *f.output_tokens,
                                 " (one token has no time between the first and the last)"));
   }
+  if (f.decode_seconds && *f.decode_seconds == 0 && *f.output_tokens >= 2) {
+    return Verdict(RejectReason::kInvalidDecodeSeconds, "decode_seconds",
+                   absl::StrCat("decode_seconds = 0: must be > 0 when output_tokens = ", *f.output_tokens,
+                                " (", *f.output_tokens - 1, " tokens were decoded after the first)"));
+  }
   return Verdict();
 }
 

@@ -1,6 +1,12 @@
 // The whole request (docs/cost-model.md §12): where the TTFT went, h with the scheduling wait, the TTFT
-// bought by reuse with queueing held fixed, decode, the cache's share of the end-to-end latency and
+// bought by reuse with queueing held fixed, decode, the prefill's share of the end-to-end latency and
 // the KV bytes the request held. Every figure needs all of its inputs; none is made from a missing one.
+//
+// One rule for parts that overlap (an asynchronous reload during the wait): a TTFT holds the suffix
+// prefill first, then the wait, then the reload, each charged only what is left of the TTFT; no
+// figure counts more wait and reload than TTFT - suffix prefill.
+#include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include "lib/accounting/derived_figures.h"
@@ -10,23 +16,24 @@
 namespace kvledger {
 namespace {
 
-// queue + reload + suffix prefill against the TTFT, decided in integer nanounits so that the rest is
-// exact and never negative.
-void DecomposeTtft(const RecordFacts& facts, RecordFigures& d) {
+// The parts charged to the TTFT (the rule above), in integer nanounits so that the rest is exact and
+// never negative; an unknown queue is charged nothing. Needs the TTFT, the suffix prefill and the
+// reload paid.
+void ChargeTtft(const RecordFacts& facts, RecordFigures& d) {
   WholeRequest& w = d.whole;
-  if (!facts.ttft_seconds || !facts.queue_seconds || !facts.suffix_prefill_seconds || !w.reload_paid_seconds) return;
-  TtftParts parts;
-  parts.queue = ToNanoUnits(*facts.queue_seconds);
-  parts.reload = ToNanoUnits(*w.reload_paid_seconds);
-  parts.suffix_prefill = ToNanoUnits(*facts.suffix_prefill_seconds);
+  if (!facts.ttft_seconds || !facts.suffix_prefill_seconds || !w.reload_paid_seconds) return;
   const Uint128 ttft = ToNanoUnits(*facts.ttft_seconds);
-  const Uint128 sum = parts.queue + parts.reload + parts.suffix_prefill;
-  if (sum > ttft) {
-    w.ttft_overlap_nanounits = sum - ttft;
-    return;
-  }
-  w.ttft_overlap_nanounits = 0;
-  parts.rest = ttft - sum;
+  TtftParts parts;
+  parts.suffix_prefill = std::min(ToNanoUnits(*facts.suffix_prefill_seconds), ttft);
+  const Uint128 queue = facts.queue_seconds ? ToNanoUnits(*facts.queue_seconds) : 0;
+  parts.queue = std::min(queue, ttft - parts.suffix_prefill);
+  const Uint128 reload = ToNanoUnits(*w.reload_paid_seconds);
+  parts.reload = std::min(reload, ttft - parts.suffix_prefill - parts.queue);
+  parts.rest = ttft - parts.suffix_prefill - parts.queue - parts.reload;
+  w.reload_charged_nanounits = parts.reload;
+  if (!facts.queue_seconds) return;
+  const Uint128 sum = queue + reload + ToNanoUnits(*facts.suffix_prefill_seconds);
+  w.ttft_overlap_nanounits = sum > ttft ? sum - ttft : 0;
   w.ttft_parts = parts;
 }
 
@@ -40,6 +47,20 @@ double KvByteSeconds(const ModelShape& shape, const RecordFigures& d, double ttf
          Uint128ToDouble(final_bytes - prompt_bytes) * decode / 2;
 }
 
+double Seconds(Uint128 nanounits) { return Uint128ToDouble(nanounits) / kNanoUnitsPerUnit; }
+
+// The prefill's share of the end-to-end latency, as served and (with an estimate) without reuse.
+void DeriveShares(const RecordFacts& facts, RecordFigures& d) {
+  WholeRequest& w = d.whole;
+  if (!w.e2e_seconds || !w.reload_charged_nanounits) return;
+  const TtftParts charged{0, *w.reload_charged_nanounits,
+                          std::min(ToNanoUnits(*facts.suffix_prefill_seconds), ToNanoUnits(*facts.ttft_seconds)), 0};
+  w.e2e_prefill_seconds = Seconds(charged.reload + charged.suffix_prefill);
+  if (!d.estimated_recompute_seconds) return;
+  w.e2e_without_reuse_seconds = *w.e2e_seconds - Seconds(charged.reload) + *d.estimated_recompute_seconds;
+  w.e2e_without_reuse_prefill_seconds = Seconds(charged.suffix_prefill) + *d.estimated_recompute_seconds;
+}
+
 }  // namespace
 
 void DeriveWholeRequest(const RecordFacts& facts, const ModelShape& shape, RecordFigures& d) {
@@ -47,28 +68,27 @@ void DeriveWholeRequest(const RecordFacts& facts, const ModelShape& shape, Recor
   w.queue_seconds = facts.queue_seconds;
   if (facts.output_tokens) w.output_tokens = static_cast<uint64_t>(*facts.output_tokens);
   w.decode_seconds = facts.decode_seconds;
-  // Nothing reused, nothing reloaded: such a record paid no reload whether or not it reported one.
+  // Nothing matched, nothing reloaded: such a record paid no reload whether or not it reported one.
+  // A match that restored nothing may still have paid for a failed reload: unknown unless measured.
   w.reload_paid_seconds = facts.reload_seconds;
-  if (!w.reload_paid_seconds && d.reused_tokens == 0) w.reload_paid_seconds = 0.0;
-  DecomposeTtft(facts, d);
+  if (!w.reload_paid_seconds && d.logical_match_tokens == 0) w.reload_paid_seconds = 0.0;
+  ChargeTtft(facts, d);
 
   const std::optional<double>& estimate = d.estimated_recompute_seconds;
   const std::optional<double>& full = w.estimated_full_prefill_seconds;
-  if (full && *full > 0 && w.reload_paid_seconds && facts.queue_seconds) {
-    w.overhead_with_wait = (*w.reload_paid_seconds + *facts.queue_seconds) / *full;
+  if (full && *full > 0 && w.ttft_parts) {
+    const double h = Seconds(w.ttft_parts->queue + w.ttft_parts->reload) / *full;
+    if (std::isfinite(h)) w.overhead_with_wait = h;
   }
-  if (estimate && w.reload_paid_seconds && facts.ttft_seconds && *facts.ttft_seconds > 0 &&
-      ToNanoUnits(*w.reload_paid_seconds) <= ToNanoUnits(*facts.ttft_seconds)) {
-    w.ttft_without_reuse_seconds = *facts.ttft_seconds - *w.reload_paid_seconds + *estimate;
+  if (estimate && w.reload_charged_nanounits && *facts.ttft_seconds > 0) {
+    w.ttft_without_reuse_seconds = *facts.ttft_seconds - Seconds(*w.reload_charged_nanounits) + *estimate;
   }
   if (w.decode_seconds && w.output_tokens && *w.output_tokens >= 2) {
     w.time_per_output_token_seconds = *w.decode_seconds / static_cast<double>(*w.output_tokens - 1);
   }
   if (!facts.ttft_seconds || !w.decode_seconds) return;
   w.e2e_seconds = *facts.ttft_seconds + *w.decode_seconds;
-  if (estimate && w.reload_paid_seconds && facts.suffix_prefill_seconds) {
-    w.e2e_cache_seconds = *w.reload_paid_seconds + *facts.suffix_prefill_seconds + *estimate;
-  }
+  DeriveShares(facts, d);
   w.kv_byte_seconds = KvByteSeconds(shape, d, *facts.ttft_seconds, *w.output_tokens, *w.decode_seconds);
 }
 

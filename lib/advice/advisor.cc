@@ -51,19 +51,25 @@ std::optional<double> Seconds(Uint128 amount, const RateUsed& rate) {
   return Uint128ToDouble(amount) / *rate.rate;
 }
 
-}  // namespace
-
-const char* BasisLabel(Basis basis) {
-  switch (basis) {
-    case Basis::kLive:
-      return "live";
-    case Basis::kProfile:
-      return "profile";
-    case Basis::kNone:
-      break;
-  }
-  return "none";
+// The compute-time model as a rate with its fixed cost per pass.
+RateUsed ComputeRate(const std::optional<ComputeTime>& model) {
+  RateUsed used;
+  if (!model) return used;
+  used.basis = model->basis;
+  used.rate = model->FlopsPerSecond();
+  used.samples = model->samples;
+  used.weight = model->weight;
+  used.fixed_seconds = model->fixed_seconds;
+  return used;
 }
+
+// One pass over `flops`: the fixed cost plus the FLOPs at the rate.
+std::optional<double> PassSeconds(Uint128 flops, const RateUsed& compute) {
+  if (!compute.rate) return std::nullopt;
+  return compute.fixed_seconds + Uint128ToDouble(flops) / *compute.rate;
+}
+
+}  // namespace
 
 std::string Advice::recommendation() const {
   if (!recommended) return "";
@@ -75,12 +81,16 @@ std::string Advice::recommendation() const {
 namespace {
 
 // Each candidate's expected time until its prefill is done, and the ranking (docs/cost-model.md
-// §11): wait + the better of reloading and recomputing its prefix + the rest of the prefill.
+// §11): wait + the better of reloading and recomputing its prefix + the rest of the prefill. When
+// any candidate carries a wait, one without a wait is not ranked: its wait is unknown, not 0.
 void RankReplicas(Advice& advice) {
+  const bool waits_given = std::any_of(advice.candidates.begin(), advice.candidates.end(),
+                                       [](const CandidateAdvice& c) { return c.wait_seconds.has_value(); });
   std::vector<size_t> known;
   for (size_t i = 0; i < advice.candidates.size(); ++i) {
     CandidateAdvice& c = advice.candidates[i];
     if (!c.prefill_seconds || !c.recompute_seconds || !advice.recompute_all_seconds) continue;
+    if (waits_given && !c.wait_seconds) continue;
     const double rest = *c.prefill_seconds - *c.reload_seconds;
     c.reload = *c.reload_seconds < *c.recompute_seconds;  // a tie moves no bytes
     c.expected_seconds = c.wait_seconds.value_or(0) + (c.reload ? *c.reload_seconds : *c.recompute_seconds) + rest;
@@ -141,7 +151,7 @@ CandidateAdvice Costed(const AdviceCandidateInput& in, const RecordFigures& figu
                        ProfileBandwidth(profile, c.tier));
   c.reload_seconds = Seconds(c.reused_bytes, c.bandwidth);
   c.recompute_seconds = Seconds(c.reused_flops, compute);
-  const auto suffix_seconds = Seconds(figures.RemainingPrefillFlops(), compute);
+  const auto suffix_seconds = PassSeconds(figures.RemainingPrefillFlops(), compute);
   if (c.reload_seconds && suffix_seconds) c.prefill_seconds = *c.reload_seconds + *suffix_seconds;
   // Nothing to reload needs no bandwidth; otherwise the weaker of the two rates.
   c.basis = c.reused_bytes == 0 ? compute.basis : std::min(c.bandwidth.basis, compute.basis);
@@ -194,9 +204,9 @@ absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegi
   advice.model = request.model;
   advice.prompt_tokens = baseline->prompt_tokens;
   advice.prefill_flops = baseline->prefill_baseline_flops;
-  advice.compute = Choose(live != nullptr ? live->PrefillCompute(slot) : std::nullopt,
-                          profile.prefill_flops_per_second());
-  advice.recompute_all_seconds = Seconds(advice.prefill_flops, advice.compute);
+  advice.compute = ComputeRate(ModelComputeTime(live != nullptr ? live->ComputeModel(slot) : std::nullopt,
+                                                profile.prefill_flops_per_second()));
+  advice.recompute_all_seconds = PassSeconds(advice.prefill_flops, advice.compute);
   for (size_t i = 0; i < request.candidates.size(); ++i) {
     const AdviceCandidateInput& in = request.candidates[i];
     const std::string at = absl::StrCat("candidates[", i, "].");

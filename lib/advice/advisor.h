@@ -4,14 +4,16 @@
 //
 // Per candidate, with P_eff its reusable boundary (alignment and recurrent checkpoints applied, as
 // for a record), bytes(P_eff) its KV/state bytes and F(p) the prefill FLOPs of the first p tokens:
+// and the model's compute time (§8) a fixed cost c per pass plus FLOPs / compute(model):
 //   reload_seconds    = bytes(P_eff) / bandwidth(model, tier)
 //   recompute_seconds = F(P_eff) / compute(model)             (the reused part, computed instead)
-//   prefill_seconds   = reload_seconds + (F(N) - F(P_eff)) / compute(model)
-// and recomputing from scratch costs F(N) / compute(model). Reusing only part of a candidate's
+//   prefill_seconds   = reload_seconds + c + (F(N) - F(P_eff)) / compute(model)
+// and recomputing from scratch costs c + F(N) / compute(model). Reusing only part of a candidate's
 // prefix is never better than all or none of it (§10), so these are the only choices.
 //
-// A rate is live (decayed records of this replica), else the profile's stated figure, else
-// unknown: an estimate that needs an unknown rate is absent, never guessed.
+// A rate is live (decayed records of this replica; for compute, the ready fit), else the profile's
+// stated figure (no fixed cost), else unknown: an estimate that needs an unknown rate is absent,
+// never guessed.
 #ifndef KVLEDGER_LIB_ADVICE_ADVISOR_H_
 #define KVLEDGER_LIB_ADVICE_ADVISOR_H_
 
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "lib/accounting/compute_time.h"
 #include "lib/accounting/live_rates.h"
 #include "lib/accounting/record_facts.h"
 #include "lib/profiles/model_registry.h"
@@ -45,14 +48,12 @@ struct AdviceRequestInput {
   std::vector<AdviceCandidateInput> candidates;
 };
 
-enum class Basis : uint8_t { kNone = 0, kProfile = 1, kLive = 2 };
-const char* BasisLabel(Basis basis);  // "none", "profile", "live"
-
 struct RateUsed {
   Basis basis = Basis::kNone;
   std::optional<double> rate;  // bytes/s or FLOP/s; absent with basis none
   uint64_t samples = 0;        // live records behind it (0 unless live)
   double weight = 0;           // their decayed weight
+  double fixed_seconds = 0;    // compute only: the cost per pass (0 unless a live fit has one)
 };
 
 struct CandidateAdvice {

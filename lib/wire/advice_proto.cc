@@ -19,6 +19,7 @@ void RateToProto(const RateUsed& rate, v1::Rate* out) {
   if (rate.rate) out->set_value(*rate.rate);
   out->set_samples(rate.samples);
   out->set_weight(rate.weight);
+  out->set_fixed_seconds(rate.fixed_seconds);
 }
 
 std::optional<double> Optional(bool has, double value) { return has ? std::optional<double>(value) : std::nullopt; }
@@ -30,7 +31,8 @@ JsonObject RateJson(const v1::Rate& rate) {
   o.String("basis", BasisName(rate.basis()))
       .Number("value", Optional(rate.has_value(), rate.value()))
       .Integer("samples", Uint128{rate.samples()})
-      .Number("weight", rate.weight());
+      .Number("weight", rate.weight())
+      .Number("fixed_seconds", rate.fixed_seconds());
   return o;
 }
 

@@ -1,6 +1,8 @@
 #include "lib/wire/record_proto.h"
 
 #include <array>
+#include <cmath>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -25,6 +27,13 @@ const google::protobuf::FieldDescriptor& PerBoundaryField(absl::string_view pref
 
 double Seconds(Uint128 nanounits) { return Uint128ToDouble(nanounits) / kNanoUnitsPerUnit; }
 
+// A ratio of two figures, or nothing when it is not finite (an extreme record's tiny denominator):
+// no figure is ever infinite or NaN on any surface.
+std::optional<double> Ratio(double part, double whole) {
+  const double r = part / whole;
+  return std::isfinite(r) ? std::optional<double>(r) : std::nullopt;
+}
+
 // docs/cost-model.md §12: a figure whose inputs were not all measured stays unset.
 void WholeRequestToProto(const RecordFigures& d, v1::DerivedFigures& p) {
   const WholeRequest& w = d.whole;
@@ -40,17 +49,25 @@ void WholeRequestToProto(const RecordFigures& d, v1::DerivedFigures& p) {
   if (w.overhead_with_wait) p.set_overhead_fraction_with_wait(*w.overhead_with_wait);
   if (w.ttft_without_reuse_seconds) {
     p.set_ttft_without_reuse_seconds(*w.ttft_without_reuse_seconds);
-    p.set_ttft_speedup(*w.ttft_without_reuse_seconds / *d.ttft_seconds);
+    if (auto r = Ratio(*w.ttft_without_reuse_seconds, *d.ttft_seconds)) p.set_ttft_speedup(*r);
   }
   if (w.time_per_output_token_seconds) {
     p.set_time_per_output_token_seconds(*w.time_per_output_token_seconds);
-    if (*w.time_per_output_token_seconds > 0) p.set_output_tokens_per_second(1.0 / *w.time_per_output_token_seconds);
+    if (auto r = Ratio(1.0, *w.time_per_output_token_seconds)) p.set_output_tokens_per_second(*r);
   }
   if (w.e2e_seconds) p.set_e2e_seconds(*w.e2e_seconds);
-  if (w.e2e_cache_seconds && *w.e2e_seconds > 0) p.set_cache_share_of_e2e(*w.e2e_cache_seconds / *w.e2e_seconds);
+  if (w.e2e_prefill_seconds) {
+    if (auto r = Ratio(*w.e2e_prefill_seconds, *w.e2e_seconds)) p.set_prefill_share_of_e2e(*r);
+  }
+  if (w.e2e_without_reuse_seconds) {
+    p.set_e2e_without_reuse_seconds(*w.e2e_without_reuse_seconds);
+    if (auto r = Ratio(*w.e2e_without_reuse_prefill_seconds, *w.e2e_without_reuse_seconds)) {
+      p.set_prefill_share_of_e2e_without_reuse(*r);
+    }
+  }
   if (w.kv_byte_seconds) {
     p.set_kv_byte_seconds(*w.kv_byte_seconds);
-    if (*w.e2e_seconds > 0) p.set_kv_bytes_held_average(*w.kv_byte_seconds / *w.e2e_seconds);
+    if (auto r = Ratio(*w.kv_byte_seconds, *w.e2e_seconds)) p.set_kv_bytes_held_average(*r);
   }
 }
 
@@ -120,6 +137,7 @@ v1::DerivedFigures FiguresToProto(const RecordFigures& d, absl::string_view mode
   p.set_reused_bytes(Uint128ToDouble(d.reused_bytes));
   p.set_recompute_estimate_available(d.estimated_recompute_seconds.has_value());
   if (d.estimated_recompute_seconds) p.set_estimated_recompute_seconds(*d.estimated_recompute_seconds);
+  p.set_estimate_basis(static_cast<v1::Basis>(d.estimate_basis));
   p.set_reload_slower_than_recompute(d.reload_slower_than_recompute);
   p.set_reload_compared(d.reload_compared);
   if (d.overhead_fraction) p.set_overhead_fraction(*d.overhead_fraction);

@@ -155,7 +155,7 @@ class EdgeTest(unittest.TestCase):
         result = run("explain", "--model", "llama-3.1-8b", "--prompt-tokens", "4096",
                      "--logical-match-tokens", "2048", "--reload-seconds", "0.01")
         self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertRegex(result.stdout, r"estimated recompute seconds +unavailable")
+        self.assertRegex(result.stdout, r"estimated recompute seconds +unknown \(basis none\)")
         self.assertRegex(result.stdout, r"reload slower than recompute +unknown \(no recompute estimate\)")
         self.assertRegex(result.stdout, r"overhead h / e2e speedup +unavailable")
         self.assertNotIn("YES", result.stdout)
@@ -170,6 +170,53 @@ class EdgeTest(unittest.TestCase):
         self.assertTrue(with_suffix["reload_compared"])
         self.assertAlmostEqual(with_suffix["estimated_recompute_seconds"], 0.2 * 29687350820864 / 31886374076416,
                                places=12)
+
+        self.assertEqual(with_suffix["estimate_basis"], "BASIS_RECORD")
+
+    # The reproductions of the engine-shapes report, offline. A 16-token suffix after a full-prefix
+    # hit once gave 4.76 s (a 96x TTFT speedup, a 1,912 % share): the record alone is below its
+    # floor, so there is no estimate; the shares lie in [0, 1] (once 119 % and 145 %); decode 0 s for
+    # 4 output tokens is refused; an unset prediction is null; no figure is infinite.
+    def test_engine_shapes(self):
+        short = run_json("explain", "--model", "llama-3.1-8b", "--tier", "device", "--prompt-tokens", "4096",
+                         "--logical-match-tokens", "4096", "--reload-seconds", "0.001",
+                         "--suffix-prefill-seconds", "0.02", "--ttft-seconds", "0.05", "--queue-seconds", "0.01",
+                         "--output-tokens", "11", "--decode-seconds", "0.2")
+        self.assertEqual((short["estimated_recompute_seconds"], short["estimate_basis"], short["ttft_speedup"],
+                          short["prefill_share_of_e2e_without_reuse"]), (None, "BASIS_NONE", None, None))
+        self.assertAlmostEqual(short["prefill_share_of_e2e"], (0.001 + 0.02) / 0.25, places=12)
+        for queue, reload, ttft, room in (("0.1", "0.2", "0.6", 0.3), ("0.3", "0.15", "0.5", 0.2)):
+            args = ["--tier", "host", "--prompt-tokens", "8192", "--logical-match-tokens", "4096",
+                    "--queue-seconds", queue, "--reload-seconds", reload, "--suffix-prefill-seconds", "0.3",
+                    "--ttft-seconds", ttft, "--output-tokens", "3", "--decode-seconds", "0.04"]
+            d = run_json("explain", "--model", "llama-3.1-8b", *args)
+            self.assertLessEqual(d["prefill_share_of_e2e"], 1)
+            self.assertLessEqual(d["prefill_share_of_e2e_without_reuse"], 1)
+            self.assertLessEqual(d["ttft_parts"]["queue_seconds"] + d["ttft_parts"]["reload_seconds"], room + 1e-12)
+        overlap = run_json("explain", "--model", "llama-3.1-8b", "--tier", "host", "--prompt-tokens", "8192",
+                           "--logical-match-tokens", "4096", "--queue-seconds", "0.3", "--reload-seconds", "0.15",
+                           "--suffix-prefill-seconds", "0.3", "--ttft-seconds", "0.5")
+        self.assertEqual((overlap["ttft_parts"]["queue_seconds"], overlap["ttft_parts"]["reload_seconds"]), (0.2, 0))
+        self.assertAlmostEqual(overlap["overhead_fraction_with_wait"] * overlap["estimated_full_prefill_seconds"], 0.2,
+                               places=12)
+        refused = run("explain", "--model", "llama-3.1-8b", "--prompt-tokens", "100", "--logical-match-tokens", "0",
+                      "--output-tokens", "4", "--decode-seconds", "0")
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("--decode-seconds = 0: must be > 0 when output_tokens = 4", refused.stderr)
+        plain = run_json("explain", "--model", "llama-3.1-8b", "--prompt-tokens", "100", "--logical-match-tokens", "0")
+        self.assertEqual([plain[k] for k in ("predicted_match_tokens", "prediction_realised_tokens",
+                                             "prediction_over_tokens", "prediction_under_tokens")], [None] * 4)
+        extreme = run("explain", "--model", "llama-3.1-8b", "--prompt-tokens", "100", "--logical-match-tokens", "0",
+                      "--reload-seconds", "1e-300", "--suffix-prefill-seconds", "1e-320", "--ttft-seconds", "1e-310",
+                      "--queue-seconds", "0", "--output-tokens", "2", "--decode-seconds", "1e-320", "--json")
+        self.assertEqual(extreme.returncode, 0, extreme.stderr)
+        self.assertNotIn("Infinity", extreme.stdout)
+        self.assertNotIn("NaN", extreme.stdout)
+        self.assertNotIn("inf", run("explain", "--model", "llama-3.1-8b", "--prompt-tokens", "100",
+                                    "--logical-match-tokens", "0", "--reload-seconds", "1e-300",
+                                    "--suffix-prefill-seconds", "1e-320", "--ttft-seconds", "1e-310",
+                                    "--queue-seconds", "0", "--output-tokens", "2",
+                                    "--decode-seconds", "1e-320").stdout)
 
 
 class UsageTest(unittest.TestCase):

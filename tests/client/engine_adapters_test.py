@@ -42,8 +42,8 @@ def finished(reason=FinishReason.STOP, *, prompt=4096, cached=2048, generated=32
                                 decode_time=decode, num_cached_tokens=cached, request_id=request_id)
 
 
-def vllm_config(connector=False):
-    return VllmConfig(ModelConfig(served_model_name="meta-llama/Llama-3.1-8B-Instruct"), CacheConfig(block_size=16),
+def vllm_config(connector=False, served="meta-llama/Llama-3.1-8B-Instruct"):
+    return VllmConfig(ModelConfig(served_model_name=served), CacheConfig(block_size=16),
                       KVTransferConfig() if connector else None)
 
 
@@ -72,11 +72,11 @@ class ServerTest(unittest.TestCase):
                 ledger_pb2.RecordBatchRequest(records=records), timeout=10)
         self.assertEqual((reply.accepted, reply.rejected), (len(records), 0), reply.rejections)
 
-    def logger(self, connector=False):
+    def logger(self, connector=False, served="meta-llama/Llama-3.1-8B-Instruct"):
         os.environ["KVLEDGER_TARGET"] = self.server.grpc_address
         self.addCleanup(os.environ.pop, "KVLEDGER_TARGET", None)
         import kvledger.vllm as plugin  # noqa: PLC0415
-        logger = plugin.KvledgerStatLogger(vllm_config(connector), engine_index=0)
+        logger = plugin.KvledgerStatLogger(vllm_config(connector, served), engine_index=0)
         logger.reporter.flush_interval_seconds = 0.02
         self.addCleanup(logger.reporter.close, 1)
         self.assertIsInstance(logger, StatLoggerBase)
@@ -138,9 +138,12 @@ class VllmAdapterTest(unittest.TestCase):
         plain = adapters.from_vllm(finished(e2e=1.0, decode=0.7, prefill=0.2), model=MODEL)
         self.assertAlmostEqual(plain.ttft_seconds, 0.3)
         self.assertEqual(plain.suffix_prefill_seconds, 0.2)
-        self.assertFalse(plain.HasField("reload_seconds"))
+        # A device hit (no connector) reloads nothing: 0 s, so it enters the TTFT split and h.
+        self.assertEqual((plain.tier, plain.HasField("reload_seconds"), plain.reload_seconds),
+                         (record_pb2.TIER_DEVICE, True, 0.0))
         hit = adapters.from_vllm(finished(), model=MODEL, connector=True)
         self.assertFalse(hit.HasField("suffix_prefill_seconds"))
+        self.assertFalse(hit.HasField("reload_seconds"))  # a connector's load is not reported per request
         miss = adapters.from_vllm(finished(cached=0), model=MODEL, connector=True)
         self.assertEqual((miss.tier, miss.suffix_prefill_seconds), (record_pb2.TIER_UNSPECIFIED, 0.2))
         older = finished(e2e=0.0)  # e2e not measured: no TTFT rather than a made-up one
@@ -200,6 +203,7 @@ class SglangTest(ServerTest):
             self.assertEqual(record.tier, record_pb2.Tier.Value("TIER_" + tier.upper()), details)
             self.assertAlmostEqual(record.ttft_seconds, 0.35, places=6)
             self.assertEqual(record.HasField("suffix_prefill_seconds"), tier == "device", details)
+            self.assertEqual(record.HasField("reload_seconds"), tier == "device", details)  # 0 s: in GPU memory
             records.append(record)
         self.assertAlmostEqual(records[0].suffix_prefill_seconds, 0.25, places=6)
         self.send(records)
@@ -258,7 +262,7 @@ class VllmLoggerTest(ServerTest):
     # Proves (2, 3, 4, 5) end to end: the plugin vLLM loads turns finished requests into records
     # on a real server: misses count as misses, aborts and errors before the first token are
     # unrecorded (not fake misses), a plain deployment's hits are "device", and its prefill times
-    # feed the compute rate.
+    # are compute times.
     def test_plain_deployment(self):
         logger = self.logger(connector=False)
         self.assertEqual(logger.model, MODEL)
@@ -279,7 +283,9 @@ class VllmLoggerTest(ServerTest):
         self.assertEqual(self.value("kvledger_unrecorded_requests_total", model=MODEL, reason="aborted"), 2)
         self.assertEqual(self.value("kvledger_unrecorded_requests_total", model=MODEL, reason="failed"), 1)
         self.assertEqual(self.value("kvledger_recoverable_model_disagreements_total", model=MODEL, tier="device"), 0)
-        self.assertIsNotNone(self.value("kvledger_prefill_flops_per_second", model=MODEL))
+        # Both prefill times are compute times (the compute model needs 8 records' weight to be ready).
+        self.assertEqual(self.value("kvledger_suffix_prefill_seconds_count", model=MODEL, tier="device"), 1)
+        self.assertEqual(self.value("kvledger_suffix_prefill_seconds_count", model=MODEL, tier="none"), 1)
         self.assertEqual(dict(logger.skipped), {"aborted": 2, "failed": 1})
 
     # Proves (3, 4, 7): with a KV connector a hit is "unknown", its prefill time (which may hold a
@@ -307,7 +313,7 @@ class VllmLoggerTest(ServerTest):
             advice = ledger_pb2_grpc.LedgerStub(channel).Advise(advice_pb2.AdviceRequest(
                 model=MODEL, prompt_tokens=8192, candidates=[advice_pb2.AdviceCandidate(
                     tier=record_pb2.TIER_HOST, logical_match_tokens=4096)]), timeout=10)
-        self.assertEqual(advice.candidates[0].bandwidth.basis, advice_pb2.BASIS_LIVE)
+        self.assertEqual(advice.candidates[0].bandwidth.basis, record_pb2.BASIS_LIVE)
         self.assertEqual(advice.candidates[0].bandwidth.samples, 1)  # one summed observation per round
 
     # Proves (6): a vLLM whose FinishedRequestStats lacks num_cached_tokens is warned about at start,
@@ -331,6 +337,35 @@ class VllmLoggerTest(ServerTest):
         with self.assertLogs("kvledger.vllm", logging.INFO) as summary:
             logger.log()
         self.assertIn("0 records sent, 0 dropped, 0 rejected; skipped: missing_field 1", summary.output[0])
+
+
+class VllmModelNameTest(ServerTest):
+    # Proves: a served model name outside the catalog ("my-chat-model", guessed as "my-model") is
+    # not lost silently: the first rejection is logged once at WARNING with the server's reason and
+    # the fix (KVLEDGER_MODEL); with KVLEDGER_MODEL set, the same engine's records count.
+    def test_rejected_model_is_warned_once(self):
+        logger = self.logger(served="my-chat-model")
+        self.assertEqual(logger.model, "my-model")  # "-chat" is stripped like "-instruct"
+        iteration = IterationStats()
+        iteration.finished_requests = [finished(cached=0), finished(cached=0)]
+        logger.record(SchedulerStats(), iteration)
+        self.assertTrue(logger.reporter.flush(30))
+        with self.assertLogs("kvledger.vllm", logging.WARNING) as warned:
+            logger.log()
+        self.assertEqual(len(warned.output), 1)
+        self.assertIn("unknown_model", warned.output[0])
+        self.assertIn('model = "my-model"', warned.output[0])
+        self.assertIn("set KVLEDGER_MODEL", warned.output[0])
+        logger.record(SchedulerStats(), iteration)
+        self.assertTrue(logger.reporter.flush(30))
+        with self.assertNoLogs("kvledger.vllm", logging.WARNING):
+            logger.log()  # once per reason
+        os.environ["KVLEDGER_MODEL"] = MODEL
+        self.addCleanup(os.environ.pop, "KVLEDGER_MODEL", None)
+        fixed = self.logger(served="my-chat-model")
+        fixed.record(SchedulerStats(), iteration)
+        self.assertTrue(fixed.reporter.flush(30))
+        self.assertEqual(self.value("kvledger_requests_total", model=MODEL, tier="none"), 2)
 
 
 class EngineStatsRpcTest(ServerTest):

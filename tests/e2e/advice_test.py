@@ -23,10 +23,18 @@ del sys.argv[1:4]
 
 import grpc  # noqa: E402
 
-from harness import Server, parse_exposition, sample  # noqa: E402
+from harness import Server, parse_exposition, poll, sample  # noqa: E402
 from kvledger.v1 import advice_pb2, ledger_pb2_grpc, record_pb2  # noqa: E402
 
 BYTES_PER_TOKEN = 131072  # llama-3.1-8b: 2 x 32 layers x 8 KV heads x 128 x 2 bytes
+# The engine of these tests: a prefill pass over F FLOPs takes FIXED + F / COMPUTE seconds.
+COMPUTE, FIXED = 70369817919488 / 0.4, 0.005
+
+
+def llama_prefill(tokens):
+    """Prefill FLOPs of llama-3.1-8b's first `tokens` tokens (docs/cost-model.md §5): 32 layers x 16384
+    FLOPs per attention pair, 13,958,643,712 token-wise FLOPs per token."""
+    return 524288 * tokens * (tokens + 1) // 2 + 13958643712 * tokens
 
 
 def get(server, path, auth=None):
@@ -80,10 +88,22 @@ class AdviceTest(unittest.TestCase):
         self.addCleanup(self.channel.close)
         self.stub = ledger_pb2_grpc.LedgerStub(self.channel)
 
-    def record(self, tier, match, reload, suffix):
+    def record(self, tier, match, reload, suffix=None):
+        """A page-aligned hit on 8192 tokens; its suffix pass takes the engine's time unless given."""
+        if suffix is None:
+            suffix = FIXED + (llama_prefill(8192) - llama_prefill(match)) / COMPUTE
         self.stub.Record(record_pb2.Record(model="llama-3.1-8b", tier=tier, prompt_tokens=8192,
                                            logical_match_tokens=match, reload_seconds=reload,
                                            suffix_prefill_seconds=suffix), timeout=10)
+
+    def teach(self):
+        """Ten misses of several sizes from the engine: the live compute-time model becomes ready
+        (docs/cost-model.md §8) with FIXED and COMPUTE."""
+        for n in (512, 1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 512):
+            self.stub.Record(record_pb2.Record(model="llama-3.1-8b", prompt_tokens=n, logical_match_tokens=0,
+                                               suffix_prefill_seconds=FIXED + llama_prefill(n) / COMPUTE), timeout=10)
+        gauge = ("kvledger_prefill_flops_per_second", frozenset({("model", "llama-3.1-8b")}))
+        poll("the compute model to be ready", lambda: gauge in parse_exposition(self.server.scrape()))
 
     def advise(self, *candidates):
         request = advice_pb2.AdviceRequest(model="llama-3.1-8b", prompt_tokens=8192)
@@ -91,48 +111,49 @@ class AdviceTest(unittest.TestCase):
             request.candidates.add(tier=tier, logical_match_tokens=match)
         return self.stub.Advise(request, timeout=10)
 
-    # Two host records with different bandwidths and two suffix prefills: with a one-day half-life
-    # the decay over the test's seconds is below 1e-4, so the live rates are the ratios of the
-    # exported totals: compared reused bytes / compared reload seconds, and (prefill baseline -
-    # prefill avoided at the reused boundary) / suffix prefill seconds.
+    # Two host records with different bandwidths, after the engine's misses: with a one-day half-life
+    # the decay over the test's seconds is below 1e-4, so the live bandwidth is the ratio of the
+    # exported totals (compared reused bytes / compared reload seconds), and the compute model is the
+    # engine's (FIXED s per pass + F / COMPUTE), which the gauges export.
     def test_advice_matches_a_hand_calculation_from_the_totals(self):
-        self.record(record_pb2.TIER_HOST, 4096, 0.05, 0.4)
-        self.record(record_pb2.TIER_HOST, 2048, 0.04, 0.5)
+        self.teach()
+        self.record(record_pb2.TIER_HOST, 4096, 0.05)
+        self.record(record_pb2.TIER_HOST, 2048, 0.04)
         s = parse_exposition(self.server.scrape())
         host = dict(model="llama-3.1-8b", tier="host")
         self.assertEqual(sample(s, "kvledger_compared_reused_bytes_total", **host), (4096 + 2048) * BYTES_PER_TOKEN)
         bandwidth = (sample(s, "kvledger_compared_reused_bytes_total", **host)
                      / sample(s, "kvledger_compared_reload_seconds_total", **host))
-        suffix_flops = (sample(s, "kvledger_prefill_baseline_flops_total", **host)
-                        - sample(s, "kvledger_prefill_avoided_flops_total", boundary="reused", **host))
-        compute = suffix_flops / sample(s, "kvledger_suffix_prefill_seconds_sum", **host)
+        compute, fixed = COMPUTE, FIXED
         self.assertAlmostEqual(bandwidth, 6144 * BYTES_PER_TOKEN / 0.09, delta=1)
         # The exported gauges are the same rates.
         self.assertAlmostEqual(sample(s, "kvledger_reload_bandwidth_bytes_per_second", **host) / bandwidth, 1,
                                delta=1e-4)
         self.assertAlmostEqual(sample(s, "kvledger_prefill_flops_per_second", model="llama-3.1-8b") / compute, 1,
-                               delta=1e-4)
-
+                               delta=1e-9)
+        self.assertAlmostEqual(sample(s, "kvledger_prefill_fixed_seconds", model="llama-3.1-8b") / fixed, 1,
+                               delta=1e-9)
         advice = self.advise((record_pb2.TIER_HOST, 6000), (record_pb2.TIER_DISK, 6000))
         prefill_flops = int(advice.prefill_flops)
         self.assertEqual(prefill_flops, sample(s, "kvledger_prefill_baseline_flops_total", **host) / 2)
-        self.assertEqual(advice.compute.basis, advice_pb2.BASIS_LIVE)
-        self.assertEqual(advice.compute.samples, 2)
-        self.assertAlmostEqual(advice.recompute_all_seconds / (prefill_flops / compute), 1, delta=1e-4)
+        self.assertEqual(advice.compute.basis, record_pb2.BASIS_LIVE)
+        self.assertIn(advice.compute.samples, (10, 12))  # the fit of at most a second ago: with the hits or not
+        self.assertAlmostEqual(advice.compute.fixed_seconds / fixed, 1, delta=1e-9)
+        self.assertAlmostEqual(advice.recompute_all_seconds / (fixed + prefill_flops / compute), 1, delta=1e-4)
         host_advice, disk_advice = advice.candidates
         # 6000 tokens end on a 16-token page: all of them are reusable.
         self.assertEqual(host_advice.reused_tokens, 6000)
         self.assertEqual(int(host_advice.reused_bytes), 6000 * BYTES_PER_TOKEN)
-        self.assertEqual(host_advice.basis, advice_pb2.BASIS_LIVE)
+        self.assertEqual(host_advice.basis, record_pb2.BASIS_LIVE)
         self.assertAlmostEqual(host_advice.reload_seconds / (6000 * BYTES_PER_TOKEN / bandwidth), 1, delta=1e-4)
         self.assertAlmostEqual(host_advice.recompute_seconds / (int(host_advice.reused_flops) / compute), 1,
                                delta=1e-4)
         self.assertAlmostEqual(
-            host_advice.prefill_seconds / (host_advice.reload_seconds
+            host_advice.prefill_seconds / (host_advice.reload_seconds + fixed
                                            + (prefill_flops - int(host_advice.reused_flops)) / compute), 1,
-            delta=1e-4)  # `compute` is the totals' ratio; the live rate weighs the two records by their ages
+            delta=1e-4)  # one pass over the rest: its fixed cost and its FLOPs
         # Nothing was ever reloaded from disk, and the profile states no disk bandwidth.
-        self.assertEqual(disk_advice.basis, advice_pb2.BASIS_NONE)
+        self.assertEqual(disk_advice.basis, record_pb2.BASIS_NONE)
         self.assertFalse(disk_advice.HasField("reload_seconds"))
         self.assertEqual(advice.recommendation, "host")
         self.assertAlmostEqual(advice.saving_seconds, advice.recompute_all_seconds - host_advice.prefill_seconds,
@@ -140,8 +161,9 @@ class AdviceTest(unittest.TestCase):
 
     # The RPC (through the CLI) and the HTTP API give the same JSON; errors name the same field.
     def test_cli_and_http_agree(self):
-        self.record(record_pb2.TIER_HOST, 4096, 0.05, 0.4)
-        self.record(record_pb2.TIER_HOST, 4096, 0.05, 0.4)  # one ratio: the rate does not move with time
+        self.teach()
+        self.record(record_pb2.TIER_HOST, 4096, 0.05)
+        self.record(record_pb2.TIER_HOST, 4096, 0.05)  # one ratio: the rate does not move with time
         result = cli("advise", "--target", self.server.grpc_address, "--model", "llama-3.1-8b",
                      "--prompt-tokens", "8192", "--candidate", "host:3000", "--candidate", "disk:6000", "--json")
         self.assertEqual(result.returncode, 0, result.stderr)
@@ -183,11 +205,12 @@ class AdviceTest(unittest.TestCase):
     # the CLI's replica= form, the HTTP API and the Python Advisor give the same ranking, equal to
     # the hand calculation: the shorter prefix on the idle replica wins.
     def test_replicas_ranked_in_seconds(self):
-        self.record(record_pb2.TIER_HOST, 4096, 0.05, 0.4)
-        bandwidth, compute = 4096 * BYTES_PER_TOKEN / 0.05, 70369817919488 / 0.4
+        self.teach()
+        self.record(record_pb2.TIER_HOST, 4096, 0.05)
+        bandwidth, compute = 4096 * BYTES_PER_TOKEN / 0.05, COMPUTE
         whole = 131943542816768
-        expected = {"a": 0.5 + 6000 * BYTES_PER_TOKEN / bandwidth + (whole - 93190619136000) / compute,
-                    "b": 0.02 + 2048 * BYTES_PER_TOKEN / bandwidth + (whole - 29687350820864) / compute}
+        expected = {"a": 0.5 + 6000 * BYTES_PER_TOKEN / bandwidth + FIXED + (whole - 93190619136000) / compute,
+                    "b": 0.02 + 2048 * BYTES_PER_TOKEN / bandwidth + FIXED + (whole - 29687350820864) / compute}
         candidates = ["replica=a,tier=host,tokens=6000,wait=0.5", "replica=b,tier=host,tokens=2048,wait=0.02"]
         result = cli("advise", "--target", self.server.grpc_address, "--model", "llama-3.1-8b", "--prompt-tokens",
                      "8192", *[f"--candidate={c}" for c in candidates], "--json")
@@ -223,7 +246,7 @@ class AdviceTest(unittest.TestCase):
         self.assertFalse([v for v in values if v in ("inf", "+inf", "-inf", "nan")])
         self.assertNotIn("kvledger_reload_bandwidth_bytes_per_second{", text)
         rpc = self.advise((record_pb2.TIER_HOST, 4096))
-        self.assertEqual(rpc.candidates[0].bandwidth.basis, advice_pb2.BASIS_NONE)
+        self.assertEqual(rpc.candidates[0].bandwidth.basis, record_pb2.BASIS_NONE)
         self.assertFalse(rpc.candidates[0].HasField("reload_seconds"))
         self.assertEqual(rpc.recommendation, "")
         status, body = get(self.server, "/api/v1/advise?model=llama-3.1-8b&prompt_tokens=8192&candidate=host:4096")
@@ -276,7 +299,8 @@ class AdviceTest(unittest.TestCase):
     # The Python package's Advisor asks the same RPC.
     def test_python_advisor(self):
         import kvledger
-        self.record(record_pb2.TIER_HOST, 4096, 0.05, 0.4)
+        self.teach()
+        self.record(record_pb2.TIER_HOST, 4096, 0.05)
         with kvledger.Advisor(self.server.grpc_address, timeout_seconds=10) as advisor:
             advice = advisor.advise("llama-3.1-8b", 8192, [("host", 3000), ("disk", 6000, 5000)])
             self.assertEqual(advice.recommendation, "host")

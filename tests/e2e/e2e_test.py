@@ -140,7 +140,8 @@ class EndToEndTest(unittest.TestCase):
         self.assertIn(("kvledger-reject-field", "logical_match_tokens"), caught.exception.trailing_metadata())
 
     # Proves: Explain over the wire matches independent arithmetic, and the CLI's remote explain
-    # prints the same JSON as its offline explain.
+    # prints the same JSON as its offline explain, but for the seconds: offline, the record alone
+    # estimates (basis record); a server with no compute model for the model says unknown (none).
     def test_explain(self):
         figures = self.stub.Explain(record(), timeout=10)
         self.assertEqual(figures.attention_baseline_flops, llama8b_attention_flops(4096))
@@ -150,8 +151,13 @@ class EndToEndTest(unittest.TestCase):
         offline = self.cli(*args)
         remote = self.cli(*args, "--target", self.server.grpc_address)
         self.assertEqual(offline.returncode, 0, offline.stderr)
-        self.assertEqual(json.loads(offline.stdout), json.loads(remote.stdout))
-        self.assertEqual(json.loads(remote.stdout)["recompute_alignment_tokens"], "232")
+        seconds = ("recompute_estimate_available", "estimate_basis", "estimated_recompute_seconds",
+                   "estimated_full_prefill_seconds")
+        offline_json, remote_json = json.loads(offline.stdout), json.loads(remote.stdout)
+        self.assertEqual([offline_json.pop(k) for k in seconds][:2], [True, "BASIS_RECORD"])
+        self.assertEqual([remote_json.pop(k) for k in seconds], [False, "BASIS_NONE", None, None])
+        self.assertEqual(offline_json, remote_json)
+        self.assertEqual(remote_json["recompute_alignment_tokens"], "232")
 
     # Proves: exact counters on /metrics for the records sent above (2 llama hits: CLI + replay).
     def test_exact_counters(self):
@@ -406,33 +412,46 @@ class ShutdownTest(unittest.TestCase):
 
 
 class UnmeasuredSecondsTest(unittest.TestCase):
-    # Proves: a record without a suffix prefill time is not counted as a reload slower than
-    # recompute and adds no estimate (the edge-case report's record, sent with the CLI); a record
-    # with both times is compared, and the compared sums equal the hand-worked figures.
+    # Proves: a record is estimated only from a compute-time model, never from itself: three records
+    # cannot make a live model, so with the built-in profile none is compared; with a profile stating
+    # 4e14 FLOP/s every record with a measured reload is, and the compared sums equal the hand-worked
+    # figures (estimate 29687350820864 / 4e14 = 0.0742 s each; the unmeasured suffix is the profile's
+    # 31886374076416 / 4e14 s).
     def test_only_compared_records_feed_the_comparison(self):
         with tempfile.TemporaryDirectory() as tmp:
-            server = harness.Server(SERVER, log_dir=tmp)
-            try:
-                base = [CLI, "send", "--target", server.grpc_address, "--model", "llama-3.1-8b", "--tier", "host",
-                        "--prompt-tokens", "4096", "--logical-match-tokens", "2048"]
-                for extra in (["--reload-seconds", "0.01"], ["--suffix-prefill-seconds", "0.2"],
-                              ["--reload-seconds", "0.5", "--suffix-prefill-seconds", "0.2", "--ttft-seconds", "0.8"]):
-                    result = subprocess.run(base + extra, capture_output=True, text=True, timeout=60)
-                    self.assertEqual(result.returncode, 0, result.stderr)
-                samples = harness.parse_exposition(server.scrape())
-                v = lambda name: harness.sample(samples, name, model="llama-3.1-8b", tier="host")  # noqa: E731
-                self.assertEqual(v("kvledger_requests_total"), 3)
-                self.assertEqual(v("kvledger_reload_compared_requests_total"), 1)
-                self.assertEqual(v("kvledger_reload_slower_than_recompute_total"), 1)
-                self.assertEqual(v("kvledger_estimated_recompute_seconds_total"), 0.186207129)
-                self.assertEqual(v("kvledger_compared_reload_seconds_total"), 0.5)
-                self.assertEqual(v("kvledger_compared_suffix_prefill_seconds_total"), 0.2)
-                self.assertEqual(v("kvledger_compared_reused_bytes_total"), 2048 * 131072)
-                self.assertEqual(v("kvledger_reload_seconds_count"), 2)
-                self.assertEqual(v("kvledger_suffix_prefill_seconds_count"), 2)
-                self.assertEqual(v("kvledger_ttft_seconds_count"), 1)
-            finally:
-                self.assertEqual(server.stop(), 0)
+            profiles = os.path.join(tmp, "profiles.txtpb")
+            with open(profiles, "w") as f:
+                f.write('profiles { name: "llama-3.1-8b" serving { prefill_flops_per_second: 4e14 } }\n')
+            for args, compared in (([], 0), ([f"--profiles={profiles}"], 2)):
+                server = harness.Server(SERVER, *args, log_dir=tmp)
+                try:
+                    self.check(server, compared)
+                finally:
+                    self.assertEqual(server.stop(), 0)
+
+    def check(self, server, compared):
+        base = [CLI, "send", "--target", server.grpc_address, "--model", "llama-3.1-8b", "--tier", "host",
+                "--prompt-tokens", "4096", "--logical-match-tokens", "2048"]
+        for extra in (["--reload-seconds", "0.01"], ["--suffix-prefill-seconds", "0.2"],
+                      ["--reload-seconds", "0.5", "--suffix-prefill-seconds", "0.2", "--ttft-seconds", "0.8"]):
+            result = subprocess.run(base + extra, capture_output=True, text=True, timeout=60)
+            self.assertEqual(result.returncode, 0, result.stderr)
+        samples = harness.parse_exposition(server.scrape())
+        v = lambda name: harness.sample(samples, name, model="llama-3.1-8b", tier="host")  # noqa: E731
+        self.assertEqual(v("kvledger_requests_total"), 3)
+        self.assertEqual(v("kvledger_reload_compared_requests_total"), compared)
+        if compared:
+            self.assertEqual(v("kvledger_reload_slower_than_recompute_total"), 1)
+            self.assertEqual(v("kvledger_estimated_recompute_seconds_total"), 2 * 0.074218377)
+            self.assertEqual(v("kvledger_compared_reload_seconds_total"), 0.51)
+            self.assertEqual(v("kvledger_compared_suffix_prefill_seconds_total"), 0.279715935)
+            self.assertEqual(v("kvledger_compared_reused_bytes_total"), 2 * 2048 * 131072)
+        else:
+            self.assertEqual(v("kvledger_reload_slower_than_recompute_total"), 0)
+            self.assertEqual(v("kvledger_estimated_recompute_seconds_total"), 0)
+        self.assertEqual(v("kvledger_reload_seconds_count"), 2)
+        self.assertEqual(v("kvledger_suffix_prefill_seconds_count"), 2)
+        self.assertEqual(v("kvledger_ttft_seconds_count"), 1)
 
 
 class ServerFlagsTest(unittest.TestCase):
@@ -466,15 +485,15 @@ class SeriesCountTest(unittest.TestCase):
     def test_series_per_cell(self):
         steps = [
             ("llama-3.1-8b", "host", ["--logical-match-tokens", "2048", "--reload-seconds", "0.01",
-                                      "--suffix-prefill-seconds", "0.2"], 119, 3),
+                                      "--suffix-prefill-seconds", "0.2"], 122, 1),
             ("llama-3.1-8b", "host", ["--logical-match-tokens", "2048", "--reload-seconds", "0.01",
                                       "--suffix-prefill-seconds", "0.2", "--ttft-seconds", "0.5", "--queue-seconds",
-                                      "0.1", "--output-tokens", "10", "--decode-seconds", "1"], 179, 3),
-            ("llama-3.1-8b", "host", ["--logical-match-tokens", "2048", "--predicted-match-tokens", "2000"], 192, 3),
-            ("qwen3-8b", "none", ["--logical-match-tokens", "0"], 77, 1),
+                                      "0.1", "--output-tokens", "10", "--decode-seconds", "1"], 182, 1),
+            ("llama-3.1-8b", "host", ["--logical-match-tokens", "2048", "--predicted-match-tokens", "2000"], 195, 1),
+            ("qwen3-8b", "none", ["--logical-match-tokens", "0"], 80, 1),
             ("qwen3-8b", "none", ["--logical-match-tokens", "0", "--suffix-prefill-seconds", "0.3", "--ttft-seconds",
                                   "0.5", "--queue-seconds", "0.1", "--output-tokens", "10", "--decode-seconds", "1"],
-             157, 3),
+             160, 1),
         ]
         with tempfile.TemporaryDirectory() as tmp:
             server = harness.Server(SERVER, log_dir=tmp)

@@ -10,8 +10,9 @@ engine, with the upstream source each mapping was read from.
   kvledger as unrecorded requests (kvledger_unrecorded_requests_total).
 - A record names one tier only when the engine's data shows every reused token came from it. A hit
   from several tiers is "mixed"; a hit whose source the engine does not report is "unknown".
-- The per-request reload time is reported by no engine, so reload_seconds stays unset; the vLLM
-  logger sends aggregate transfer statistics instead (Reporter.report_transfer).
+- The per-request reload time is reported by no engine. A prefix already in GPU memory has no
+  reload, so a device-only hit is sent with reload_seconds = 0; any other hit leaves it unset, and
+  the vLLM logger sends aggregate transfer statistics instead (Reporter.report_transfer).
 
 Each function takes the kvledger profile name (`model`, e.g. "llama-3.1-8b"; profile_name() guesses
 it from a Hugging Face name) because engines report their served model name, which is not a
@@ -106,7 +107,8 @@ def from_vllm(stats, *, model, connector=False, block_size=None, request_id=None
       waited for, so it is left unset. Arrival -> queued (the frontend) falls in the TTFT's rest.
     - num_generation_tokens -> output_tokens; decode_time (first token -> last) -> decode_seconds
       when at least 2 tokens were generated.
-    - reload_seconds: not reported per request; left unset.
+    - reload_seconds: 0 for a "device" hit (the prefix was already in GPU memory: nothing to reload);
+      not reported per request with a connector, so left unset.
     - request_id: the argument, else the stats' request_id (newer vLLM).
     """
     where = "FinishedRequestStats"
@@ -134,6 +136,7 @@ def from_vllm(stats, *, model, connector=False, block_size=None, request_id=None
         prompt_tokens=prompt,
         logical_match_tokens=cached,
         recoverable_tokens=cached,
+        reload_seconds=0.0 if tier == "device" else None,
         suffix_prefill_seconds=prefill if no_reload_inside else None,
         ttft_seconds=ttft,
         queue_seconds=_wait(_field(stats, "queued_time"), ttft) if no_reload_inside else None,
@@ -233,7 +236,8 @@ def from_sglang(meta_info, *, model, request_id=None, ttft_seconds=None):
     - completion_tokens -> output_tokens; decode_finished_ts - the first token (newer releases) ->
       decode_seconds when at least 2 tokens were generated; unset when SGLang did not send it.
     - id -> request_id (the argument wins); ttft_seconds given by the caller wins.
-    - reload time, recoverable boundary: not reported; left unset.
+    - reload time: 0 for a device-only hit (only device tokens in cached_tokens_details: the prefix
+      was in GPU memory); not reported otherwise, left unset. Recoverable boundary: not reported.
     """
     skip = _sglang_skip(meta_info)
     if skip is not None:
@@ -252,6 +256,7 @@ def from_sglang(meta_info, *, model, request_id=None, ttft_seconds=None):
     queue = _wait(_field(meta_info, "queue_time"), ttft_seconds) if tier in ("none", "device", "host") else None
     return make_record(request_id=request_id or _field(meta_info, "id"), model=model, tier=tier,
                        prompt_tokens=prompt, logical_match_tokens=cached, suffix_prefill_seconds=suffix,
+                       reload_seconds=0.0 if tier == "device" else None,
                        ttft_seconds=ttft_seconds, queue_seconds=queue, output_tokens=output,
                        decode_seconds=_decode(output, _difference(_field(meta_info, "decode_finished_ts"),
                                                                   first_token)))

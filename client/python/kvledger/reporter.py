@@ -72,6 +72,7 @@ class Reporter:
         self._queue = collections.deque()
         self._enqueued = 0     # positions handed out
         self._answered = 0     # positions answered (sent, rejected or dropped)
+        self._rejections = {}  # reason -> the server's message of the first record rejected for it
         self._counts = dict.fromkeys(("reported", "sent", "rejected", "dropped", "retried", "engine_stats_sent",
                                       "engine_stats_rejected", "engine_stats_dropped"), 0)
         self._transfers = {}    # (model, tier) -> [bytes, seconds, transfers], not yet sent
@@ -178,6 +179,12 @@ class Reporter:
         self.close()
 
     # -- sender side --------------------------------------------------------------------------
+    def rejection_reasons(self):
+        """{reason: the server's message for the first record rejected with it}, e.g.
+        {"unknown_model": 'model = "my-model": no profile of that name; ...'}."""
+        with self._lock:
+            return dict(self._rejections)
+
     def _answer_locked(self, n, sent=0, rejected=0):
         """Accounts n queue positions as answered: sent, rejected, the rest dropped."""
         self._counts["sent"] += sent
@@ -246,6 +253,8 @@ class Reporter:
             with self._lock:
                 accepted = min(response.accepted, len(batch))
                 self._answer_locked(len(batch), accepted, min(response.rejected, len(batch) - accepted))
+                for rejection in response.rejections:
+                    self._rejections.setdefault(rejection.reason, rejection.message)
             return
 
     def _send_engine_stats(self, stub):

@@ -6,7 +6,11 @@ stat-logger plugins only on its async serving path (AsyncLLM: `vllm serve`), and
 that VLLM_PLUGINS names when that variable is set. Configure it with environment variables:
 
     KVLEDGER_TARGET   kvledger-server HOST:PORT or gRPC target (default 127.0.0.1:50051)
-    KVLEDGER_MODEL    the kvledger profile name (default: a guess from the served model name)
+    KVLEDGER_MODEL    the kvledger profile name (`kvledger profiles` lists them). Set it: without it
+                      the logger guesses from the served model name ("Llama-3.3-70B-Instruct" ->
+                      "llama-3.3-70b"), and a name outside the server's catalog is rejected (unless
+                      the server runs with --unknown_model=generic). The first rejection of each
+                      reason is logged once at WARNING with the server's message and the fix.
 
 The tier is not configurable: it follows from vLLM's configuration (adapters.from_vllm). Without a
 KV connector every hit is the GPU prefix cache ("device"); with one, vLLM counts connector hits
@@ -101,7 +105,10 @@ def _make_class():
             served = getattr(model_config, "served_model_name", None) or getattr(model_config, "model", "unknown")
             if isinstance(served, (list, tuple)):
                 served = served[0]
+            self.model_set = bool(os.environ.get("KVLEDGER_MODEL"))
             self.model = os.environ.get("KVLEDGER_MODEL") or profile_name(str(served))
+            self.served_model = str(served)
+            self.warned = set()  # rejection reasons already logged
             self.connector = getattr(vllm_config, "kv_transfer_config", None) is not None
             self.block_size = getattr(getattr(vllm_config, "cache_config", None), "block_size", None)
             self.engine_index = engine_index
@@ -138,7 +145,21 @@ def _make_class():
             if self.missing_fields:
                 _log.warning("kvledger: reporting nothing: FinishedRequestStats lacks %s", ", ".join(self.missing_fields))
 
+        def warn_rejections(self):
+            """Logs each rejection reason the server gave once, at WARNING, with what to do."""
+            for reason, message in sorted(self.reporter.rejection_reasons().items()):
+                if reason in self.warned:
+                    continue
+                self.warned.add(reason)
+                fix = ""
+                if reason == "unknown_model":
+                    source = "KVLEDGER_MODEL" if self.model_set else f"a guess from the served model {self.served_model!r}"
+                    fix = (f" (the model {self.model!r} is {source}): set KVLEDGER_MODEL to one of the server's "
+                           "profiles (`kvledger profiles`), or run the server with --unknown_model=generic")
+                _log.warning("kvledger: the server rejects this engine's records (%s): %s%s", reason, message, fix)
+
         def log(self):
+            self.warn_rejections()
             now = time.monotonic()
             if now - self._last_summary < SUMMARY_INTERVAL_SECONDS:
                 return

@@ -167,7 +167,7 @@ TEST_F(AggregatorTest, UnmeasuredSecondsAreNotCounted) {
   EXPECT_EQ(t.latency(Latency::kTtft).count, 0u);
   f.suffix_prefill_seconds = 0.2;  // now compared: estimate 0.2 x 29687350820864 / 31886374076416
   f.reload_seconds = 0.5;
-  t.Add(Derive(f, p));
+  t.Add(Derive(f, p, EstimateSource{std::nullopt, /*record_alone=*/true}));
   EXPECT_EQ(t.counter(Counter::kRequests), 2u);
   EXPECT_EQ(t.counter(Counter::kReloadComparedRequests), 1u);
   EXPECT_EQ(t.counter(Counter::kReloadSlowerThanRecompute), 1u);
@@ -191,7 +191,8 @@ TEST_F(AggregatorTest, ExtremeRecordSumsWithoutOverflow) {
   f.suffix_prefill_seconds = 86400;
   f.reload_seconds = 86400;
   f.ttft_seconds = 86400;
-  const RecordFigures d = Derive(f, *catalog_.Find("llama-3.1-70b"));
+  const EstimateSource slow{ComputeTime{Basis::kLive, 0.01, 1e-5, 8, 8}, false};  // 100 kFLOP/s
+  const RecordFigures d = Derive(f, *catalog_.Find("llama-3.1-70b"), slow);
   ASSERT_TRUE(d.estimated_recompute_seconds.has_value());
   EXPECT_GT(*d.estimated_recompute_seconds * 1e9, 1.9e19);  // past 2^64 ns
   Totals t;

@@ -12,6 +12,9 @@ class DeriveTest : public ::testing::Test {
   const Profile& P(const char* name) { return *catalog_.Find(name); }
 };
 
+// Offline explain's source: the record alone above its floor (docs/cost-model.md §8).
+const EstimateSource kRecordAlone{std::nullopt, /*record_alone=*/true};
+
 RecordFacts Facts(const char* model, int64_t n, int64_t match) {
   RecordFacts f;
   f.model = model;
@@ -26,7 +29,7 @@ RecordFacts Facts(const char* model, int64_t n, int64_t match) {
 
 // docs/cost-model.md example 2: llama-3.1-8b, N = 4096, a 2048-token hit, worked by hand.
 TEST_F(DeriveTest, Llama8bHalfHitWorkedExample) {
-  const RecordFigures d = Derive(Facts("llama-3.1-8b", 4096, 2048), P("llama-3.1-8b"));
+  const RecordFigures d = Derive(Facts("llama-3.1-8b", 4096, 2048), P("llama-3.1-8b"), kRecordAlone);
   EXPECT_EQ(d.recoverable_tokens, 2048u);  // 2048 is a whole number of 16-token pages
   EXPECT_EQ(d.reused_tokens, 2048u);
   EXPECT_EQ(d.recoverable_source, BoundarySourceKind::kModel);
@@ -37,16 +40,55 @@ TEST_F(DeriveTest, Llama8bHalfHitWorkedExample) {
   EXPECT_EQ(Uint128ToString(d.prefill_avoided_flops[2]), "29687350820864");
   EXPECT_DOUBLE_EQ(1 - d.AttentionRemaining(), 2049.0 / 8194.0);  // ~25 %, not 50 %
   EXPECT_EQ(d.reused_bytes, Uint128{2048} * 65536 * 2);            // 256 MiB
-  // 0.2 s for the remaining FLOPs -> what the avoided FLOPs would have cost.
+  // The record alone (its suffix carries more FLOPs than the prefix): 0.2 s for the remaining FLOPs
+  // -> what the avoided FLOPs would have cost.
   EXPECT_NEAR(*d.estimated_recompute_seconds, 0.2 * 29687350820864.0 / 31886374076416.0, 1e-15);
+  EXPECT_EQ(d.estimate_basis, Basis::kRecord);
+  EXPECT_NEAR(*d.whole.estimated_full_prefill_seconds, 0.2 + *d.estimated_recompute_seconds, 1e-15);
   EXPECT_FALSE(d.reload_slower_than_recompute);  // 0.01 s reload vs ~0.186 s recompute
+}
+
+// A record is never estimated from itself: with no live model and no profile throughput its
+// estimate is unknown, and so is every figure built on it.
+TEST_F(DeriveTest, RecordsAloneAreNotEstimated) {
+  const RecordFigures d = Derive(Facts("llama-3.1-8b", 4096, 2048), P("llama-3.1-8b"));
+  EXPECT_FALSE(d.estimated_recompute_seconds.has_value());
+  EXPECT_EQ(d.estimate_basis, Basis::kNone);
+  EXPECT_FALSE(d.reload_compared);
+  EXPECT_FALSE(d.whole.estimated_full_prefill_seconds.has_value());
+  // A miss recomputes nothing, whatever the model: 0 s, and its reload is compared with that.
+  const RecordFigures miss = Derive(Facts("llama-3.1-8b", 4096, 0), P("llama-3.1-8b"));
+  EXPECT_EQ(*miss.estimated_recompute_seconds, 0);
+  EXPECT_EQ(miss.estimate_basis, Basis::kRecord);
+  EXPECT_DOUBLE_EQ(*miss.whole.estimated_full_prefill_seconds, 0.2);  // the measured pass is the full one
+  EXPECT_TRUE(miss.reload_slower_than_recompute);
+}
+
+// vLLM's full-prefix hit leaves a 16-token suffix: 4096 prompt tokens, 4080 reused, 20 ms of
+// suffix that is almost all fixed cost. Scaled by FLOPs it would claim 4.76 s; the record alone is
+// below its floor (the suffix carries 0.4 % of the FLOPs), so offline there is no estimate, and
+// with a live model of 12 ms + F / 3e14 FLOP/s the estimate is the prefix's FLOPs at that rate.
+TEST_F(DeriveTest, ShortSuffixUsesTheModelNeverItself) {
+  RecordFacts f = Facts("llama-3.1-8b", 4096, 4096);
+  f.suffix_prefill_seconds = 0.02;
+  const RecordFigures alone = Derive(f, P("llama-3.1-8b"), kRecordAlone);
+  EXPECT_EQ(alone.reused_tokens, 4080u);  // the last page is recomputed (§4.3)
+  EXPECT_FALSE(alone.estimated_recompute_seconds.has_value());
+  EXPECT_EQ(alone.estimate_basis, Basis::kNone);
+  const EstimateSource live{ComputeTime{Basis::kLive, 0.012, 1 / 3e14, 100, 100}, true};
+  const RecordFigures d = Derive(f, P("llama-3.1-8b"), live);
+  EXPECT_EQ(d.estimate_basis, Basis::kLive);
+  EXPECT_DOUBLE_EQ(*d.estimated_recompute_seconds, Uint128ToDouble(d.ReusedPrefillFlops()) / 3e14);
+  EXPECT_NEAR(*d.estimated_recompute_seconds, 0.2044, 1e-4);  // not 4.76 s
+  EXPECT_TRUE(d.reload_compared);
+  EXPECT_FALSE(d.reload_slower_than_recompute);  // a 0.01 s device reload
 }
 
 // A slow remote reload costs more than recomputing the prefix: the verdict flips.
 TEST_F(DeriveTest, SlowReloadIsSlowerThanRecompute) {
   RecordFacts f = Facts("llama-3.1-8b", 4096, 2048);
   f.reload_seconds = 0.5;
-  const RecordFigures d = Derive(f, P("llama-3.1-8b"));
+  const RecordFigures d = Derive(f, P("llama-3.1-8b"), kRecordAlone);
   EXPECT_TRUE(d.reload_slower_than_recompute);
   ASSERT_TRUE(d.e2e_speedup.has_value());
   EXPECT_LT(*d.e2e_speedup, 1.0);
@@ -58,7 +100,7 @@ TEST_F(DeriveTest, UnmeasuredSuffixGivesNoEstimate) {
   RecordFacts f = Facts("llama-3.1-8b", 4096, 2048);
   f.suffix_prefill_seconds.reset();
   f.ttft_seconds.reset();
-  RecordFigures d = Derive(f, P("llama-3.1-8b"));
+  RecordFigures d = Derive(f, P("llama-3.1-8b"), kRecordAlone);
   EXPECT_FALSE(d.estimated_recompute_seconds.has_value());
   EXPECT_FALSE(d.reload_compared);
   EXPECT_FALSE(d.reload_slower_than_recompute);
@@ -66,7 +108,7 @@ TEST_F(DeriveTest, UnmeasuredSuffixGivesNoEstimate) {
   EXPECT_FALSE(d.e2e_speedup.has_value());
   // A suffix time of 0 s for 61 TFLOPs of remaining work is not a rate either.
   f.suffix_prefill_seconds = 0;
-  d = Derive(f, P("llama-3.1-8b"));
+  d = Derive(f, P("llama-3.1-8b"), kRecordAlone);
   EXPECT_FALSE(d.estimated_recompute_seconds.has_value());
   EXPECT_FALSE(d.reload_slower_than_recompute);
 }
@@ -75,7 +117,7 @@ TEST_F(DeriveTest, UnmeasuredSuffixGivesNoEstimate) {
 TEST_F(DeriveTest, UnmeasuredReloadIsNotCompared) {
   RecordFacts f = Facts("llama-3.1-8b", 4096, 2048);
   f.reload_seconds.reset();
-  const RecordFigures d = Derive(f, P("llama-3.1-8b"));
+  const RecordFigures d = Derive(f, P("llama-3.1-8b"), kRecordAlone);
   EXPECT_NEAR(*d.estimated_recompute_seconds, 0.2 * 29687350820864.0 / 31886374076416.0, 1e-15);
   EXPECT_FALSE(d.reload_compared);
   EXPECT_FALSE(d.reload_slower_than_recompute);

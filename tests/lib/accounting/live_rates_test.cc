@@ -68,7 +68,7 @@ class LiveRatesTest : public ::testing::Test {
   ModelRegistry registry_{catalog_, 1, UnknownModelPolicy::kGeneric};
   Aggregator aggregator_{registry_.slots().slot_count()};
   double now_ = 0;
-  LiveRates rates_{registry_.slots().slot_count(), 300, [this] { return now_; }};
+  LiveRates rates_{registry_.slots().slot_count(), 300, [this] { return now_; }, /*refit_seconds=*/0};
   Ledger ledger_{registry_, aggregator_, &rates_};
   uint32_t slot_ = registry_.Resolve("llama-3.1-8b")->label->slot;
 };
@@ -85,16 +85,53 @@ TEST_F(LiveRatesTest, RatesFromRecordsByHand) {
   EXPECT_DOUBLE_EQ(bandwidth->rate, 805306368.0 / 0.125);
   EXPECT_DOUBLE_EQ(bandwidth->weight, 1.5);
   EXPECT_EQ(bandwidth->samples, 2u);
-  const auto compute = rates_.PrefillCompute(slot_);
-  ASSERT_TRUE(compute.has_value());
-  EXPECT_DOUBLE_EQ(compute->rate, 70369817919488.0 * 1.5 / 0.4);
+  EXPECT_FALSE(rates_.ComputeModel(slot_).has_value());  // two samples of one size: not ready
   EXPECT_FALSE(rates_.ReloadBandwidth(slot_, Tier::kDisk).has_value());
 
   const auto entries = rates_.Snapshot();
-  ASSERT_EQ(entries.size(), 2u);
-  EXPECT_FALSE(entries[0].tier.has_value());  // compute first, then the tiers
-  EXPECT_EQ(entries[1].tier, Tier::kHost);
-  EXPECT_DOUBLE_EQ(entries[1].evidence.rate, bandwidth->rate);
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].tier, Tier::kHost);
+  EXPECT_DOUBLE_EQ(entries[0].evidence.rate, bandwidth->rate);
+}
+
+// Misses of several sizes from an engine whose pass takes 12 ms + F / 3e14 FLOP/s make the model
+// ready; the snapshot carries it first, as FLOP/s with its fixed cost.
+TEST_F(LiveRatesTest, ComputeModelFromRecords) {
+  for (int prompt : {512, 1024, 2048, 4096, 8192, 512, 1024, 2048}) {
+    RecordFacts miss;
+    miss.model = "llama-3.1-8b";
+    miss.prompt_tokens = prompt;
+    const double flops = Uint128ToDouble(Evaluate(miss, registry_)->prefill_baseline_flops);
+    miss.suffix_prefill_seconds = 0.012 + flops / 3e14;
+    ASSERT_TRUE(ledger_.Record(miss).ok());
+  }
+  const auto model = rates_.ComputeModel(slot_);
+  ASSERT_TRUE(model.has_value());
+  EXPECT_NEAR(model->FlopsPerSecond(), 3e14, 3e14 * 1e-9);
+  EXPECT_NEAR(model->fixed_seconds, 0.012, 1e-10);
+  const auto entries = rates_.Snapshot();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_FALSE(entries[0].tier.has_value());
+  EXPECT_DOUBLE_EQ(entries[0].evidence.rate, model->FlopsPerSecond());
+  EXPECT_DOUBLE_EQ(entries[0].fixed_seconds, model->fixed_seconds);
+  EXPECT_EQ(entries[0].evidence.samples, 8u);
+}
+
+// The fit is refitted at most once per refit period, so every surface reads the same one.
+TEST_F(LiveRatesTest, RefitAtMostOncePerPeriod) {
+  LiveRates rates(registry_.slots().slot_count(), 300, [this] { return now_; }, /*refit_seconds=*/1);
+  Ledger ledger(registry_, aggregator_, &rates);
+  EXPECT_FALSE(rates.ComputeModel(slot_).has_value());
+  for (int i = 1; i <= 9; ++i) {  // 9: at now_ = 1 their weight has decayed below 9
+    RecordFacts miss;
+    miss.model = "llama-3.1-8b";
+    miss.prompt_tokens = 512 * i;
+    miss.suffix_prefill_seconds = 0.01 * i;
+    ASSERT_TRUE(ledger.Record(miss).ok());
+  }
+  EXPECT_FALSE(rates.ComputeModel(slot_).has_value());  // the fit of now_ = 0 still stands
+  now_ = 1;
+  EXPECT_TRUE(rates.ComputeModel(slot_).has_value());
 }
 
 // Only measured, positive times feed a rate; a miss has no reload; a record folded into "other"
@@ -107,27 +144,29 @@ TEST_F(LiveRatesTest, WhatFeedsTheRates) {
   miss.reload_seconds.reset();
   ASSERT_TRUE(ledger_.Record(miss).ok());
   EXPECT_FALSE(rates_.ReloadBandwidth(slot_, Tier::kHost).has_value());
-  EXPECT_FALSE(rates_.PrefillCompute(slot_).has_value());
+  EXPECT_EQ(rates_.Snapshot().size(), 0u);  // nothing fed the compute model either
 
   RecordFacts a = Hit(0.05, 0.4), b = Hit(0.05, 0.4);
   a.model = "finetune-a";  // takes the one slot for unknown names
   b.model = "finetune-b";  // folded into "other"
   ASSERT_TRUE(ledger_.Record(a).ok());
   ASSERT_TRUE(ledger_.Record(b).ok());
-  EXPECT_EQ(rates_.Snapshot().size(), 2u);  // finetune-a's compute and host bandwidth only
-  EXPECT_FALSE(rates_.PrefillCompute(registry_.slots().other_slot()).has_value());
+  EXPECT_EQ(rates_.Snapshot().size(), 1u);  // finetune-a's host bandwidth only (one compute sample)
+  EXPECT_FALSE(rates_.ReloadBandwidth(registry_.slots().other_slot(), Tier::kHost).has_value());
 }
 
 // A reload from a mixed or unknown source feeds no tier's bandwidth (it would blend tiers), while
-// its suffix prefill still feeds the compute rate.
+// its suffix prefill still feeds the compute model.
 TEST_F(LiveRatesTest, MixedAndUnknownTiersFeedNoBandwidth) {
-  for (int tier : {5, 6}) {
-    RecordFacts f = Hit(0.05, 0.4);
-    f.tier_value = tier;
+  for (int i = 0; i < 8; ++i) {
+    RecordFacts f = Hit(0.05, 0.5 - 0.05 * i);
+    f.tier_value = 5 + i % 2;
+    f.logical_match_tokens = 1024 * i;
     ASSERT_TRUE(ledger_.Record(f).ok());
   }
   for (int t = 0; t < kTierCount; ++t) EXPECT_FALSE(rates_.ReloadBandwidth(slot_, static_cast<Tier>(t)).has_value());
-  EXPECT_EQ(rates_.PrefillCompute(slot_)->samples, 2u);
+  ASSERT_TRUE(rates_.ComputeModel(slot_).has_value());
+  EXPECT_EQ(rates_.ComputeModel(slot_)->samples, 8u);
 }
 
 // An aggregate transfer observation is one bandwidth sample, decayed like a record's reload:
@@ -143,7 +182,7 @@ TEST_F(LiveRatesTest, TransfersFeedTheBandwidthByHand) {
   EXPECT_DOUBLE_EQ(host->rate, 2.5e9 / 0.15);
   EXPECT_EQ(host->samples, 2u);
   EXPECT_FALSE(rates_.ReloadBandwidth(slot_, Tier::kRemote).has_value());
-  EXPECT_FALSE(rates_.PrefillCompute(slot_).has_value());  // transfers never touch the compute rate
+  EXPECT_EQ(rates_.Snapshot().size(), 1u);  // transfers never touch the compute model
 }
 
 // Two writer threads land in different shards; the merged rate counts every sample.

@@ -11,7 +11,10 @@ namespace {
 class WholeRequestTest : public ::testing::Test {
  protected:
   const ProfileCatalog catalog_ = ProfileCatalog::Builtin();
-  RecordFigures Run(const RecordFacts& f) { return Derive(f, *catalog_.Find("llama-3.1-8b")); }
+  // As offline explain derives it: the record alone (its suffix carries more FLOPs than the prefix).
+  RecordFigures Run(const RecordFacts& f) {
+    return Derive(f, *catalog_.Find("llama-3.1-8b"), EstimateSource{std::nullopt, /*record_alone=*/true});
+  }
 };
 
 // docs/cost-model.md §12 worked example: llama-3.1-8b, N = 8192, a 4096-token host hit, queue 0.1 s,
@@ -60,7 +63,11 @@ TEST_F(WholeRequestTest, WorkedExample) {
   EXPECT_NEAR(*w.ttft_without_reuse_seconds, 0.48 + recompute, 1e-15);
   EXPECT_DOUBLE_EQ(*w.time_per_output_token_seconds, 4.0 / 200);
   EXPECT_DOUBLE_EQ(*w.e2e_seconds, 4.5);
-  EXPECT_NEAR(*w.e2e_cache_seconds, 0.02 + 0.3 + recompute, 1e-15);
+  // The prefill as served, (0.02 + 0.3) / 4.5 = 7.1 %; without reuse (0.3 + 0.2625) / (4.5 - 0.02 +
+  // 0.2625) = 11.9 %: both shares of one stated request, both in [0, 1].
+  EXPECT_NEAR(*w.e2e_prefill_seconds, 0.32, 1e-15);
+  EXPECT_NEAR(*w.e2e_without_reuse_seconds, 4.48 + recompute, 1e-15);
+  EXPECT_NEAR(*w.e2e_without_reuse_prefill_seconds, 0.3 + recompute, 1e-15);
   // Little's law (§12): 131072 bytes per token (2 x 32 layers x 8 KV heads x 128 x 2 bytes).
   // Reused 4096 tokens over the 0.5 s TTFT + 8192 prompt tokens over 4 s of decode + 200 output tokens
   // growing linearly over 4 s (average 100).
@@ -69,20 +76,57 @@ TEST_F(WholeRequestTest, WorkedExample) {
   EXPECT_DOUBLE_EQ(expected, 4615831552.0);
 }
 
-// Parts that exceed the TTFT (an asynchronous reload overlapped the wait) are an overlap, never a
-// negative rest.
-TEST_F(WholeRequestTest, OverlapIsCountedApart) {
+// Parts that exceed the TTFT (an asynchronous reload overlapped the wait): the TTFT holds the suffix
+// prefill first, then the wait, then the reload, so queue 0.3, reload 0.15, suffix 0.3 in a 0.5 s TTFT
+// are charged 0.2 s of wait and no reload, and no figure counts more (h with the wait is 0.2 / full).
+TEST_F(WholeRequestTest, OverlapHasOneRule) {
   RecordFacts f = Example();
-  f.queue_seconds = 0.3;  // 0.3 + 0.02 + 0.3 > 0.5
+  f.queue_seconds = 0.3;
+  f.reload_seconds = 0.15;
   const RecordFigures d = Run(f);
-  EXPECT_FALSE(d.whole.ttft_parts.has_value());
-  EXPECT_EQ(*d.whole.ttft_overlap_nanounits, Uint128{120'000'000});
+  ASSERT_TRUE(d.whole.ttft_parts.has_value());
+  EXPECT_EQ(d.whole.ttft_parts->suffix_prefill, Uint128{300'000'000});
+  EXPECT_EQ(d.whole.ttft_parts->queue, Uint128{200'000'000});
+  EXPECT_EQ(d.whole.ttft_parts->reload, Uint128{0});
+  EXPECT_EQ(d.whole.ttft_parts->rest, Uint128{0});
+  EXPECT_EQ(*d.whole.ttft_overlap_nanounits, Uint128{250'000'000});
+  EXPECT_NEAR(*d.whole.overhead_with_wait, 0.2 / *d.whole.estimated_full_prefill_seconds, 1e-15);
+  EXPECT_NEAR(*d.whole.ttft_without_reuse_seconds, 0.5 + *d.estimated_recompute_seconds, 1e-15);
+  EXPECT_NEAR(*d.whole.e2e_prefill_seconds, 0.3, 1e-15);  // no reload charged twice
   Totals t;
   t.Add(d);
-  EXPECT_EQ(t.counter(Counter::kTtftDecomposedRequests), Uint128{0});
+  EXPECT_EQ(t.counter(Counter::kTtftDecomposedRequests), Uint128{1});
   EXPECT_EQ(t.counter(Counter::kTtftOverlapRequests), Uint128{1});
-  EXPECT_EQ(t.counter(Counter::kTtftOverlapSeconds), Uint128{120'000'000});
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(t.counter(Counter::kTtftPartSeconds, i), Uint128{0});
+  EXPECT_EQ(t.counter(Counter::kTtftOverlapSeconds), Uint128{250'000'000});
+  EXPECT_EQ(t.counter(Counter::kOverheadQueueSeconds) + t.counter(Counter::kOverheadReloadSeconds),
+            Uint128{200'000'000});
+  // A reload longer than the whole TTFT is charged what is left of it.
+  f = Example();
+  f.reload_seconds = 0.6;
+  const RecordFigures long_reload = Run(f);
+  EXPECT_EQ(long_reload.whole.ttft_parts->reload, Uint128{100'000'000});
+  EXPECT_NEAR(*long_reload.whole.ttft_without_reuse_seconds, 0.4 + *long_reload.estimated_recompute_seconds, 1e-15);
+}
+
+// The two shares stay in [0, 1] on every shape, the reproductions among them (once 119 %
+// and 145 %).
+TEST_F(WholeRequestTest, SharesAreShares) {
+  RecordFacts f = Example();
+  f.queue_seconds = 0.1;
+  f.reload_seconds = 0.2;
+  f.ttft_seconds = 0.6;
+  f.output_tokens = 3;
+  f.decode_seconds = 0.04;
+  for (double queue : {0.0, 0.1, 0.3, 0.6}) {
+    for (double reload : {0.0, 0.2, 0.5, 2.0}) {
+      f.queue_seconds = queue;
+      f.reload_seconds = reload;
+      const WholeRequest w = Run(f).whole;
+      ASSERT_TRUE(w.e2e_without_reuse_seconds.has_value());
+      EXPECT_LE(*w.e2e_prefill_seconds, *w.e2e_seconds);
+      EXPECT_LE(*w.e2e_without_reuse_prefill_seconds, *w.e2e_without_reuse_seconds);
+    }
+  }
 }
 
 // Parts that sum to the TTFT exactly fit: rest 0, not an overlap.
@@ -113,7 +157,7 @@ TEST_F(WholeRequestTest, MissingInputsGiveNoFigure) {
   const RecordFigures h = Run(hit_without_reload);
   EXPECT_FALSE(h.whole.ttft_parts.has_value());
   EXPECT_FALSE(h.whole.ttft_without_reuse_seconds.has_value());
-  EXPECT_FALSE(h.whole.e2e_cache_seconds.has_value());
+  EXPECT_FALSE(h.whole.e2e_prefill_seconds.has_value());
   EXPECT_TRUE(h.whole.kv_byte_seconds.has_value());  // needs no reload
 }
 
@@ -131,11 +175,18 @@ TEST_F(WholeRequestTest, MissPaysNoReload) {
   EXPECT_DOUBLE_EQ(*d.whole.kv_byte_seconds, 8192.0 * 131072 * 4 + 200.0 * 131072 * 2);
 }
 
-// A reload longer than the TTFT overlapped it: TTFT - reload would be negative, so no speedup.
-TEST_F(WholeRequestTest, ReloadLongerThanTtftGivesNoSpeedup) {
+// A match that restored nothing and reported no reload time (a remote restore that failed) is not a
+// free reload: the reload is unknown, and so is everything built on it.
+TEST_F(WholeRequestTest, FailedRestoreIsUnknownNotZero) {
   RecordFacts f = Example();
-  f.reload_seconds = 0.6;
-  EXPECT_FALSE(Run(f).whole.ttft_without_reuse_seconds.has_value());
+  f.logical_match_tokens = 4096;
+  f.recompute_tokens = 4096;
+  f.reload_seconds.reset();
+  const RecordFigures d = Run(f);
+  EXPECT_EQ(d.reused_tokens, 0u);
+  EXPECT_FALSE(d.whole.reload_paid_seconds.has_value());
+  EXPECT_FALSE(d.whole.ttft_parts.has_value());
+  EXPECT_FALSE(d.whole.ttft_without_reuse_seconds.has_value());
 }
 
 // One output token: no decode steps, so no time per token; the request still held its KV.

@@ -1,0 +1,95 @@
+// The prefill compute-time model (docs/cost-model.md §8): one forward pass over F FLOPs takes
+//   seconds = fixed_seconds + F * seconds_per_flop
+// a fixed cost per pass (kernel launches, scheduling, sampling the first token) plus a rate. A rate
+// alone (time proportional to FLOPs) cannot be learned from short suffixes: a 16-token suffix after a
+// block-aligned hit is almost all fixed cost, and scaling it to the reused prefix overstates the
+// recompute many times over.
+//
+// DecayedAffineFit learns the two parameters per model from the records that measured a suffix
+// prefill, by least squares weighted by age (a half-life, like the live rates), and is ready only
+// when the records carry enough weight and enough different suffix sizes to tell the fixed cost
+// from the rate. Until then an estimate that needs it is unknown, never extrapolated.
+#ifndef KVLEDGER_LIB_ACCOUNTING_COMPUTE_TIME_H_
+#define KVLEDGER_LIB_ACCOUNTING_COMPUTE_TIME_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "lib/cost_model/exact_int.h"
+
+namespace kvledger {
+
+// Where an estimate's rate comes from; the wire enum kvledger.v1.Basis has the same values. Advice
+// orders kNone < kProfile < kLive by strength; kRecord is never a rate of Advise.
+enum class Basis : uint8_t { kNone = 0, kProfile = 1, kLive = 2, kRecord = 3 };
+const char* BasisLabel(Basis basis);  // "none", "profile", "live", "record"
+
+// A fitted or stated compute-time model.
+struct ComputeTime {
+  Basis basis = Basis::kNone;
+  double fixed_seconds = 0;     // per forward pass
+  double seconds_per_flop = 0;  // > 0
+  uint64_t samples = 0;         // records behind a live fit, ever
+  double weight = 0;            // their decayed weight now
+
+  // One pass over `flops`, and the extra seconds `flops` add to a pass that happens anyway.
+  double PassSeconds(Uint128 flops) const { return fixed_seconds + MarginalSeconds(flops); }
+  double MarginalSeconds(Uint128 flops) const { return Uint128ToDouble(flops) * seconds_per_flop; }
+  double FlopsPerSecond() const { return 1.0 / seconds_per_flop; }
+};
+
+// When a live fit is ready: this much decayed weight (8 records of now), and suffix sizes whose
+// weighted coefficient of variation (standard deviation / mean of the FLOPs) is at least this.
+inline constexpr double kComputeFitMinWeight = 8;
+inline constexpr double kComputeFitMinSpread = 0.25;
+
+// Decayed sums of (FLOPs, seconds) samples for a weighted least-squares line. Plain value; the
+// caller serializes access.
+class DecayedAffineFit {
+ public:
+  // Adds one pass of `flops` (> 0) that took `seconds` (> 0), observed at `now` (seconds on any
+  // monotonic clock).
+  void Observe(double flops, double seconds, double now, double half_life);
+  // The sums decayed to `now` and added into `into` (which must be at `now` too).
+  void AddDecayedTo(DecayedAffineFit& into, double now, double half_life) const;
+  // The fitted model when ready (see above): the least-squares line when its slope is positive and
+  // its intercept >= 0; a line through the origin (fixed cost 0) when the intercept comes out
+  // negative; nothing otherwise.
+  std::optional<ComputeTime> Fit() const;
+
+  uint64_t samples() const { return samples_; }
+  double weight() const { return w_; }
+
+ private:
+  // x in units of 1e12 FLOPs, to keep x^2 well inside a double's exponent and precision.
+  static constexpr double kUnit = 1e12;
+  double w_ = 0, x_ = 0, y_ = 0, xx_ = 0, xy_ = 0;
+  double at_ = 0;  // the time the sums are decayed to
+  uint64_t samples_ = 0;
+};
+
+// The record alone (offline explain): the rate its own suffix prefill saw, with no fixed cost.
+// Only at or above the floor, where the suffix carries at least as many prefill FLOPs as the reused
+// prefix (remaining >= avoided > 0): there, ignoring the fixed cost overstates the recompute by at
+// most that fixed cost. Below it, or without a measured suffix time, nothing.
+std::optional<ComputeTime> RecordAloneComputeTime(Uint128 remaining_flops, Uint128 avoided_flops,
+                                                  std::optional<double> suffix_prefill_seconds);
+
+// The profile's stated prefill throughput (FLOP/s, > 0) as a model with no fixed cost, else nothing.
+std::optional<ComputeTime> ProfileComputeTime(double flops_per_second);
+
+// The model estimates are made from, in one order everywhere (records, Explain, Advise, the
+// gauges): the live fit when it is ready, else the profile's stated throughput, else nothing.
+std::optional<ComputeTime> ModelComputeTime(const std::optional<ComputeTime>& live, double profile_flops_per_second);
+
+// What one record's estimates may use: the live fit of its model (when ready), and whether the record
+// alone may stand in when there is no model (offline explain only: a server counts nothing it
+// would have to guess).
+struct EstimateSource {
+  std::optional<ComputeTime> live;
+  bool record_alone = false;
+};
+
+}  // namespace kvledger
+
+#endif  // KVLEDGER_LIB_ACCOUNTING_COMPUTE_TIME_H_
