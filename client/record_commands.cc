@@ -28,7 +28,7 @@ namespace {
 
 // Record fields as flags, named after the proto fields.
 struct RecordFlags {
-  std::string request_id, model, tier = std::string(kDefaultTier);
+  std::string request_id, model, tier;  // tier empty: not given (SetTier's default)
   std::optional<int64_t> prompt_tokens, logical_match_tokens, recoverable_tokens, recompute_tokens,
       predicted_match_tokens, output_tokens;
   std::optional<double> reload_seconds, suffix_prefill_seconds, ttft_seconds, queue_seconds, decode_seconds;
@@ -60,13 +60,9 @@ struct RecordFlags {
     v1::Record r;
     r.set_request_id(request_id);
     r.set_model(model);
-    const std::optional<Tier> tier_value = TierFromLabel(tier);
-    if (!tier_value) {
-      return absl::InvalidArgumentError(absl::StrCat("--tier = ", Quoted(tier), ": must be ", TierLabelList()));
-    }
-    r.set_tier(static_cast<v1::Tier>(*tier_value));
     r.set_prompt_tokens(*prompt_tokens);
     r.set_logical_match_tokens(logical_match_tokens.value_or(0));
+    if (absl::Status s = SetTier(r, tier, FlagName); !s.ok()) return s;
     if (recoverable_tokens) r.set_recoverable_tokens(*recoverable_tokens);
     if (recompute_tokens) r.set_recompute_tokens(*recompute_tokens);
     if (reload_seconds) r.set_reload_seconds(*reload_seconds);
@@ -324,6 +320,7 @@ int Explain(const Args& args) {
   flags.Switch("json", &json, "print the RecordFigures message as JSON");
   if (int code = ParseOrExit(flags, args, "explain"); code >= 0) return code;
   if (!alpha.empty()) inputs.alpha = alpha;
+  inputs.tier = record.tier;
   const bool match_given = record.logical_match_tokens.has_value();
   if (!inputs.alpha && !match_given) {
     std::cerr << "kvledger explain: --logical-match-tokens or --alpha: required\n";

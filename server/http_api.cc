@@ -113,12 +113,6 @@ absl::Status OptionalRecordNumbers(const HttpRequest& r, v1::Record& record) {
 HttpResponse Explain(const HttpRequest& r, const ModelRegistry& registry, const LiveRates& rates) {
   v1::Record record;
   record.set_model(Text(r, "model"));
-  const std::string tier = Text(r, "tier", std::string(kDefaultTier));
-  const std::optional<Tier> tier_value = TierFromLabel(tier);
-  if (!tier_value) {
-    return BadRequest(absl::StrCat("tier = ", Quoted(tier), ": must be ", TierLabelList()));
-  }
-  record.set_tier(static_cast<v1::Tier>(*tier_value));
   std::optional<int64_t> prompt, match;
   for (absl::Status s : {Number(r, "prompt_tokens", &prompt), Number(r, "logical_match_tokens", &match),
                          OptionalRecordNumbers(r, record)}) {
@@ -127,6 +121,8 @@ HttpResponse Explain(const HttpRequest& r, const ModelRegistry& registry, const 
   record.set_prompt_tokens(prompt.value_or(0));
   record.set_logical_match_tokens(match.value_or(0));
   ExplainInputs inputs;
+  inputs.tier = Text(r, "tier");
+  if (absl::Status s = SetTier(record, inputs.tier); !s.ok()) return BadRequest(s.message());
   inputs.alpha = r.Param("alpha");
   for (absl::Status s : {Number(r, "kv_page_tokens", &inputs.kv_page_tokens),
                          Number(r, "recurrent_checkpoint_tokens", &inputs.recurrent_checkpoint_tokens)}) {

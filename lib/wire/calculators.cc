@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "google/protobuf/util/json_util.h"
+#include "lib/accounting/record_facts.h"
 #include "lib/cost_model/kv_capacity.h"
 #include "lib/cost_model/number_format.h"
 #include "lib/wire/json_writer.h"
@@ -179,6 +180,17 @@ absl::StatusOr<std::unique_ptr<Profile>> WhatIf(const Profile& base, const Expla
 
 }  // namespace
 
+absl::Status SetTier(v1::Record& record, absl::string_view label, InputNamer name) {
+  if (label.empty()) {
+    record.set_tier(record.logical_match_tokens() == 0 ? v1::TIER_UNSPECIFIED : v1::TIER_DEVICE);
+    return absl::OkStatus();
+  }
+  const std::optional<Tier> tier = TierFromLabel(label);
+  if (!tier) return absl::InvalidArgumentError(absl::StrCat(name("tier"), " = ", Quoted(label), ": must be ", TierLabelList()));
+  record.set_tier(static_cast<v1::Tier>(*tier));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ExplainSubject> PrepareExplain(v1::Record record, const ExplainInputs& inputs,
                                                const ModelRegistry& registry, bool match_given, InputNamer name) {
   if (inputs.alpha) {
@@ -191,6 +203,7 @@ absl::StatusOr<ExplainSubject> PrepareExplain(v1::Record record, const ExplainIn
     auto alpha = ParseAlpha(*inputs.alpha, n > 0 ? std::optional<uint64_t>(static_cast<uint64_t>(n)) : std::nullopt, name);
     if (!alpha.ok()) return alpha.status();
     record.set_logical_match_tokens(static_cast<int64_t>(alpha->match_tokens.value_or(0)));
+    if (absl::Status s = SetTier(record, inputs.tier, name); !s.ok()) return s;  // the default for this match
   }
   ExplainSubject subject;
   subject.model = registry.Resolve(record.model());

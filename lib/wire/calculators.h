@@ -25,9 +25,10 @@ namespace kvledger {
 // How a message names an input (InputNamer, FieldName: lib/cost_model/alpha_calculator.h); the CLI's:
 std::string FlagName(absl::string_view field);   // "--" + the field with '-' for '_'
 
-// The tier an explained record has when none is given (the CLI's --tier and the HTTP API's tier=):
-// a hit on the device, or a miss with logical_match_tokens 0.
-inline constexpr absl::string_view kDefaultTier = "device";
+// Sets `record`'s tier from a label (the CLI's --tier, the HTTP API's tier=), INVALID_ARGUMENT naming
+// it when unknown. An empty label is no tier given: a hit is on the device, a miss (its
+// logical_match_tokens 0) has no tier, "none" (it would otherwise count as a device miss).
+absl::Status SetTier(v1::Record& record, absl::string_view label, InputNamer name = FieldName);
 
 // A hit ratio as typed (calc's alpha, explain's alpha): a number in [0, 1] (INVALID_ARGUMENT naming
 // it otherwise), and with prompt_tokens N in [1, 2^31] the match floor(alpha N) — exact from the
@@ -68,6 +69,7 @@ std::string KvBytesToJson(const KvBytesResult& result);
 // and the model's profile with another KV page size or recurrent checkpoint interval (what-if),
 // validated like a profile file.
 struct ExplainInputs {
+  std::string tier;  // as given (empty: none given, SetTier's default for the final match)
   std::optional<std::string> alpha;
   std::optional<uint64_t> kv_page_tokens, recurrent_checkpoint_tokens;
   bool what_if() const { return kv_page_tokens || recurrent_checkpoint_tokens; }

@@ -22,7 +22,7 @@ sys.path.insert(0, PACKAGE)
 sys.path.insert(0, STANDINS)
 import harness  # noqa: E402
 import kvledger  # noqa: E402
-from engine_shapes import openai_response, sglang_meta_info  # noqa: E402
+from engine_shapes import openai_response, sglang_meta_info, sglang_timed_meta_info  # noqa: E402
 from kvledger import adapters  # noqa: E402
 from kvledger.v1 import advice_pb2, ledger_pb2, ledger_pb2_grpc, record_pb2  # noqa: E402
 from vllm.config import CacheConfig, KVTransferConfig, ModelConfig, VllmConfig  # noqa: E402
@@ -214,31 +214,42 @@ class SglangTest(ServerTest):
         self.assertEqual(self.value("kvledger_suffix_prefill_seconds_count", model=MODEL, tier="device"), 1)
         self.assertIsNone(self.value("kvledger_suffix_prefill_seconds_count", model=MODEL, tier="mixed"))
 
-    # Proves: SGLang's queue_time, completion_tokens and first-token/finish timestamps fill the whole-request
-    # fields (the wait only where no storage prefetch can be inside it), and on /metrics a miss's TTFT splits
-    # into its parts with the rest as the hand calculation says.
+    # Proves: SGLang's clocks map to the same quantity in both generations and for both request kinds:
+    # TTFT from the scheduler's first token for every request (a non-streamed request's first receipt
+    # is its 50th token: once TTFT 1.48 s for a truth of 0.5 s); decode only for a streamed request,
+    # from the older finish timestamps or the newest decode_throughput; the wait only where no storage
+    # prefetch can be inside it. On /metrics a miss's TTFT splits as the hand calculation says.
     def test_whole_request_fields(self):
-        t0 = 1_700_000_000.0
-        metrics = {"request_received_ts": t0, "forward_entry_time": t0 + 0.1, "prefill_finished_time": t0 + 0.35,
-                   "prefill_finished_ts": t0 + 0.4, "decode_finished_ts": t0 + 2.4, "queue_time": 0.09}
-        miss = adapters.from_sglang(sglang_meta_info(prompt_tokens=4096, cached_tokens=0, completion_tokens=101,
-                                                     metrics=metrics), model=MODEL)
-        self.assertAlmostEqual(miss.ttft_seconds, 0.4, places=6)  # the newer first-token timestamp wins
-        self.assertEqual((miss.queue_seconds, miss.output_tokens), (0.09, 101))
-        self.assertAlmostEqual(miss.decode_seconds, 2.0, places=6)
-        storage = adapters.from_sglang(sglang_meta_info(
-            prompt_tokens=4096, cached_tokens=2048, metrics=metrics,
-            details={"device": 0, "host": 0, "storage": 2048, "storage_backend": "HiCacheFile"}), model=MODEL)
-        self.assertFalse(storage.HasField("queue_seconds"))  # may contain the storage prefetch
-        older = dict(metrics)
-        del older["prefill_finished_ts"], older["decode_finished_ts"]
-        old = adapters.from_sglang(sglang_meta_info(prompt_tokens=4096, cached_tokens=0, metrics=older), model=MODEL)
-        self.assertAlmostEqual(old.ttft_seconds, 0.35, places=6)
-        self.assertFalse(old.HasField("decode_seconds"))  # no finish timestamp: not measured
+        for generation in ("older", "newest"):
+            for streamed in (True, False):
+                meta, truth = sglang_timed_meta_info(generation=generation, streamed=streamed)
+                r = adapters.from_sglang(meta, model=MODEL, streamed=streamed)
+                case = (generation, streamed)
+                self.assertAlmostEqual(r.ttft_seconds, truth["ttft"], places=6, msg=case)
+                self.assertAlmostEqual(r.queue_seconds, truth["queue"], places=6, msg=case)
+                self.assertEqual(r.output_tokens, 101, case)
+                self.assertAlmostEqual(r.suffix_prefill_seconds, truth["prefill"], places=6, msg=case)
+                self.assertEqual(r.HasField("decode_seconds"), streamed, case)
+                if streamed:
+                    self.assertAlmostEqual(r.decode_seconds, truth["decode"], places=6, msg=case)
+        # Without the scheduler's timestamps, only a streamed request's first receipt is its first token.
+        meta, truth = sglang_timed_meta_info(generation="older", streamed=False)
+        del meta["prefill_finished_time"]
+        self.assertFalse(adapters.from_sglang(meta, model=MODEL).HasField("ttft_seconds"))
+        meta, truth = sglang_timed_meta_info(generation="older", streamed=True, ipc=0)
+        del meta["prefill_finished_time"]
+        self.assertAlmostEqual(adapters.from_sglang(meta, model=MODEL, streamed=True).ttft_seconds, truth["ttft"],
+                               places=6)
+        storage, _ = sglang_timed_meta_info(generation="newest", streamed=True, cached_tokens=2048,
+                                            details={"device": 0, "host": 0, "storage": 2048,
+                                                     "storage_backend": "HiCacheFile"})
+        self.assertFalse(adapters.from_sglang(storage, model=MODEL).HasField("queue_seconds"))  # may hold a prefetch
+        meta, _ = sglang_timed_meta_info(generation="newest", streamed=True, queue=0.09, prefill=0.25, decode=2.0)
+        miss = adapters.from_sglang(meta, model=MODEL, streamed=True)
         self.send([miss])
         none = dict(model=MODEL, tier="none")
-        # TTFT 0.4 = queue 0.09 + reload 0 (a miss) + suffix prefill 0.25 + rest 0.06.
-        for part, want in (("queue", 0.09), ("reload", 0.0), ("suffix_prefill", 0.25), ("rest", 0.06)):
+        # TTFT 0.35 = queue 0.09 + reload 0 (a miss) + suffix prefill 0.25 + rest 0.01 (arrival -> wait queue).
+        for part, want in (("queue", 0.09), ("reload", 0.0), ("suffix_prefill", 0.25), ("rest", 0.01)):
             self.assertAlmostEqual(self.value("kvledger_ttft_part_seconds_total", part=part, **none), want, places=6)
         self.assertEqual(self.value("kvledger_decode_tokens_total", **none), 100)
         self.assertAlmostEqual(self.value("kvledger_decode_seconds_total", **none), 2.0, places=6)

@@ -454,6 +454,28 @@ class UnmeasuredSecondsTest(unittest.TestCase):
         self.assertEqual(v("kvledger_ttft_seconds_count"), 1)
 
 
+class DefaultTierTest(unittest.TestCase):
+    # Proves: without --tier a hit is a device hit and a miss has no tier (once it counted as a device
+    # miss and lowered the device hit ratio); the JSON API's explain takes the same default.
+    def test_a_miss_has_no_tier_unless_given(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            server = harness.Server(SERVER, log_dir=tmp)
+            try:
+                for match in ("0", "2048"):
+                    sent = subprocess.run([CLI, "send", "--target", server.grpc_address, "--model", "llama-3.1-8b",
+                                           "--prompt-tokens", "4096", "--logical-match-tokens", match],
+                                          capture_output=True, text=True, timeout=60)
+                    self.assertEqual(sent.returncode, 0, sent.stderr)
+                samples = harness.parse_exposition(server.scrape())
+                for tier, want in (("none", 1), ("device", 1)):
+                    self.assertEqual(harness.sample(samples, "kvledger_requests_total", model="llama-3.1-8b", tier=tier),
+                                     want)
+                self.assertEqual(harness.sample(samples, "kvledger_prompt_tokens_total", model="llama-3.1-8b",
+                                                tier="device"), 4096)
+            finally:
+                self.assertEqual(server.stop(), 0)
+
+
 class ServerFlagsTest(unittest.TestCase):
     # Proves: --help lists the service's flags; a bad flag value exits 2 naming the flag.
     def test_help_and_bad_flags(self):

@@ -92,7 +92,9 @@ FIGURES = ["remaining-full", "speedup-full", "remaining-swa", "speedup-swa", "re
            "speedup-recurrent", "remaining-model", "speedup-model", "block-remaining", "block-speedup",
            "e2e-speedup", "request-speedup", "request-bound", "boundary-logical", "boundary-recoverable", "boundary-reused", "reused-bytes", "kv-bytes",
            "bytes-per-token", "max-tokens", "fleet-requests", "fleet-logical-hit", "fleet-reused-hit",
-           "fleet-attention-avoided", "fleet-prefill-avoided"]
+           "fleet-attention-avoided", "fleet-prefill-avoided", "advice-recompute"] + \
+          [f"advice-{what}-{tier}" for tier in ("device", "host", "disk", "remote") for what in ("reload", "prefill")]
+SECONDS = {f for f in FIGURES if f.startswith("advice-")}
 
 
 SPEEDUPS = {"speedup-full", "speedup-swa", "speedup-recurrent", "speedup-model", "block-speedup", "e2e-speedup",
@@ -115,6 +117,9 @@ def read_back(figure, text):
     if figure in SPEEDUPS:
         assert text.endswith("×"), (figure, text)
         return float(text[:-1])
+    if figure in SECONDS:
+        assert text.endswith(" s"), (figure, text)
+        return float(text[:-2])
     return float(text)
 
 
@@ -130,6 +135,16 @@ class ExploreTest(unittest.TestCase):
                                  ("kimi-linear-48b-a3b", 6000)):
                 stub.Record(record_pb2.Record(model=model, tier=record_pb2.TIER_HOST if match else 0,
                                               prompt_tokens=8192, logical_match_tokens=match), timeout=10)
+            # Misses of several sizes with measured prefills make llama's compute model live, and one
+            # host hit its host bandwidth: the Advise section has live figures beside unknown ones.
+            for n in (512, 1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 512):
+                flops = 524288 * n * (n + 1) // 2 + 13958643712 * n
+                stub.Record(record_pb2.Record(model="llama-3.1-8b", prompt_tokens=n, logical_match_tokens=0,
+                                              suffix_prefill_seconds=0.005 + flops / 2e14), timeout=10)
+            stub.Record(record_pb2.Record(model="llama-3.1-8b", tier=record_pb2.TIER_HOST, prompt_tokens=8192,
+                                          logical_match_tokens=4096, reload_seconds=0.05), timeout=10)
+        poll("llama's compute model to be ready", lambda: self.api("/api/v1/advise", model="llama-3.1-8b",
+                                                                   prompt_tokens="8192")["compute"]["basis"] == "live")
         self.browser = Browser(self.tmp)
         self.addCleanup(self.browser.close)
 
@@ -151,6 +166,14 @@ class ExploreTest(unittest.TestCase):
         block = self.api("/api/v1/calc", alpha=alpha, beta="0.30", overhead="0.05", queue_share="0.10",
                          decode_share="0.50", **base)
         kv = self.api("/api/v1/kv-bytes", model=name, tokens="8192", budget_bytes=str(40 << 30))
+        match = int(float(alpha) * 8192)
+        query = [("model", name), ("prompt_tokens", "8192")] + \
+            [("candidate", f"{t}:{match}") for t in ("device", "host", "disk", "remote")]
+        with urllib.request.urlopen(f"http://{self.server.metrics_address}/api/v1/advise?"
+                                    f"{urllib.parse.urlencode(query)}", timeout=10) as r:
+            advice = json.loads(r.read())
+        self.advice = advice
+        by_tier = {c["tier"]: c for c in advice["candidates"]}
         fleet = next((m for m in self.api("/api/v1/totals")["models"] if m["model"] == name),
                      dict.fromkeys(["requests", "logical_hit_ratio", "reused_hit_ratio", "attention_avoided_fraction",
                                     "prefill_avoided_fraction"]))
@@ -171,6 +194,8 @@ class ExploreTest(unittest.TestCase):
             "fleet-reused-hit": fleet["reused_hit_ratio"],
             "fleet-attention-avoided": fleet["attention_avoided_fraction"],
             "fleet-prefill-avoided": fleet["prefill_avoided_fraction"],
+            "advice-recompute": advice["recompute_all_seconds"],
+            **{f"advice-{what}-{t}": by_tier[t][f"{what}_seconds"] for t in by_tier for what in ("reload", "prefill")},
         }
 
     def displayed(self):
@@ -191,6 +216,9 @@ class ExploreTest(unittest.TestCase):
             want = "null" if value is None else (json.dumps(value) if not isinstance(value, str) else value)
             if isinstance(value, float) and value.is_integer():
                 want = str(int(value))
+            if figure in SECONDS and value is not None:  # a live fit is refitted each second: its last bits move
+                self.assertAlmostEqual(float(exact) / value, 1, delta=1e-9, msg=figure)
+                want = exact
             self.assertEqual(exact, want, figure)
             if value is None:
                 self.assertEqual(text, "unbounded" if figure in SPEEDUPS else "—", figure)
@@ -198,6 +226,15 @@ class ExploreTest(unittest.TestCase):
             self.assertTrue(title.startswith("exact: " + want), (figure, title))
             # ... and what a person reads: read back from the text in its unit, the same value.
             self.assertAlmostEqual(read_back(figure, text) / float(value), 1, delta=1e-3, msg=(figure, text, value))
+        # The Advise answer with its basis, as the API gives it.
+        answer = self.browser.evaluate("document.getElementById('advice-recommendation').textContent")
+        if self.advice["recommendation"] is None:
+            self.assertTrue(answer.startswith("unknown"), answer)
+        else:
+            self.assertTrue(answer.startswith(self.advice["recommendation"]), answer)
+        for c in self.advice["candidates"]:
+            self.assertEqual(self.browser.evaluate(f"document.getElementById('advice-basis-{c['tier']}').textContent"),
+                             c["basis"])
 
     def test_page_shows_the_api_figures_and_follows_the_slider(self):
         url = f"http://{self.server.metrics_address}/explore"
@@ -208,6 +245,12 @@ class ExploreTest(unittest.TestCase):
         ready = self.wait_ready(0)
         self.assertEqual(self.browser.evaluate("document.getElementById('model').value"), "llama-3.1-8b")
         self.assert_shows("0.50")
+        # Reload or recompute: llama's host reload is live and known, so there is an answer; the device,
+        # disk and remote bandwidths nobody measured or stated are "none", their reloads unknown.
+        self.assertEqual(self.advice["compute"]["basis"], "live")
+        self.assertEqual({c["tier"]: c["basis"] for c in self.advice["candidates"]},
+                         {"device": "none", "host": "live", "disk": "none", "remote": "none"})
+        self.assertIsNotNone(self.advice["recommendation"])
         # docs/cost-model.md: reusing the first half of a prompt skips only a quarter of full attention.
         self.assertEqual(json.loads(self.displayed())["remaining-full"][0], "0.75")
         # The curves: one line per attention kind and the current point marked on each; each line has

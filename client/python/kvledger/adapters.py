@@ -162,10 +162,10 @@ def _wait(queue, ttft):
 
 def _decode(output_tokens, seconds):
     """decode_seconds for a record: only with at least 2 output tokens (one token has no time between
-    the first and the last)."""
+    the first and the last), and only > 0 (several tokens took some time: 0 is "not measured")."""
     if output_tokens is None or output_tokens < 2:
         return None
-    return _seconds(seconds)
+    return _positive(seconds)
 
 
 def _storage_tier(backend):
@@ -216,9 +216,35 @@ def _difference(later, earlier):
     return later - earlier
 
 
-def from_sglang(meta_info, *, model, request_id=None, ttft_seconds=None):
+def _sglang_first_token(meta_info, streamed):
+    """When the first token existed, on the wall clock: the scheduler's prefill_finished_time (the
+    prefill forward that produced it), else, for a streamed request only, the tokenizer manager's
+    first receipt (prefill_finished_ts, older releases). A non-streamed request's first receipt is
+    the first forwarded batch (every 50 tokens), not its first token."""
+    scheduler = _field(meta_info, "prefill_finished_time")
+    if scheduler is not None:
+        return scheduler
+    return _field(meta_info, "prefill_finished_ts") if streamed else None
+
+
+def _sglang_decode(meta_info, streamed, output):
+    """First token -> last, both as the tokenizer manager received them, for a streamed request only:
+    decode_finished_ts - prefill_finished_ts (older releases), else completion_tokens /
+    decode_throughput (newest: it is completion_tokens / (finished - first receipt))."""
+    if not streamed or not output:
+        return None
+    older = _difference(_field(meta_info, "decode_finished_ts"), _field(meta_info, "prefill_finished_ts"))
+    if older is not None:
+        return older
+    throughput = _positive(_field(meta_info, "decode_throughput"))
+    return output / throughput if throughput else None
+
+
+def from_sglang(meta_info, *, model, request_id=None, ttft_seconds=None, streamed=False):
     """From the meta_info SGLang returns for a finished request (python/sglang/srt/managers/
-    tokenizer_manager.py; the "meta_info" of a /generate response):
+    tokenizer_manager.py; the "meta_info" of a /generate response), of either generation: older
+    releases (TokenizerManager._calculate_timing_metrics: prefill_finished_ts, decode_finished_ts) and
+    the newest (observability/req_time_stats.py: APIServerReqTimeStats and SchedulerReqTimeStats).
 
     - finish_reason {"type": "abort"} with completion_tokens == 0: SkippedRequest "aborted"
       ("failed" when its status_code is >= 500).
@@ -226,15 +252,15 @@ def from_sglang(meta_info, *, model, request_id=None, ttft_seconds=None):
       match; the recoverable boundary is modelled from the profile's page size).
     - cached_tokens_details (--enable-cache-report, HiCache) -> tier by sglang_tier(): one tier,
       "mixed", or "unknown" when SGLang sent no details.
-    - With --enable-metrics: prefill_finished_time - forward_entry_time (the prefill forward) ->
-      suffix_prefill_seconds, only for a miss or a device-only hit (a host or storage hit is loaded
-      inside that forward); the first token (prefill_finished_ts in newer releases, else
-      prefill_finished_time) - request_received_ts -> ttft_seconds.
+    - With --enable-metrics: prefill_finished_time - forward_entry_time (the prefill forward, both
+      the scheduler's) -> suffix_prefill_seconds, only for a miss or a device-only hit (a host or
+      storage hit is loaded inside that forward); the first token (_sglang_first_token) -
+      request_received_ts -> ttft_seconds.
     - queue_time (wait-queue entry -> forward entry: the scheduling wait) -> queue_seconds for a miss,
       a device or a host hit; left unset for a storage ("disk", "remote"), "mixed" or "unknown" hit,
       whose queue_time may contain HiCache's storage prefetch.
-    - completion_tokens -> output_tokens; decode_finished_ts - the first token (newer releases) ->
-      decode_seconds when at least 2 tokens were generated; unset when SGLang did not send it.
+    - completion_tokens -> output_tokens; decode_seconds by _sglang_decode, for a streamed request
+      (`streamed=True`: the caller asked for "stream": true) with at least 2 tokens; unset otherwise.
     - id -> request_id (the argument wins); ttft_seconds given by the caller wins.
     - reload time: 0 for a device-only hit (only device tokens in cached_tokens_details: the prefix
       was in GPU memory); not reported otherwise, left unset. Recoverable boundary: not reported.
@@ -246,20 +272,17 @@ def from_sglang(meta_info, *, model, request_id=None, ttft_seconds=None):
     prompt = int(_require(meta_info, "prompt_tokens", where))
     cached = int(_require(meta_info, "cached_tokens", where))
     tier = sglang_tier(cached, _field(meta_info, "cached_tokens_details"))
-    prefill_finished = _field(meta_info, "prefill_finished_time")
-    first_token = _field(meta_info, "prefill_finished_ts", prefill_finished)
-    suffix = _difference(prefill_finished, _field(meta_info, "forward_entry_time")) \
+    suffix = _difference(_field(meta_info, "prefill_finished_time"), _field(meta_info, "forward_entry_time")) \
         if tier in ("none", "device") else None
     if ttft_seconds is None:
-        ttft_seconds = _difference(first_token, _field(meta_info, "request_received_ts"))
+        ttft_seconds = _difference(_sglang_first_token(meta_info, streamed), _field(meta_info, "request_received_ts"))
     output = int(_field(meta_info, "completion_tokens", 0) or 0) or None
     queue = _wait(_field(meta_info, "queue_time"), ttft_seconds) if tier in ("none", "device", "host") else None
     return make_record(request_id=request_id or _field(meta_info, "id"), model=model, tier=tier,
                        prompt_tokens=prompt, logical_match_tokens=cached, suffix_prefill_seconds=suffix,
                        reload_seconds=0.0 if tier == "device" else None,
                        ttft_seconds=ttft_seconds, queue_seconds=queue, output_tokens=output,
-                       decode_seconds=_decode(output, _difference(_field(meta_info, "decode_finished_ts"),
-                                                                  first_token)))
+                       decode_seconds=_decode(output, _sglang_decode(meta_info, streamed, output)))
 
 
 def from_openai(response, *, model, cached_tokens_reported=False, tier=None, request_id=None,
