@@ -4,7 +4,9 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
+#include "google/protobuf/descriptor.h"
 #include "grpcpp/grpcpp.h"
+#include "kvledger/v1/ledger.pb.h"  // links the Ledger service's descriptor
 
 #ifndef KVLEDGER_GIT_REVISION
 #define KVLEDGER_GIT_REVISION "unknown"
@@ -19,6 +21,27 @@ const prometheus::Histogram::BucketBoundaries& RpcBuckets() {
   static const prometheus::Histogram::BucketBoundaries buckets = {
       0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10};
   return buckets;
+}
+
+// "/unknown/unknown": grpc_service and grpc_method "unknown".
+constexpr absl::string_view kUnknownMethod = "/unknown/unknown";
+
+// The gRPC services this server serves besides its own (whose methods come from its descriptor).
+constexpr absl::string_view kOtherServedMethods[] = {
+    "/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch",
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"};
+
+// Whether `full_method` ("/package.Service/Method") is a method this server serves.
+bool KnownMethod(absl::string_view full_method) {
+  for (absl::string_view other : kOtherServedMethods) {
+    if (full_method == other) return true;
+  }
+  const size_t slash = full_method.rfind('/');
+  if (full_method.size() < 2 || full_method[0] != '/' || slash == 0 || slash == absl::string_view::npos) return false;
+  const auto* service = google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+      std::string(full_method.substr(1, slash - 1)));
+  return service != nullptr && service->full_name() == "kvledger.v1.Ledger" &&
+         service->FindMethodByName(std::string(full_method.substr(slash + 1))) != nullptr;
 }
 
 const char* TypeName(grpc::experimental::ServerRpcInfo::Type type) {
@@ -162,7 +185,10 @@ std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> ServerMet
 
 ServerMetrics::Method& ServerMetrics::ForMethod(const char* full_method,
                                                 grpc::experimental::ServerRpcInfo::Type type) {
-  const absl::string_view name = full_method == nullptr ? "" : full_method;
+  // A client names the method it calls: only the served ones become label values, every other name
+  // is the one "unknown" method (no client mints series).
+  const absl::string_view asked = full_method == nullptr ? "" : full_method;
+  const absl::string_view name = KnownMethod(asked) ? asked : kUnknownMethod;
   MutexLock lock(&mu_);
   auto [it, inserted] = methods_.try_emplace(name);
   if (inserted) {

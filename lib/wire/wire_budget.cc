@@ -30,6 +30,10 @@ class Scanner {
     while (!Over()) {
       const uint32_t tag = in_.ReadTag();
       if (tag == 0) return in_.ConsumedEntireMessage();
+      if (IsGroup(tag)) {  // proto3 never sends one; protobuf would keep every field inside it
+        group_ = true;
+        return false;
+      }
       const int number = WireFormatLite::GetTagFieldNumber(tag);
       const FieldDescriptor* field = type->FindFieldByNumber(number);
       if (field == nullptr) {  // kept by protobuf as an unknown field
@@ -60,6 +64,8 @@ class Scanner {
     return true;
   }
 
+  bool group() const { return group_; }  // the scan stopped at a group
+
  private:
   static bool Matches(const FieldDescriptor* field, WireFormatLite::WireType wire) {
     const auto type = static_cast<WireFormatLite::FieldType>(field->type());
@@ -82,11 +88,27 @@ class Scanner {
 
   bool Over() const { return count_.parts > limits_.max_parts(); }
 
+  static bool IsGroup(uint32_t tag) {
+    const WireFormatLite::WireType wire = WireFormatLite::GetTagWireType(tag);
+    return wire == WireFormatLite::WIRETYPE_START_GROUP || wire == WireFormatLite::WIRETYPE_END_GROUP;
+  }
+
   CodedInputStream& in_;
   const WireLimits& limits_;
   WireCount& count_;
   const bool shallow_;
+  bool group_ = false;
 };
+
+absl::Status Malformed(const Scanner& scanner, const WireLimits& limits) {
+  if (scanner.group()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the message carries a group (wire type 3 or 4): proto3 never sends one, so ", limits.type->full_name(),
+        " refuses it; nothing of it was counted"));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("the message does not parse as ", limits.type->full_name(), "; nothing of it was counted"));
+}
 
 }  // namespace
 
@@ -94,10 +116,8 @@ absl::Status CountWire(google::protobuf::io::ZeroCopyInputStream* input, const W
                        WireCount* count) {
   *count = WireCount{};
   CodedInputStream in(input);
-  if (!Scanner(in, limits, *count).Message(limits.type, 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the message does not parse as ", limits.type->full_name(), "; nothing of it was counted"));
-  }
+  Scanner scanner(in, limits, *count);
+  if (!scanner.Message(limits.type, 0)) return Malformed(scanner, limits);
   return absl::OkStatus();
 }
 
@@ -108,10 +128,8 @@ absl::Status CountWire(google::protobuf::io::ZeroCopyInputStream* input, size_t 
   // only its entries need counting.
   *count = WireCount{};
   CodedInputStream in(input);
-  if (!Scanner(in, limits, *count, /*shallow=*/true).Message(limits.type, 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the message does not parse as ", limits.type->full_name(), "; nothing of it was counted"));
-  }
+  Scanner scanner(in, limits, *count, /*shallow=*/true);
+  if (!scanner.Message(limits.type, 0)) return Malformed(scanner, limits);
   count->parts = byte_size;  // the bound, for the budget of parts being parsed
   return absl::OkStatus();
 }

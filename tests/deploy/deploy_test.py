@@ -93,7 +93,7 @@ class DashboardTest(unittest.TestCase):
         rows = [p["title"] for p in self.panels if p["type"] == "row"]
         expected = ["Traffic", "Logical", "Recoverable", "Reused", "Avoided attention", "Avoided prefill",
                     "Reload cost", "Alignment and restore", "Routing", "Where time to first token goes",
-                    "TTFT bought by reuse", "Decode and the cache's share", "Latency", "Models"]
+                    "TTFT bought by reuse", "Decode and the prefill's share", "Latency", "Models"]
         self.assertEqual(len(rows), len(expected))
         for row, start in zip(rows, expected):
             self.assertTrue(row.startswith(start), (row, start))

@@ -480,7 +480,8 @@ class FaultsTest(unittest.TestCase):
     def test_a_message_costs_little_more_than_its_size(self):
         # 16 attackers at once, each sending messages that are a few bytes on the wire and hundreds in
         # memory once parsed: 1.5 M empty records in a RecordBatch (3 MB) and in a stream, 650,000
-        # candidates in an Advise, a Record of 1.3 M unknown fields and one of 1 M state boundaries.
+        # candidates in an Advise, a Record of 1.3 M unknown fields, one of 1 M state boundaries and one
+        # of a 4 MB group.
         # Each is counted in its wire bytes and refused before it is materialised; the server stays
         # under 256 MiB, and every other call still counts.
         server = self.start()
@@ -490,6 +491,8 @@ class FaultsTest(unittest.TestCase):
             ("Advise", b"\x1a\x04\x08\x02\x10\x01" * 650_000, "candidates (650000 of them): at most 16"),
             ("Record", b"\xc0\x3e\x01" * 1_300_000, "nested messages and unknown fields: must be at most 24"),
             ("Record", b"\x5a\x02\x08\x01" * 1_000_000, "nested messages and unknown fields: must be at most 24"),
+            # A 4 MB group of 2 M varints: once +91.6 MiB each to parse, and answered OK.
+            ("Record", b"\x9b\x01" + b"\x08\x01" * 2_000_000 + b"\x9c\x01", "carries a group (wire type 3 or 4)"),
         ]
         calls = {(m, stream): self.raw_call(server, m, stream=stream)
                  for m, stream in {(m, m == "StreamRecords") for m, _, _ in attacks}}

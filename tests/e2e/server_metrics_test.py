@@ -50,6 +50,26 @@ class ServerMetricsTest(unittest.TestCase):
     def value(self, name, **labels):
         return self.samples().get((name, frozenset(labels.items())))
 
+    # Proves: a client cannot mint label values: 300 calls to methods this server does not serve (in
+    # its own service and in made-up ones) add one grpc_method value, "unknown", and no series besides.
+    def test_unknown_methods_make_one_label_value(self):
+        before = {dict(l).get("grpc_method") for (n, l) in self.samples() if n == "grpc_server_started_total"}
+        for i in range(300):
+            service = "kvledger.v1.Ledger" if i % 2 else f"evil.Service{i}"
+            call = self.channel.unary_unary(f"/{service}/Method{i}", request_serializer=lambda raw: raw,
+                                            response_deserializer=lambda raw: raw)
+            with self.assertRaises(grpc.RpcError) as refused:
+                call(b"", timeout=10)
+            self.assertEqual(refused.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+        after = {dict(l).get("grpc_method") for (n, l) in self.samples() if n == "grpc_server_started_total"}
+        self.assertLessEqual(after - before, {"unknown"})
+        # gRPC serves an unknown method with its generic handler, of type bidi_stream.
+        self.assertEqual(sum(v for (n, l), v in self.samples().items() if n == "grpc_server_started_total"
+                             and dict(l).get("grpc_method") == "unknown"), 300)
+        text = self.server.scrape()
+        self.assertNotIn("Method1", text)
+        self.assertNotIn("evil.", text)
+
     # Proves: an accepted and a refused Record show up under their method and code, started and
     # handled agree, and the latency histogram counts both.
     def test_rpcs_by_method_and_code(self):

@@ -116,5 +116,23 @@ TEST(WireBudgetTest, SmallMessagesCountOnlyTheirEntries) {
   EXPECT_EQ(count.parts, 10000u);
 }
 
+// A group (wire types 3 and 4) is refused wherever it is: protobuf keeps every field inside one as
+// an unknown field, and proto3 never sends one. At the top level of a batch, inside a record, and
+// an end-group tag alone; in a message small enough for the shallow count too.
+TEST(WireBudgetTest, GroupsAreRefused) {
+  const std::string group_of_varints = "\x9b\x01" + Repeat("\x08\x01", 50) + "\x9c\x01";  // field 19 start/end
+  for (const std::string& bytes : {group_of_varints, "\x0a" + std::string(1, static_cast<char>(group_of_varints.size())) +
+                                                         group_of_varints,
+                                   std::string("\x9c\x01")}) {
+    WireCount count;
+    const absl::Status s = Count(bytes, BatchLimits(10), &count);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("carries a group (wire type 3 or 4): proto3 never sends one"));
+  }
+  google::protobuf::io::ArrayInputStream small("\x9b\x01\x9c\x01", 4);
+  WireCount count;
+  EXPECT_THAT(CountWire(&small, 4, BatchLimits(10), &count).message(), HasSubstr("carries a group"));
+}
+
 }  // namespace
 }  // namespace kvledger
