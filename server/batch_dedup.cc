@@ -16,7 +16,8 @@ BatchDeduplicator::BatchDeduplicator(size_t max_batches, size_t max_bytes, absl:
     : max_batches_(max_batches), max_bytes_(max_bytes), max_age_(max_age), now_(std::move(now)) {}
 
 void BatchDeduplicator::EvictLocked(absl::Time now) {
-  // Oldest first; one still being applied is forgotten too (its Finish then records nothing).
+  // Oldest remembered first (batches being applied are not in the order: they are bounded by the
+  // calls in flight).
   while (!order_.empty()) {
     DedupEviction cause;
     if (now - order_.front().first > max_age_) {
@@ -42,10 +43,8 @@ BatchDeduplicator::Claim BatchDeduplicator::Begin(const std::string& batch_id, v
   MutexLock lock(&mu_);
   EvictLocked(now);
   auto [it, inserted] = entries_.try_emplace(batch_id);
-  if (inserted) {
-    order_.emplace_back(now, batch_id);
+  if (inserted) {  // in progress: not in the order yet, so it evicts nothing (Finish decides)
     bytes_ += Cost(it->first, it->second);
-    EvictLocked(now);  // within the count and byte bounds; the oldest goes
     return Claim::kNew;
   }
   if (!it->second.done) return Claim::kInProgress;
@@ -62,13 +61,22 @@ void BatchDeduplicator::Finish(const std::string& batch_id, const v1::RecordBatc
     *kept.add_rejections() = outcome.rejections(i);
   }
   std::string bytes = kept.SerializeAsString();
+  const absl::Time now = now_();
   MutexLock lock(&mu_);
   auto it = entries_.find(batch_id);
-  if (it == entries_.end()) return;  // evicted meanwhile
+  if (it == entries_.end()) return;
+  if (outcome.accepted() == 0) {
+    // Nothing counted: a retry is refused again the same way, so it needs no memory and may evict
+    // nothing (else batches of rejected records would flush the window for free).
+    bytes_ -= Cost(it->first, it->second);
+    entries_.erase(it);
+    return;
+  }
   it->second.done = true;
   bytes_ += bytes.size();
   it->second.outcome = std::move(bytes);
-  EvictLocked(now_());
+  order_.emplace_back(now, batch_id);
+  EvictLocked(now);  // within the count and byte bounds; the oldest goes
 }
 
 BatchDeduplicator::Stats BatchDeduplicator::stats() const {

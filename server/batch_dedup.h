@@ -58,7 +58,8 @@ class BatchDeduplicator {
                     std::function<absl::Time()> now = [] { return absl::Now(); });
 
   Claim Begin(const std::string& batch_id, v1::RecordBatchResponse* outcome);
-  // Records the reply of a batch claimed kNew.
+  // Records the reply of a batch claimed kNew; one that counted nothing (every record rejected) is
+  // forgotten instead, and evicts nothing.
   void Finish(const std::string& batch_id, const v1::RecordBatchResponse& outcome);
 
   Stats stats() const;
@@ -80,7 +81,8 @@ class BatchDeduplicator {
   const std::function<absl::Time()> now_;
   mutable Mutex mu_;
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::pair<absl::Time, std::string>> order_ ABSL_GUARDED_BY(mu_);  // oldest first
+  // The remembered (finished) batches, oldest first.
+  std::deque<std::pair<absl::Time, std::string>> order_ ABSL_GUARDED_BY(mu_);
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::array<uint64_t, 3> evictions_ ABSL_GUARDED_BY(mu_){};
 };

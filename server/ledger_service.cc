@@ -89,7 +89,7 @@ grpc::ServerUnaryReactor* ServeUnary(grpc::CallbackServerContext* context, const
   Request request;
   WireCount count;
   grpc::Status status;
-  switch (Admit(bytes, limits, budget, held, &request, &count, &status)) {
+  switch (Admit(bytes, limits, budget, PeerAddress(*context), held, &request, &count, &status)) {
     case Admission::kTooManyEntries:
       status = too_many(count.entries);
       break;
@@ -126,16 +126,20 @@ void AddOutcome(const std::optional<EngineStatsRejection>& rejected, int index, 
 
 }  // namespace
 
-// Records of a stream's batch kept allocated for the next batch (larger batches are freed).
+// A stream's batch is kept allocated for the next one to be parsed into only while it is small: at
+// most this many records in at most this many bytes (SpaceUsedLong: strings and unknown fields
+// included). Anything larger is freed, so an idle stream holds at most kReusedBytes outside the
+// parts budget (256 idle streams: 16 MiB).
 constexpr int kReusedRecords = 1024;
+constexpr size_t kReusedBytes = 64 << 10;
 
 // One open StreamRecords call. Batches are accounted as they arrive; the summary is sent once, when
 // the client half-closes or when the service ends open streams for shutdown, and nothing arriving
 // after it is counted, so the summary is exactly what was counted.
 class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
-  StreamReactor(LedgerService& service, grpc::ByteBuffer* response)
-      : service_(service), response_(response), last_read_(absl::Now()) {
+  StreamReactor(LedgerService& service, std::string peer, grpc::ByteBuffer* response)
+      : service_(service), peer_(std::move(peer)), response_(response), last_read_(absl::Now()) {
     bool ending;
     {
       MutexLock lock(&service_.streams_mu_);
@@ -162,7 +166,7 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::
     v1::RecordBatchRequest& batch = batch_;  // parsed into again: its records' memory is reused
     WireCount count;
     grpc::Status refused;
-    switch (Admit(bytes_, service_.batch_limits_, service_.parts_budget_, held, &batch, &count, &refused)) {
+    switch (Admit(bytes_, service_.batch_limits_, service_.parts_budget_, peer_, held, &batch, &count, &refused)) {
       case Admission::kTooManyEntries:
         FinishLocked(service_.Oversized(count.entries, absl::StrCat("nothing of it was counted; the stream's earlier "
                                                                     "batches were (", Earlier(), ")")));
@@ -188,7 +192,7 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::
     records_seen_ += static_cast<uint64_t>(batch.records_size());
     // A small batch's records are kept for the next one to be parsed into; a large one's memory is
     // given back, so an open stream holds little between batches.
-    if (batch.records_size() > kReusedRecords) batch_ = v1::RecordBatchRequest();
+    if (batch.records_size() > kReusedRecords || batch.SpaceUsedLong() > kReusedBytes) batch_ = v1::RecordBatchRequest();
     StartRead(&bytes_);
   }
 
@@ -229,6 +233,7 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::
   }
 
   LedgerService& service_;
+  const std::string peer_;  // the client address, for its share of the parts budget
   grpc::ByteBuffer* response_;
   grpc::ByteBuffer bytes_;  // the batch being read
   v1::RecordBatchRequest batch_;  // and parsed
@@ -369,9 +374,9 @@ grpc::ServerUnaryReactor* LedgerService::RecordBatch(grpc::CallbackServerContext
       });
 }
 
-grpc::ServerReadReactor<grpc::ByteBuffer>* LedgerService::StreamRecords(grpc::CallbackServerContext*,
+grpc::ServerReadReactor<grpc::ByteBuffer>* LedgerService::StreamRecords(grpc::CallbackServerContext* context,
                                                                         grpc::ByteBuffer* response) {
-  return new StreamReactor(*this, response);
+  return new StreamReactor(*this, PeerAddress(*context), response);
 }
 
 grpc::ServerUnaryReactor* LedgerService::Explain(grpc::CallbackServerContext* context,

@@ -165,7 +165,7 @@ void FillTransfers(const Scrape& s, MetricFamily& f) {
 
 void FillTransferCount(const Scrape& s, MetricFamily& f) {
   for (const auto& [key, t] : s.engine->transfers) {
-    f.metric.push_back(CounterMetric({s.Model(key.first), {"tier", TierLabel(key.second)}}, static_cast<double>(t.transfers)));
+    f.metric.push_back(CounterMetric({s.Model(key.first), {"tier", TierLabel(key.second)}}, Uint128ToDouble(t.transfers)));
   }
 }
 
@@ -173,7 +173,7 @@ template <bool kTokens>
 void FillUnrecorded(const Scrape& s, MetricFamily& f) {
   for (const auto& [key, u] : s.engine->unrecorded) {
     f.metric.push_back(CounterMetric({s.Model(key.first), {"reason", UnrecordedReasonLabel(key.second)}},
-                               kTokens ? Uint128ToDouble(u.logical_match_tokens) : static_cast<double>(u.requests)));
+                               kTokens ? Uint128ToDouble(u.logical_match_tokens) : Uint128ToDouble(u.requests)));
   }
 }
 

@@ -3,12 +3,16 @@
 #ifndef KVLEDGER_SERVER_WIRE_ADMISSION_H_
 #define KVLEDGER_SERVER_WIRE_ADMISSION_H_
 
-#include <atomic>
 #include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/proto_buffer_reader.h"
+#include "lib/base/mutex.h"
 #include "lib/wire/wire_budget.h"
 
 namespace kvledger {
@@ -18,24 +22,48 @@ enum class Admission { kAdmitted, kTooManyEntries, kRefused };
 
 // The parts of all requests being materialised at once, across every connection: a request is
 // parsed only while the total stays within the cap (else RESOURCE_EXHAUSTED, to be retried), so the
-// memory of parsed messages in flight never passes cap × kPartBytes.
+// memory of parsed messages in flight never passes cap × kPartBytes. One client address may hold
+// at most half of it (a largest batch is under a quarter), so one peer never starves the others.
 class PartsBudget {
  public:
-  explicit PartsBudget(size_t cap) : cap_(cap) {}
+  explicit PartsBudget(size_t cap) : cap_(cap), peer_cap_(cap / 2) {}
   size_t cap() const { return cap_; }
-  bool TryTake(size_t parts) {
-    size_t used = used_.load(std::memory_order_relaxed);
-    do {
-      if (used + parts > cap_) return false;
-    } while (!used_.compare_exchange_weak(used, used + parts, std::memory_order_relaxed));
+  size_t peer_cap() const { return peer_cap_; }
+  // Takes `parts` for `peer` (a client address) when both the total and the peer's share allow.
+  bool TryTake(const std::string& peer, size_t parts) {
+    MutexLock lock(&mu_);
+    size_t& mine = per_peer_[peer];
+    if (used_ + parts > cap_ || mine + parts > peer_cap_) {
+      if (mine == 0) per_peer_.erase(peer);
+      return false;
+    }
+    used_ += parts;
+    mine += parts;
     return true;
   }
-  void Give(size_t parts) { used_.fetch_sub(parts, std::memory_order_relaxed); }
+  void Give(const std::string& peer, size_t parts) {
+    MutexLock lock(&mu_);
+    used_ -= parts;
+    auto it = per_peer_.find(peer);
+    if (it != per_peer_.end() && (it->second -= parts) == 0) per_peer_.erase(it);
+  }
 
  private:
   const size_t cap_;
-  std::atomic<size_t> used_{0};
+  const size_t peer_cap_;
+  Mutex mu_;
+  size_t used_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, size_t> per_peer_ ABSL_GUARDED_BY(mu_);
 };
+
+// The client address of a call ("ipv4:127.0.0.1:5432" -> "ipv4:127.0.0.1"): the unit of fairness.
+inline std::string PeerAddress(const grpc::CallbackServerContext& context) {
+  std::string peer = context.peer();
+  const size_t colon = peer.rfind(':');
+  const size_t first = peer.find(':');
+  if (colon != std::string::npos && colon != first) peer.resize(colon);  // keep the scheme, drop the port
+  return peer;
+}
 
 // Parts taken from a PartsBudget for as long as a parsed request lives.
 class PartsHeld {
@@ -44,18 +72,20 @@ class PartsHeld {
   PartsHeld(const PartsHeld&) = delete;
   PartsHeld& operator=(const PartsHeld&) = delete;
   ~PartsHeld() { Release(); }
-  void Hold(PartsBudget* budget, size_t parts) {
+  void Hold(PartsBudget* budget, std::string peer, size_t parts) {
     Release();
     budget_ = budget;
+    peer_ = std::move(peer);
     parts_ = parts;
   }
   void Release() {
-    if (budget_ != nullptr) budget_->Give(parts_);
+    if (budget_ != nullptr) budget_->Give(peer_, parts_);
     budget_ = nullptr;
   }
 
  private:
   PartsBudget* budget_ = nullptr;
+  std::string peer_;
   size_t parts_ = 0;
 };
 
@@ -64,8 +94,8 @@ class PartsHeld {
 // kTooManyEntries leaves `count->entries` for the caller's own refusal; kRefused sets `status`
 // (INVALID_ARGUMENT: malformed, or too many parts; RESOURCE_EXHAUSTED: the budget is spent).
 template <typename Message>
-Admission Admit(const grpc::ByteBuffer& bytes, const WireLimits& limits, PartsBudget& budget, PartsHeld& held,
-                Message* message, WireCount* count, grpc::Status* status) {
+Admission Admit(const grpc::ByteBuffer& bytes, const WireLimits& limits, PartsBudget& budget, const std::string& peer,
+                PartsHeld& held, Message* message, WireCount* count, grpc::Status* status) {
   grpc::ByteBuffer scan(bytes);  // shares the slices
   grpc::ProtoBufferReader scan_reader(&scan);
   if (const absl::Status counted = CountWire(&scan_reader, bytes.Length(), limits, count); !counted.ok()) {
@@ -77,13 +107,14 @@ Admission Admit(const grpc::ByteBuffer& bytes, const WireLimits& limits, PartsBu
     *status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, TooManyPartsMessage(limits));
     return Admission::kRefused;
   }
-  if (!budget.TryTake(count->parts + 1)) {
+  if (!budget.TryTake(peer, count->parts + 1)) {
     *status = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                           absl::StrCat("the server is parsing ", budget.cap(), " messages' parts at once already "
-                                        "(nested messages and unknown fields); retry"));
+                           absl::StrCat("the server is parsing as many messages' parts (nested messages and unknown "
+                                        "fields) as it takes at once: ", budget.cap(), " in all, ", budget.peer_cap(),
+                                        " for one client address; retry"));
     return Admission::kRefused;
   }
-  held.Hold(&budget, count->parts + 1);
+  held.Hold(&budget, peer, count->parts + 1);
   grpc::ByteBuffer parse(bytes);
   grpc::ProtoBufferReader parse_reader(&parse);
   if (!message->ParseFromZeroCopyStream(&parse_reader)) {  // e.g. a string that is not UTF-8

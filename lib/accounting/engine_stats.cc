@@ -78,7 +78,7 @@ std::optional<EngineStatsRejection> EngineStats::AddTransfer(const TransferFacts
     TransferTotals& t = totals_.transfers[{label.slot, tier}];
     t.bytes += f.bytes;
     t.seconds_nanounits += ToNanoUnits(f.seconds);
-    t.transfers += f.transfers == 0 ? 1 : f.transfers;
+    t.transfers += Uint128{f.transfers == 0 ? 1 : f.transfers};
   }
   // Rates are per model: an observation folded into "other" would mix models.
   if (rates_ != nullptr && !label.folded) {
@@ -107,7 +107,7 @@ std::optional<EngineStatsRejection> EngineStats::AddUnrecorded(const UnrecordedF
   const auto reason = static_cast<UnrecordedReason>(f.reason_value - 1);
   MutexLock lock(&mu_);
   UnrecordedTotals& t = totals_.unrecorded[{label.slot, reason}];
-  t.requests += f.requests;
+  t.requests += Uint128{f.requests};
   t.logical_match_tokens += f.logical_match_tokens;
   return std::nullopt;
 }

@@ -89,10 +89,10 @@ class EngineStats {
   struct TransferTotals {
     Uint128 bytes = 0;
     Uint128 seconds_nanounits = 0;
-    uint64_t transfers = 0;
+    Uint128 transfers = 0;  // 128-bit, like every sum: 2^40 an entry never wraps
   };
   struct UnrecordedTotals {
-    uint64_t requests = 0;
+    Uint128 requests = 0;
     Uint128 logical_match_tokens = 0;
   };
   struct Snapshot {

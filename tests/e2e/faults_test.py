@@ -390,6 +390,40 @@ class FaultsTest(unittest.TestCase):
         measured("16_streaming_connections", rss, records=int(total))
         self.assertLess(rss.peak, 512 * MiB)
 
+    def test_idle_streams_hold_little(self):
+        # 32 StreamRecords calls, each sending one batch of 1,024 records that carry 3.5 KiB of
+        # request id apiece (rejected for it, but parsed first: 3.6 MB a batch), then falling silent.
+        # A stream keeps its batch only while it is small, so the idle streams hold little: the
+        # resident set grows by less than two batches per stream would (once 256 such streams held
+        # 1,191 MB, past the Kubernetes base's 1 GiB limit).
+        server = self.start()
+        big = record_pb2.Record(model="llama-3.1-8b", prompt_tokens=100, logical_match_tokens=0,
+                                request_id="x" * 3500)
+        batch = ledger_pb2.RecordBatchRequest(records=[big] * 1024).SerializeToString()
+        channel = grpc.insecure_channel(server.grpc_address, options=[("grpc.max_send_message_length", 8 << 20)])
+        call = channel.stream_unary("/kvledger.v1.Ledger/StreamRecords", request_serializer=lambda raw: raw,
+                                    response_deserializer=lambda raw: raw)
+        release = threading.Event()
+        streams = 32
+
+        def requests():
+            yield batch
+            release.wait(300)  # silent, the stream open
+
+        rejected = ("kvledger_records_rejected_total", frozenset({("reason", "invalid_request_id")}))
+        with PeakRss(server.proc.pid) as rss:
+            futures = [call.future(requests(), timeout=300) for _ in range(streams)]
+            poll("every stream's batch to be read",
+                 lambda: parse_exposition(server.scrape()).get(rejected) == streams * 1024, deadline=240)
+            held = status(server.proc.pid, "VmRSS")
+        release.set()
+        for f in futures:
+            f.result(timeout=60)
+        channel.close()
+        measured("32_idle_streams_after_a_large_batch", rss, streams=streams,
+                 rss_held=f"{held / MiB:.0f}MiB", batch_bytes=len(batch))
+        self.assertLess(held - rss.before, streams * len(batch) // 2)
+
     def test_a_million_model_names(self):
         # --unknown_model=generic with 1,000,000 distinct names: labels stay bounded, every record counts.
         server = self.start("--unknown_model=generic")
@@ -437,17 +471,20 @@ class FaultsTest(unittest.TestCase):
         self.assertEqual(models.count("other"), 1, models)
 
     def test_dedup_window_is_bounded_in_bytes(self):
-        # Batches of 100 unknown-model records each leave an outcome of 100 long rejection messages in the
-        # batch-id window: with the defaults the window holds at most --batch_dedup_bytes (64 MiB), forgets
-        # the oldest for room (counted by cause), and the server stays under 128 MiB; empty batches are
-        # never remembered, so they cannot flush it; a retry of a remembered batch still counts nothing.
+        # Batches of one good record and 99 unknown-model records each leave an outcome of 99 long
+        # rejection messages in the batch-id window: with the defaults the window holds at most
+        # --batch_dedup_bytes (64 MiB), forgets the oldest for room (counted by cause), and the server
+        # stays under 128 MiB. Empty batches and batches whose every record was rejected are never
+        # remembered and evict nothing, so 1,500 of them cannot flush it (once they did in 2.77 s); a
+        # retry of a remembered batch still counts nothing.
         server = self.start()
         stub = ledger_stub(server)
-        records = [record_pb2.Record(model=f"no-such-model-{i}", prompt_tokens=100) for i in range(100)]
+        bad = [record_pb2.Record(model=f"no-such-model-{i}", prompt_tokens=100) for i in range(99)]
+        records = [good_record()] + bad
         with PeakRss(server.proc.pid) as rss:
             for b in range(3000):
                 reply = stub.RecordBatch(ledger_pb2.RecordBatchRequest(batch_id=f"b{b}", records=records), timeout=60)
-                self.assertEqual(reply.rejected, 100)
+                self.assertEqual((reply.accepted, reply.rejected), (1, 99))
         samples = parse_exposition(server.scrape())
         window = samples[("kvledger_batch_dedup_bytes", frozenset())]
         entries = samples[("kvledger_batch_dedup_entries", frozenset())]
@@ -458,13 +495,19 @@ class FaultsTest(unittest.TestCase):
         self.assertEqual(entries + by_bytes, 3000)
         for b in range(1000):  # empty batches: nothing to count twice, so nothing remembered
             stub.RecordBatch(ledger_pb2.RecordBatchRequest(batch_id=f"empty{b}"), timeout=60)
+        for b in range(1500):  # every record rejected: nothing counted, nothing remembered, nothing evicted
+            reply = stub.RecordBatch(ledger_pb2.RecordBatchRequest(batch_id=f"rejected{b}", records=bad), timeout=60)
+            self.assertEqual(reply.rejected, 99)
         samples = parse_exposition(server.scrape())
         self.assertEqual(samples[("kvledger_batch_dedup_entries", frozenset())], entries)
+        self.assertEqual(samples[("kvledger_batch_dedup_evictions_total", frozenset({("cause", "bytes")}))], by_bytes)
         retry = stub.RecordBatch(ledger_pb2.RecordBatchRequest(batch_id="b2999", records=records), timeout=60)
-        self.assertEqual((retry.accepted, retry.rejected, len(retry.rejections)), (0, 100, 100))
+        self.assertEqual((retry.accepted, retry.rejected, len(retry.rejections)), (1, 99, 99))
         samples = parse_exposition(server.scrape())
         self.assertEqual(samples[("kvledger_deduplicated_batches_total", frozenset())], 1)
-        self.assertEqual(sum(v for (n, _), v in samples.items() if n == "kvledger_records_rejected_total"), 300_000)
+        self.assertEqual(sum(v for (n, _), v in samples.items() if n == "kvledger_requests_total"), 3000)
+        self.assertEqual(sum(v for (n, _), v in samples.items() if n == "kvledger_records_rejected_total"),
+                         3000 * 99 + 1500 * 99)
         measured("dedup_window", rss, window_mib=f"{window / MiB:.1f}", entries=int(entries),
                  evicted_for_bytes=int(by_bytes))
         self.assertLess(rss.peak, 128 * MiB)

@@ -49,6 +49,7 @@ TEST(BatchDeduplicatorTest, BoundedByCountAndAge) {
   EXPECT_EQ(dedup.size(), 3u);
   EXPECT_EQ(dedup.Begin("b", &out), BatchDeduplicator::Claim::kApplied);  // a looked-up id stays
   EXPECT_EQ(dedup.Begin("a", &out), BatchDeduplicator::Claim::kNew);      // forgotten: the oldest
+  dedup.Finish("a", Outcome(1, 0));
   now += absl::Seconds(61);
   EXPECT_EQ(dedup.Begin("d", &out), BatchDeduplicator::Claim::kNew);      // too old
   EXPECT_EQ(dedup.size(), 1u);
@@ -88,7 +89,7 @@ TEST(BatchDeduplicatorTest, ConcurrentClaimsApplyEachIdOnce) {
 // Proves: the window is bounded in bytes too, each entry costing its id, its serialized outcome and a
 // fixed overhead; the bytes come back when entries go, and evictions say why.
 TEST(BatchDeduplicatorTest, BoundedByBytes) {
-  const v1::RecordBatchResponse big = Outcome(0, 100);
+  const v1::RecordBatchResponse big = Outcome(1, 100);
   v1::RecordBatchResponse kept = big;
   const size_t per_entry = 2 * 2 + kept.ByteSizeLong() + kDedupEntryOverheadBytes;  // ids "00".."99"
   BatchDeduplicator dedup(1000, 10 * per_entry, absl::Minutes(10));
@@ -106,6 +107,27 @@ TEST(BatchDeduplicatorTest, BoundedByBytes) {
   EXPECT_EQ(dedup.Begin("29", &out), BatchDeduplicator::Claim::kApplied);
   EXPECT_EQ(out.rejections_size(), 100);
   EXPECT_EQ(dedup.Begin("00", &out), BatchDeduplicator::Claim::kNew);  // forgotten for room, before its age
+}
+
+// Proves: a batch whose every record was rejected is not remembered and evicts nothing (a retry is
+// rejected again the same way), so batches of rejected records cannot flush the window: 1,500 of
+// them leave a remembered batch's retry deduplicated.
+TEST(BatchDeduplicatorTest, RejectedBatchesEvictNothing) {
+  BatchDeduplicator dedup(10, 1 << 20, absl::Minutes(10));
+  v1::RecordBatchResponse out;
+  ASSERT_EQ(dedup.Begin("good", &out), BatchDeduplicator::Claim::kNew);
+  dedup.Finish("good", Outcome(5, 0));
+  for (int i = 0; i < 1500; ++i) {
+    const std::string id = absl::StrCat("rejected-", i);
+    ASSERT_EQ(dedup.Begin(id, &out), BatchDeduplicator::Claim::kNew);
+    dedup.Finish(id, Outcome(0, 3));
+  }
+  EXPECT_EQ(dedup.size(), 1u);
+  EXPECT_EQ(dedup.Begin("good", &out), BatchDeduplicator::Claim::kApplied);
+  EXPECT_EQ(out.accepted(), 5u);
+  EXPECT_EQ(dedup.Begin("rejected-7", &out), BatchDeduplicator::Claim::kNew);  // applied again: rejected again
+  const auto stats = dedup.stats();
+  for (uint64_t n : stats.evictions) EXPECT_EQ(n, 0u);
 }
 
 }  // namespace

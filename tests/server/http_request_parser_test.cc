@@ -65,18 +65,22 @@ TEST(HttpRequestParserTest, QueryParametersAreDecodedAndCountedByOccurrence) {
   EXPECT_EQ(QueryParam(query, "Model", 0), std::nullopt);  // names are exact
 }
 
-// The process-wide parts budget: taken while a parsed request lives, given back after.
-TEST(PartsBudgetTest, HoldsPartsUntilReleased) {
+// The process-wide parts budget: taken while a parsed request lives, given back after; one client
+// address holds at most half of it, so another always finds room.
+TEST(PartsBudgetTest, HoldsPartsUntilReleasedAndSharesThem) {
   PartsBudget budget(100);
   {
     PartsHeld first;
-    ASSERT_TRUE(budget.TryTake(60));
-    first.Hold(&budget, 60);
-    EXPECT_FALSE(budget.TryTake(41));
-    ASSERT_TRUE(budget.TryTake(40));
-    budget.Give(40);
+    ASSERT_TRUE(budget.TryTake("ipv4:10.0.0.1", 50));
+    first.Hold(&budget, "ipv4:10.0.0.1", 50);
+    EXPECT_FALSE(budget.TryTake("ipv4:10.0.0.1", 1));   // its half is spent
+    ASSERT_TRUE(budget.TryTake("ipv4:10.0.0.2", 40));   // another address still gets in
+    EXPECT_FALSE(budget.TryTake("ipv4:10.0.0.3", 11));  // the total is the cap
+    budget.Give("ipv4:10.0.0.2", 40);
   }
-  EXPECT_TRUE(budget.TryTake(100));
+  EXPECT_TRUE(budget.TryTake("ipv4:10.0.0.1", 50));
+  EXPECT_TRUE(budget.TryTake("ipv4:10.0.0.2", 50));
+  EXPECT_FALSE(budget.TryTake("ipv4:10.0.0.2", 1));
 }
 
 }  // namespace

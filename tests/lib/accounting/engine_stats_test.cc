@@ -46,10 +46,10 @@ TEST_F(EngineStatsTest, TotalsAreExactSums) {
   const auto& host = s.transfers.at({slot_, Tier::kHost});
   EXPECT_EQ(host.bytes, Uint128{4'000'000'000});
   EXPECT_EQ(host.seconds_nanounits, Uint128{300'000'000});
-  EXPECT_EQ(host.transfers, 8u);  // 1 (unset) + 7
+  EXPECT_EQ(host.transfers, Uint128{8});  // 1 (unset) + 7
   EXPECT_EQ(s.transfers.at({slot_, Tier::kRemote}).seconds_nanounits, Uint128{1});
-  EXPECT_EQ(s.unrecorded.at({slot_, UnrecordedReason::kAborted}).requests, 3u);
-  EXPECT_EQ(s.unrecorded.at({slot_, UnrecordedReason::kFailed}).requests, 3u);
+  EXPECT_EQ(s.unrecorded.at({slot_, UnrecordedReason::kAborted}).requests, Uint128{3});
+  EXPECT_EQ(s.unrecorded.at({slot_, UnrecordedReason::kFailed}).requests, Uint128{3});
   EXPECT_EQ(s.unrecorded.at({slot_, UnrecordedReason::kFailed}).logical_match_tokens, Uint128{12288});
   for (uint64_t n : s.rejected) EXPECT_EQ(n, 0u);
 
@@ -57,6 +57,20 @@ TEST_F(EngineStatsTest, TotalsAreExactSums) {
   ASSERT_TRUE(bandwidth.has_value());
   EXPECT_DOUBLE_EQ(bandwidth->rate, 4e9 / 0.3);
   EXPECT_EQ(bandwidth->samples, 2u);
+}
+
+// Proves: the sums never go backwards: 2^24 entries of the largest accepted count (2^40 each) sum
+// to 2^64 exactly, past where a 64-bit counter wrapped (once 1.392e19 fell to 1.130e17).
+TEST_F(EngineStatsTest, CountersNeverWrap) {
+  TransferFacts most = Transfer(1, 0.1);
+  most.transfers = kMaxUnrecordedRequests;
+  for (int i = 0; i < (1 << 24); ++i) {
+    ASSERT_FALSE(stats_.AddTransfer(most, "transfers[0]."));
+    ASSERT_FALSE(stats_.AddUnrecorded({"llama-3.1-8b", 1, kMaxUnrecordedRequests, 0}, "unrecorded[0]."));
+  }
+  const EngineStats::Snapshot s = stats_.Totals();
+  EXPECT_EQ(s.transfers.at({slot_, Tier::kHost}).transfers, Uint128{1} << 64);
+  EXPECT_EQ(s.unrecorded.at({slot_, UnrecordedReason::kAborted}).requests, Uint128{1} << 64);
 }
 
 // Proves: each rule rejects with the entry, the field, the value and the rule; nothing else moves.
