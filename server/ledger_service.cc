@@ -437,6 +437,39 @@ grpc::ServerUnaryReactor* LedgerService::ListProfiles(grpc::CallbackServerContex
 
 grpc::Status LedgerService::ApplyEngineStats(const v1::EngineStatsRequest& request,
                                              v1::EngineStatsResponse* response) {
+  const std::string& id = request.batch_id();
+  if (id.size() > kMaxBatchIdBytes) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("batch_id (", id.size(), " bytes): must be at most ", kMaxBatchIdBytes,
+                                     " bytes; nothing of the request was counted"));
+  }
+  if (request.transfers_size() + request.unrecorded_size() == 0) return grpc::Status::OK;
+  // Remembered in the one batch-id window, apart from RecordBatch's ids; the outcomes have the same
+  // shape (accepted, rejected, rejections).
+  const std::string key = id.empty() ? id : absl::StrCat("engine-stats\n", id);
+  v1::RecordBatchResponse remembered;
+  switch (dedup_.Begin(key, &remembered)) {
+    case BatchDeduplicator::Claim::kApplied:
+      if (metrics_ != nullptr) metrics_->BatchDeduplicated();
+      response->set_accepted(remembered.accepted());
+      response->set_rejected(remembered.rejected());
+      *response->mutable_rejections() = remembered.rejections();
+      return grpc::Status::OK;
+    case BatchDeduplicator::Claim::kInProgress:
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "batch_id is being applied by another call; retry for its outcome");
+    case BatchDeduplicator::Claim::kNew:
+      break;
+  }
+  AccountEngineStats(request, response);
+  remembered.set_accepted(response->accepted());
+  remembered.set_rejected(response->rejected());
+  *remembered.mutable_rejections() = response->rejections();
+  dedup_.Finish(key, remembered);
+  return grpc::Status::OK;
+}
+
+void LedgerService::AccountEngineStats(const v1::EngineStatsRequest& request, v1::EngineStatsResponse* response) {
   const size_t max_listed = options_.max_listed_rejections;
   for (int i = 0; i < request.transfers_size(); ++i) {
     const v1::TransferObservation& t = request.transfers(i);
@@ -458,7 +491,6 @@ grpc::Status LedgerService::ApplyEngineStats(const v1::EngineStatsRequest& reque
                                             absl::StrCat("unrecorded[", i, "].")),
                i, max_listed, response);
   }
-  return grpc::Status::OK;
 }
 
 }  // namespace kvledger

@@ -94,7 +94,9 @@ class LedgerService final : public RawLedgerService {
   grpc::Status ApplyBatch(const v1::RecordBatchRequest& batch, v1::RecordBatchResponse* outcome);
   // The refusal of a batch of `records` records, more than max_batch_records (counted as oversized).
   grpc::Status Oversized(size_t records, absl::string_view what);
+  // Engine statistics, once per batch_id (like ApplyBatch), then AccountEngineStats.
   grpc::Status ApplyEngineStats(const v1::EngineStatsRequest& request, v1::EngineStatsResponse* response);
+  void AccountEngineStats(const v1::EngineStatsRequest& request, v1::EngineStatsResponse* response);
   RecordSink& sink_;
   const ModelRegistry& registry_;
   const LiveRates* const rates_;

@@ -412,6 +412,60 @@ class EngineStatsRpcTest(ServerTest):
         self.assertEqual(len(lines), len(set(lines)))
 
 
+class EngineStatsIdempotenceTest(ServerTest):
+    # Proves: RecordEngineStats sent twice with one batch_id counts once (7 transfers, not 14) and the
+    # retry gets the first outcome; without an id it counts twice; the Reporter's retry of a request
+    # whose reply it never saw resends that request as it was, id included.
+    def test_a_retry_counts_once(self):
+        request = ledger_pb2.EngineStatsRequest(batch_id="stats-1", transfers=[ledger_pb2.TransferObservation(
+            model=MODEL, tier=record_pb2.TIER_HOST, bytes=1000, seconds=0.5, transfers=7)])
+        with grpc.insecure_channel(self.server.grpc_address) as channel:
+            stub = ledger_pb2_grpc.LedgerStub(channel)
+            first = stub.RecordEngineStats(request, timeout=10)
+            retry = stub.RecordEngineStats(request, timeout=10)
+            self.assertEqual((first.accepted, retry.accepted), (1, 1))
+            self.assertEqual(self.value("kvledger_engine_transfers_total", model=MODEL, tier="host"), 7)
+            self.assertEqual(self.value("kvledger_deduplicated_batches_total"), 1)
+            request.batch_id = ""
+            stub.RecordEngineStats(request, timeout=10)
+            stub.RecordEngineStats(request, timeout=10)
+        self.assertEqual(self.value("kvledger_engine_transfers_total", model=MODEL, tier="host"), 21)
+
+        class LostReply:
+            """A stub whose first RecordEngineStats applies the request and loses its reply."""
+            def __init__(self, real):
+                self.real, self.sent = real, []
+
+            def RecordEngineStats(self, request, timeout):
+                self.sent.append(request.SerializeToString())
+                reply = self.real.RecordEngineStats(request, timeout=timeout)
+                if len(self.sent) == 1:
+                    raise FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED)
+                return reply
+
+        with grpc.insecure_channel(self.server.grpc_address) as channel:
+            reporter = kvledger.Reporter(self.server.grpc_address)
+            self.addCleanup(reporter.close, 1)
+            stub = LostReply(ledger_pb2_grpc.LedgerStub(channel))
+            reporter.report_transfer(MODEL, "disk", 500, 0.25, 3)
+            reporter._send_engine_stats(stub)  # the reply is lost: kept for a retry
+            reporter.report_transfer(MODEL, "disk", 500, 0.25, 3)  # new figures wait for the next request
+            reporter._send_engine_stats(stub)
+            reporter._send_engine_stats(stub)
+        self.assertEqual(stub.sent[0], stub.sent[1])  # the retry: the same bytes, the same batch id
+        self.assertNotEqual(stub.sent[1], stub.sent[2])
+        self.assertEqual(self.value("kvledger_engine_transfers_total", model=MODEL, tier="disk"), 6)
+
+
+class FakeRpcError(grpc.RpcError):
+    def __init__(self, code):
+        super().__init__()
+        self._code = code
+
+    def code(self):
+        return self._code
+
+
 class ImportSideEffectsTest(unittest.TestCase):
     # Proves (8): importing kvledger, its adapters and the vLLM plugin module changes nothing in the
     # host process's environment (no gRPC variables), and does not import grpc for adapters alone;

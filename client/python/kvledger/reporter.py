@@ -73,6 +73,7 @@ class Reporter:
         self._enqueued = 0     # positions handed out
         self._answered = 0     # positions answered (sent, rejected or dropped)
         self._rejections = {}  # reason -> the server's message of the first record rejected for it
+        self._engine_retry = None  # (request, entries) of engine statistics to resend as they were
         self._counts = dict.fromkeys(("reported", "sent", "rejected", "dropped", "retried", "engine_stats_sent",
                                       "engine_stats_rejected", "engine_stats_dropped"), 0)
         self._transfers = {}    # (model, tier) -> [bytes, seconds, transfers], not yet sent
@@ -158,6 +159,9 @@ class Reporter:
             self._answer_locked(len(self._queue))
             self._queue.clear()
             self._counts["engine_stats_dropped"] += len(self._transfers) + len(self._unrecorded)
+            if self._engine_retry is not None:
+                self._counts["engine_stats_dropped"] += self._engine_retry[1]
+                self._engine_retry = None
             self._transfers.clear()
             self._unrecorded.clear()
             self._engine_outstanding = 0
@@ -261,36 +265,36 @@ class Reporter:
         """Sends the summed engine statistics once; a transient failure puts them back for the next
         round (unless closing), any other outcome answers them."""
         with self._lock:
-            transfers, unrecorded = self._transfers, self._unrecorded
-            self._transfers, self._unrecorded = {}, {}
-        if not transfers and not unrecorded:
-            return
-        request = ledger_pb2.EngineStatsRequest()
-        for (model, tier), (bytes_, seconds, count) in transfers.items():
-            request.transfers.add(model=model, tier=tier_value(tier), bytes=bytes_, seconds=seconds, transfers=count)
-        for (model, reason), (requests, tokens) in unrecorded.items():
-            request.unrecorded.add(model=model, reason=_UNRECORDED_REASONS.get(reason, 0), requests=requests,
-                                   logical_match_tokens=tokens)
-        entries = len(transfers) + len(unrecorded)
+            if self._engine_retry is not None:  # the same request, batch id included: idempotent
+                request, entries = self._engine_retry
+            else:
+                transfers, unrecorded = self._transfers, self._unrecorded
+                self._transfers, self._unrecorded = {}, {}
+                if not transfers and not unrecorded:
+                    return
+                request = ledger_pb2.EngineStatsRequest(batch_id=uuid.uuid4().hex)
+                for (model, tier), (bytes_, seconds, count) in transfers.items():
+                    request.transfers.add(model=model, tier=tier_value(tier), bytes=bytes_, seconds=seconds,
+                                          transfers=count)
+                for (model, reason), (requests, tokens) in unrecorded.items():
+                    request.unrecorded.add(model=model, reason=_UNRECORDED_REASONS.get(reason, 0), requests=requests,
+                                           logical_match_tokens=tokens)
+                entries = len(transfers) + len(unrecorded)
         try:
             response = stub.RecordEngineStats(request, timeout=self.rpc_timeout_seconds)
         except grpc.RpcError as e:
             with self._lock:
                 if e.code() in _TRANSIENT and not self._closing:
-                    for table, pending in ((self._transfers, transfers), (self._unrecorded, unrecorded)):
-                        for key, values in pending.items():
-                            if key in table:
-                                table[key] = [a + b for a, b in zip(table[key], values)]
-                                self._engine_outstanding -= 1
-                            else:
-                                table[key] = values
+                    self._engine_retry = (request, entries)  # resent as it is: counted once whatever happened
                     self._counts["retried"] += 1
                     return
+                self._engine_retry = None
                 self._counts["engine_stats_dropped"] += entries
                 self._engine_outstanding = max(0, self._engine_outstanding - entries)
                 self._answered_cv.notify_all()
             return
         with self._lock:
+            self._engine_retry = None
             self._counts["engine_stats_sent"] += response.accepted
             self._counts["engine_stats_rejected"] += response.rejected
             self._engine_outstanding = max(0, self._engine_outstanding - entries)
