@@ -16,7 +16,7 @@ FROM docker.io/library/debian:bookworm-slim
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       libgrpc++1.51 libgrpc29 libprotobuf32 libprometheus-cpp-core1.0 \
-      libabsl20220623 libssl3 \
+      libabsl20220623 libssl3 zlib1g libyaml-cpp0.7 libcrypt1 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin kvledger
 COPY --from=build /build/server/kvledger-server /build/server/kvledger-noop-server /build/client/kvledger \

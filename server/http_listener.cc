@@ -1,49 +1,117 @@
 #include "server/http_listener.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
-#include <cstring>
-#include <mutex>
-#include <arpa/inet.h>
-#include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <list>
 #include <map>
+#include <mutex>
+#include <set>
 #include <thread>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "server/http_request_parser.h"
+#include "server/http_transport.h"
 
 namespace kvledger {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = HttpClock;
 
-// One client connection. It is either waiting (owned by the event thread: idle between requests,
-// or reading a request's line and headers) or in service (owned by one worker).
+// One client connection. It is either waiting (owned by the event thread: in its TLS handshake,
+// idle between requests, or reading a request's line and headers) or in service (one worker's).
 struct Connection {
-  int fd = -1;
+  std::unique_ptr<Transport> io;
   std::string peer;     // the client's address, without its port: the unit of fairness
   std::string pending;  // bytes read and not yet consumed
   Clock::time_point deadline;
-  bool started = false;  // the current request's first byte has arrived
+  bool started = false;      // the current request's first byte has arrived
+  bool handshaking = false;  // TLS: the handshake is not done
+  bool want_write = false;   // TLS: the handshake waits to write
+  bool peer_done = false;    // the client half-closed: answer what it sent, then close
+  // The rest of an answer the client was too slow to take from a worker, which the event thread
+  // sends as the client reads (before `deadline`), then closes when `close_after`.
+  std::string output;
+  size_t output_sent = 0;
+  size_t output_reserved = 0;  // of the parked budget
+  bool close_after = false;
+  bool writing() const { return output_sent < output.size(); }
 };
 
-// The sole reason text the responses need.
+// Bytes of answers parked with the event thread, across connections.
+struct ParkedBudget {
+  std::atomic<size_t> used{0};
+  size_t cap = 0;
+};
+
+// Where an answer's bytes go: straight to the socket while the client reads them; once it stalls
+// for kStall, into memory (within the parked budget), for the event thread to finish, so a slow
+// reader holds memory for a while, never a worker. Past the budget the worker writes on, until the
+// answer's deadline.
+class AnswerSink {
+ public:
+  static constexpr auto kStall = std::chrono::milliseconds(100);
+  AnswerSink(Transport& io, Clock::time_point deadline, ParkedBudget& budget)
+      : io_(io), deadline_(deadline), budget_(budget) {}
+  ~AnswerSink() { budget_.used -= reserved_; }
+
+  bool Put(absl::string_view data) {
+    if (broken_) return false;
+    if (!parked_.empty()) return Park(data);
+    const ssize_t n = io_.WriteSome(data, std::min(deadline_, Clock::now() + kStall));
+    if (n < 0) return Fail();
+    data.remove_prefix(static_cast<size_t>(n));
+    return data.empty() || Park(data);
+  }
+  // The parked rest (its budget passes to the caller), empty when all was written.
+  std::string TakeParked(size_t* reserved) {
+    *reserved = reserved_;
+    reserved_ = 0;
+    return std::move(parked_);
+  }
+
+ private:
+  bool Fail() {
+    broken_ = true;
+    return false;
+  }
+  bool Park(absl::string_view data) {
+    if (budget_.used.fetch_add(data.size()) + data.size() <= budget_.cap) {
+      reserved_ += data.size();
+      parked_.append(data.data(), data.size());
+      return true;
+    }
+    budget_.used -= data.size();  // no room: the worker writes it out itself, parked bytes first
+    if (!parked_.empty() && !io_.Write(parked_, deadline_)) return Fail();
+    budget_.used -= reserved_;
+    reserved_ = 0;
+    parked_.clear();
+    return io_.Write(data, deadline_) || Fail();
+  }
+
+  Transport& io_;
+  const Clock::time_point deadline_;
+  ParkedBudget& budget_;
+  std::string parked_;
+  size_t reserved_ = 0;
+  bool broken_ = false;
+};
+
 const char* ReasonPhrase(int status) {
   switch (status) {
     case 200: return "OK";
@@ -51,6 +119,7 @@ const char* ReasonPhrase(int status) {
     case 401: return "Unauthorized";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
@@ -58,37 +127,48 @@ const char* ReasonPhrase(int status) {
   }
 }
 
-// Writes all of `data` (blocking, bounded by the socket's send timeout); false when the client is
-// gone or did not read for HttpLimits::kWriteSeconds.
-bool SendAll(int fd, absl::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
+HttpResponse Text(int status, std::string body, std::string extra_headers = "") {
+  HttpResponse r = HttpResponse::Of(status, "text/plain; charset=utf-8", std::move(body));
+  r.extra_headers = std::move(extra_headers);
+  return r;
 }
 
-// Writes `r` as one HTTP/1.1 response; false when the connection broke.
-bool SendResponse(int fd, const HttpResponse& r, bool close, absl::string_view extra_headers = "") {
-  const std::string head = absl::StrCat(
-      "HTTP/1.1 ", r.status, " ", ReasonPhrase(r.status), "\r\nContent-Type: ", r.content_type,
-      r.stream ? "\r\nTransfer-Encoding: chunked" : absl::StrCat("\r\nContent-Length: ", r.body.size()),
-      "\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n", close ? "Connection: close\r\n" : "",
-      extra_headers, "\r\n");
-  if (!r.stream) return SendAll(fd, head) && SendAll(fd, r.body);
-  bool ok = SendAll(fd, head);
-  r.stream([&](std::string& piece) {
-    if (ok && !piece.empty()) {
-      ok = SendAll(fd, absl::StrCat(absl::Hex(piece.size()), "\r\n")) && SendAll(fd, piece) && SendAll(fd, "\r\n");
+// A response too small to be worth compressing goes out as it is.
+constexpr size_t kGzipMinBytes = 1024;
+
+// Writes `r` as one HTTP/1.1 response: a whole body in one write with its head (one segment on the
+// wire, no delayed ACK), a streamed one in chunks; gzip when the client asked; no body for HEAD.
+bool SendResponse(AnswerSink& out, const HttpResponse& r, const ParsedHead& head, bool close) {
+  const bool gzip = head.gzip && (r.stream || r.body.size() >= kGzipMinBytes);
+  const bool body = head.method != "HEAD";
+  std::string text = absl::StrCat("HTTP/1.1 ", r.status, " ", ReasonPhrase(r.status), "\r\nContent-Type: ", r.content_type,
+                                  "\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nVary: Accept-Encoding\r\n",
+                                  gzip ? "Content-Encoding: gzip\r\n" : "", close ? "Connection: close\r\n" : "",
+                                  r.extra_headers);
+  if (!r.stream) {
+    std::string payload;
+    if (gzip) {  // two statements: the order of Add and Finish matters
+      GzipStream z;
+      payload = z.Add(r.body);
+      payload += z.Finish();
     }
+    const std::string& sent = gzip ? payload : r.body;
+    absl::StrAppend(&text, "Content-Length: ", sent.size(), "\r\n\r\n");
+    if (body) text += sent;
+    return out.Put(text);
+  }
+  text += "Transfer-Encoding: chunked\r\n\r\n";
+  if (!body) return out.Put(text);
+  bool ok = out.Put(text);
+  GzipStream z;
+  auto chunk = [&](absl::string_view data) {
+    if (ok && !data.empty()) ok = out.Put(absl::StrCat(absl::Hex(data.size()), "\r\n", data, "\r\n"));
+  };
+  r.stream([&](std::string& piece) {
+    if (ok) chunk(gzip ? z.Add(piece) : piece);
   });
-  return ok && SendAll(fd, "0\r\n\r\n");
-}
-
-HttpResponse Text(int status, std::string body) {
-  return HttpResponse::Of(status, "text/plain; charset=utf-8", std::move(body));
+  if (gzip) chunk(z.Finish());
+  return ok && out.Put("0\r\n\r\n");
 }
 
 // Binds and listens on "host:port" ("[v6]:port" too). -1 with `error` set when it cannot.
@@ -144,9 +224,21 @@ std::string PeerAddress(const sockaddr_storage& peer) {
   return text;
 }
 
-void SetBlocking(int fd, bool blocking) {
-  const int flags = fcntl(fd, F_GETFL);
-  fcntl(fd, F_SETFL, blocking ? (flags & ~O_NONBLOCK) : (flags | O_NONBLOCK));
+// The limits as applied: the descriptor limit raised to its hard limit, and HTTP connections held
+// to a quarter of it, so they never take the descriptors gRPC needs.
+HttpLimits Applied(HttpLimits limits) {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
+    if (files.rlim_cur < files.rlim_max) {
+      files.rlim_cur = files.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &files);
+      getrlimit(RLIMIT_NOFILE, &files);
+    }
+    const auto quarter = static_cast<int>(std::min<rlim_t>(files.rlim_cur / 4, 1 << 20));
+    limits.connections = std::max(8, std::min(limits.connections, quarter));
+  }
+  limits.connections_per_client = std::min(limits.connections_per_client, limits.connections);
+  return limits;
 }
 
 }  // namespace
@@ -157,36 +249,37 @@ std::optional<std::string> HttpRequest::Param(const std::string& name, int occur
 
 std::vector<std::string> HttpRequest::ParamNames() const { return QueryParamNames(query); }
 
-// The event thread owns the listening socket and every waiting connection; it reads request heads
-// without blocking, so a slow client costs a buffer, never a worker. A complete head is handed to
-// the workers, at most HttpLimits::kServedPerClient at once per client address; the rest of that
-// client's requests wait their turn, and other clients are served meanwhile.
 struct HttpListener::Impl {
-  Impl(int listen_fd, std::optional<BasicAuth> auth, std::vector<Route> routes)
-      : listen_fd(listen_fd), wake_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)), auth(std::move(auth)),
-        routes(std::move(routes)) {}
+  Impl(int listen_fd, const HttpLimits& limits, HttpSecurity security, std::vector<Route> routes)
+      : listen_fd(listen_fd), wake_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)), limits(limits),
+        security(std::move(security)), routes(std::move(routes)) {
+    parked.cap = limits.parked_bytes;
+  }
   ~Impl();
 
-  void Run();  // the event thread
-  void TakeBackServed();  // the connections the workers are done with
-  void TakeBackLocked(std::vector<std::unique_ptr<Connection>>& pipelined);  // with mu held
-  // Closes the waiting connections past their deadline; the next deadline (at most a second away).
+  void Run();                  // the event thread
+  bool PollOnce(std::vector<pollfd>& fds, std::vector<std::list<std::unique_ptr<Connection>>::iterator>& polled);
+  void Event(std::list<std::unique_ptr<Connection>>::iterator it);
+  void TakeBackServed();       // the connections the workers are done with
+  void TakeBackLocked(std::vector<std::unique_ptr<Connection>>& ready);  // with mu held
   Clock::time_point CloseExpired(Clock::time_point now);
-  void Work();  // a worker thread
+  void Work();                 // a worker thread
   void Accept();
-  // Reads what `c` sent; false when it is to be closed. Sets `complete` when a head has arrived.
+  bool Admit(Connection& c);   // with mu held: a slot for the new connection, or false
   bool ReadFrom(Connection& c, bool* complete);
   void Dispatch(std::unique_ptr<Connection> c);
-  // Serves one request whose head is in c.pending; false when the connection is to be closed.
-  bool Serve(Connection& c);
-  HttpResponse Answer(const ParsedHead& head, std::string* extra_headers) const;
-  bool Authorized(const ParsedHead& head) const;
+  bool Serve(Connection& c);   // one request whose head is in c.pending; false: close
+  void WriteParked(std::list<std::unique_ptr<Connection>>::iterator it);  // the event thread's part
+  HttpResponse Answer(const ParsedHead& head, const std::string& peer) const;
   void Wake();
   void Close(std::unique_ptr<Connection> c);  // with mu held
+  int InFlightLocked() const { return static_cast<int>(work.size()) + serving_count + queued_count; }
 
   const int listen_fd;
   const int wake_fd;
-  const std::optional<BasicAuth> auth;
+  const HttpLimits limits;
+  mutable ParkedBudget parked;
+  const HttpSecurity security;
   const std::vector<Route> routes;
 
   std::mutex mu;  // guards what follows, up to `waiting`
@@ -194,11 +287,14 @@ struct HttpListener::Impl {
   bool stopping = false;
   std::deque<std::unique_ptr<Connection>> work;       // heads ready for a worker
   std::vector<std::unique_ptr<Connection>> returned;  // served, to wait again
+  std::set<Connection*> serving;                      // in a worker's hands (aborted on stop)
+  int serving_count = 0;
+  int queued_count = 0;
   std::map<std::string, int> open_per_client;
   std::map<std::string, int> served_per_client;  // dispatched, not yet returned
   std::map<std::string, std::deque<std::unique_ptr<Connection>>> queued;
   int open_total = 0;
-  std::list<std::unique_ptr<Connection>> waiting;  // the event thread's own
+  std::list<std::unique_ptr<Connection>> waiting;  // the event thread's own (but Admit may close one)
   Clock::time_point accept_paused_until;  // out of descriptors: accept again from then
   std::thread events;
   std::vector<std::thread> workers;
@@ -212,7 +308,27 @@ void HttpListener::Impl::Wake() {
 void HttpListener::Impl::Close(std::unique_ptr<Connection> c) {
   if (--open_per_client[c->peer] == 0) open_per_client.erase(c->peer);
   --open_total;
-  close(c->fd);
+  parked.used -= c->output_reserved;
+  c.reset();  // the transport closes the socket
+}
+
+bool HttpListener::Impl::Admit(Connection& c) {
+  if (open_per_client[c.peer] >= limits.connections_per_client) return false;
+  if (open_total >= limits.connections) {
+    // Full: an idle kept-alive connection of the address with the most connections makes room (its
+    // client reconnects when it has a request), so idle connections never lock others out.
+    auto victim = waiting.end();
+    for (auto it = waiting.begin(); it != waiting.end(); ++it) {
+      if ((*it)->started || (*it)->handshaking) continue;
+      if (victim == waiting.end() || open_per_client[(*it)->peer] > open_per_client[(*victim)->peer]) victim = it;
+    }
+    if (victim == waiting.end()) return false;
+    Close(std::move(*victim));
+    waiting.erase(victim);
+  }
+  ++open_per_client[c.peer];
+  ++open_total;
+  return true;
 }
 
 void HttpListener::Impl::Accept() {
@@ -226,19 +342,22 @@ void HttpListener::Impl::Accept() {
       if (errno == EMFILE || errno == ENFILE) accept_paused_until = Clock::now() + std::chrono::milliseconds(100);
       return;
     }
+    const int on = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
     auto c = std::make_unique<Connection>();
-    c->fd = fd;
+    c->io = Transport::Make(fd, security.tls ? security.tls->get() : nullptr);
     c->peer = PeerAddress(peer);
-    c->deadline = Clock::now() + std::chrono::seconds(HttpLimits::kHeadSeconds);
+    c->handshaking = security.tls != nullptr;
+    c->deadline = Clock::now() + std::chrono::seconds(limits.head_seconds);
     std::lock_guard<std::mutex> lock(mu);
-    if (open_total >= HttpLimits::kConnections || open_per_client[c->peer] >= HttpLimits::kConnectionsPerClient) {
+    if (!Admit(*c)) {
       if (open_per_client[c->peer] == 0) open_per_client.erase(c->peer);
-      SendAll(fd, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-      close(fd);  // best effort: a non-blocking write of a short reply, then the door
+      if (!security.tls) {  // best effort: a short answer the socket takes at once, then the door
+        c->io->Write("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                     Clock::now());
+      }
       continue;
     }
-    ++open_per_client[c->peer];
-    ++open_total;
     waiting.push_back(std::move(c));
   }
 }
@@ -246,24 +365,34 @@ void HttpListener::Impl::Accept() {
 bool HttpListener::Impl::ReadFrom(Connection& c, bool* complete) {
   char buffer[4096];
   for (;;) {
-    const ssize_t n = recv(c.fd, buffer, sizeof(buffer), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;  // EAGAIN: all there is for now
-    if (n == 0) return false;  // the client closed
+    const ssize_t n = c.io->Read(buffer, sizeof(buffer));
+    if (n == Transport::kBroken) return false;
+    if (n == Transport::kWouldBlock) break;
+    if (n == 0) {  // the client half-closed: what it sent is still answered
+      c.peer_done = true;
+      break;
+    }
     if (!c.started) {
-      c.started = true;  // a request begins: its head must arrive in kHeadSeconds
-      c.deadline = Clock::now() + std::chrono::seconds(HttpLimits::kHeadSeconds);
+      c.started = true;  // a request begins: its head must arrive in head_seconds
+      c.deadline = Clock::now() + std::chrono::seconds(limits.head_seconds);
     }
     c.pending.append(buffer, static_cast<size_t>(n));
-    if (c.pending.size() > HttpLimits::kHeadBytes) break;
+    if (c.pending.size() > limits.head_bytes) break;
   }
-  *complete = HeadComplete(c.pending) || c.pending.size() > HttpLimits::kHeadBytes;
-  return true;
+  *complete = HeadEnd(c.pending) != std::string::npos || c.pending.size() > limits.head_bytes;
+  return *complete || !c.peer_done;
 }
 
 void HttpListener::Impl::Dispatch(std::unique_ptr<Connection> c) {
   std::lock_guard<std::mutex> lock(mu);
-  if (served_per_client[c->peer] >= HttpLimits::kServedPerClient) {
+  if (InFlightLocked() >= limits.max_in_flight) {  // promhttp's MaxRequestsInFlight: a prompt 503
+    c->io->Write("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\nConnection: close\r\n\r\n",
+                 Clock::now());  // one attempt: the event thread never waits on a client
+    Close(std::move(c));
+    return;
+  }
+  if (served_per_client[c->peer] >= limits.served_per_client) {
+    ++queued_count;
     queued[c->peer].push_back(std::move(c));  // its turn comes when one of its client's is served
     return;
   }
@@ -273,32 +402,34 @@ void HttpListener::Impl::Dispatch(std::unique_ptr<Connection> c) {
 }
 
 void HttpListener::Impl::TakeBackServed() {
-  std::vector<std::unique_ptr<Connection>> pipelined;  // the next request is here already
+  std::vector<std::unique_ptr<Connection>> ready;  // the next request is here already
   {
     std::lock_guard<std::mutex> lock(mu);
-    TakeBackLocked(pipelined);
+    TakeBackLocked(ready);
   }
-  for (auto& c : pipelined) Dispatch(std::move(c));
+  for (auto& c : ready) Dispatch(std::move(c));
 }
 
-void HttpListener::Impl::TakeBackLocked(std::vector<std::unique_ptr<Connection>>& pipelined) {
+void HttpListener::Impl::TakeBackLocked(std::vector<std::unique_ptr<Connection>>& ready) {
   for (auto& c : returned) {  // served: its client's next queued request may go, and it waits again
     const std::string peer = c->peer;
     if (--served_per_client[peer] == 0) served_per_client.erase(peer);
     if (auto q = queued.find(peer); q != queued.end()) {
       ++served_per_client[peer];
+      --queued_count;
       work.push_back(std::move(q->second.front()));
       q->second.pop_front();
       if (q->second.empty()) queued.erase(q);
       work_ready.notify_one();
     }
-    if (c->fd < 0) {  // the worker closed it
+    if (c->io == nullptr) {  // the worker closed it
       if (--open_per_client[peer] == 0) open_per_client.erase(peer);
       --open_total;
+      parked.used -= c->output_reserved;
       continue;
     }
-    if (HeadComplete(c->pending)) {
-      pipelined.push_back(std::move(c));
+    if (!c->writing() && HeadEnd(c->pending) != std::string::npos) {
+      ready.push_back(std::move(c));
       continue;
     }
     waiting.push_back(std::move(c));
@@ -308,17 +439,101 @@ void HttpListener::Impl::TakeBackLocked(std::vector<std::unique_ptr<Connection>>
 
 Clock::time_point HttpListener::Impl::CloseExpired(Clock::time_point now) {
   Clock::time_point next = now + std::chrono::seconds(1);
+  std::lock_guard<std::mutex> lock(mu);
   for (auto it = waiting.begin(); it != waiting.end();) {
     if ((*it)->deadline > now) {
       next = std::min(next, (*it)->deadline);
       ++it;
       continue;
     }
-    std::lock_guard<std::mutex> lock(mu);  // too slow, or idle too long
-    Close(std::move(*it));
+    Close(std::move(*it));  // too slow, or idle too long
     it = waiting.erase(it);
   }
   return next;
+}
+
+void HttpListener::Impl::WriteParked(std::list<std::unique_ptr<Connection>>::iterator it) {
+  Connection& c = **it;
+  const ssize_t n = c.io->WriteSome(absl::string_view(c.output).substr(c.output_sent), Clock::now());
+  if (n >= 0) c.output_sent += static_cast<size_t>(n);
+  if (n >= 0 && c.writing()) return;  // more when the client reads
+  std::unique_lock<std::mutex> lock(mu);
+  parked.used -= c.output_reserved;
+  c.output_reserved = 0;
+  c.output.clear();
+  c.output_sent = 0;
+  if (n < 0 || c.close_after) {
+    Close(std::move(*it));
+    waiting.erase(it);
+    return;
+  }
+  c.started = !c.pending.empty();
+  c.deadline = Clock::now() + std::chrono::seconds(c.started ? limits.head_seconds : limits.idle_seconds);
+  if (HeadEnd(c.pending) == std::string::npos) return;
+  auto owned = std::move(*it);  // a pipelined request is here already
+  waiting.erase(it);
+  lock.unlock();
+  Dispatch(std::move(owned));
+}
+
+void HttpListener::Impl::Event(std::list<std::unique_ptr<Connection>>::iterator it) {
+  Connection& c = **it;
+  if (c.writing()) {
+    WriteParked(it);
+    return;
+  }
+  if (c.handshaking) {
+    switch (c.io->Continue()) {
+      case Transport::Handshake::kDone: c.handshaking = false; break;
+      case Transport::Handshake::kWantRead: c.want_write = false; return;
+      case Transport::Handshake::kWantWrite: c.want_write = true; return;
+      case Transport::Handshake::kFailed: {
+        std::lock_guard<std::mutex> lock(mu);
+        Close(std::move(*it));
+        waiting.erase(it);
+        return;
+      }
+    }
+  }
+  bool complete = false;
+  if (!ReadFrom(c, &complete)) {
+    std::lock_guard<std::mutex> lock(mu);
+    Close(std::move(*it));
+    waiting.erase(it);
+  } else if (complete) {
+    auto owned = std::move(*it);
+    waiting.erase(it);
+    Dispatch(std::move(owned));
+  }
+}
+
+bool HttpListener::Impl::PollOnce(std::vector<pollfd>& fds,
+                                  std::vector<std::list<std::unique_ptr<Connection>>::iterator>& polled) {
+  TakeBackServed();
+  const Clock::time_point now = Clock::now();
+  const Clock::time_point next = CloseExpired(now);
+  fds.assign({{now >= accept_paused_until ? listen_fd : -1, POLLIN, 0}, {wake_fd, POLLIN, 0}});
+  polled.clear();
+  bool buffered = false;  // TLS holds decrypted bytes: no socket event will announce them
+  for (auto it = waiting.begin(); it != waiting.end(); ++it) {
+    const Connection& c = **it;
+    buffered = buffered || (!c.handshaking && !c.writing() && !c.io->NeedsSocket());
+    const bool out = c.writing() || (c.handshaking && c.want_write);
+    fds.push_back({c.io->fd(), static_cast<short>(out ? POLLOUT : POLLIN), 0});
+    polled.push_back(it);
+  }
+  const auto timeout = buffered ? 0 : std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1;
+  if (poll(fds.data(), fds.size(), static_cast<int>(timeout)) < 0 && errno != EINTR) return false;
+  if (fds[1].revents != 0) {
+    uint64_t count;
+    [[maybe_unused]] const ssize_t n = read(wake_fd, &count, sizeof(count));
+  }
+  for (size_t i = 2; i < fds.size(); ++i) {
+    const Connection& c = *polled[i - 2]->get();
+    if (fds[i].revents != 0 || (!c.handshaking && !c.writing() && !c.io->NeedsSocket())) Event(polled[i - 2]);
+  }
+  if (fds[0].revents != 0) Accept();
+  return true;
 }
 
 void HttpListener::Impl::Run() {
@@ -329,36 +544,7 @@ void HttpListener::Impl::Run() {
       std::lock_guard<std::mutex> lock(mu);
       if (stopping) return;
     }
-    TakeBackServed();
-    const Clock::time_point now = Clock::now();
-    const Clock::time_point next = CloseExpired(now);
-    const bool accepting = now >= accept_paused_until;
-    fds.assign({{accepting ? listen_fd : -1, POLLIN, 0}, {wake_fd, POLLIN, 0}});
-    polled.clear();
-    for (auto it = waiting.begin(); it != waiting.end(); ++it) {
-      fds.push_back({(*it)->fd, POLLIN, 0});
-      polled.push_back(it);
-    }
-    const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1;
-    if (poll(fds.data(), fds.size(), static_cast<int>(timeout)) < 0 && errno != EINTR) return;
-    if (fds[1].revents != 0) {
-      uint64_t count;
-      [[maybe_unused]] const ssize_t n = read(wake_fd, &count, sizeof(count));
-    }
-    for (size_t i = 2; i < fds.size(); ++i) {
-      if (fds[i].revents == 0) continue;
-      const auto it = polled[i - 2];
-      bool complete = false;
-      if (!ReadFrom(**it, &complete)) {
-        std::lock_guard<std::mutex> lock(mu);
-        Close(std::move(*it));
-        waiting.erase(it);
-      } else if (complete) {
-        Dispatch(std::move(*it));
-        waiting.erase(it);
-      }
-    }
-    if (fds[0].revents != 0) Accept();
+    if (!PollOnce(fds, polled)) return;
   }
 }
 
@@ -371,98 +557,91 @@ void HttpListener::Impl::Work() {
       if (stopping) return;
       c = std::move(work.front());
       work.pop_front();
+      serving.insert(c.get());
+      ++serving_count;
     }
-    SetBlocking(c->fd, true);
     const bool keep = Serve(*c);
-    SetBlocking(c->fd, false);
-    if (!keep) {
-      close(c->fd);
-      c->fd = -1;
-    }
+    std::unique_lock<std::mutex> lock(mu);
+    serving.erase(c.get());
+    --serving_count;
+    if (!keep && !c->writing()) c->io.reset();
     c->started = !c->pending.empty();
-    c->deadline = Clock::now() + std::chrono::seconds(c->started ? HttpLimits::kHeadSeconds : HttpLimits::kIdleSeconds);
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      returned.push_back(std::move(c));
+    if (!c->writing()) {
+      c->deadline = Clock::now() + std::chrono::seconds(c->started ? limits.head_seconds : limits.idle_seconds);
     }
+    returned.push_back(std::move(c));
+    lock.unlock();
     Wake();
   }
 }
 
 bool HttpListener::Impl::Serve(Connection& c) {
-  const timeval write_timeout{HttpLimits::kWriteSeconds, 0};
-  setsockopt(c.fd, SOL_SOCKET, SO_SNDTIMEO, &write_timeout, sizeof(write_timeout));
-  if (!HeadComplete(c.pending)) {
-    SendResponse(c.fd, Text(431, "request line and headers: more than 16384 bytes\n"), true);
-    return false;
-  }
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(limits.answer_seconds);
+  AnswerSink out(*c.io, deadline, parked);
   ParsedHead head;
-  const absl::Status parsed = ParseHead(&c.pending, &head);
-  if (!parsed.ok()) {
-    SendResponse(c.fd, Text(400, absl::StrCat(parsed.message(), "\n")), true);
-    return false;
+  bool close = true;
+  bool ok = false;
+  const size_t end = HeadEnd(c.pending);
+  if (end == std::string::npos || end > limits.head_bytes) {
+    ok = SendResponse(out, Text(431, absl::StrCat("request line and headers: more than ", limits.head_bytes,
+                                                  " bytes\n")), head, true);
+  } else if (const absl::Status parsed = ParseHead(&c.pending, &head); !parsed.ok()) {
+    ok = SendResponse(out, Text(400, absl::StrCat(parsed.message(), "\n")), head, true);
+  } else {
+    HttpResponse response;
+    try {
+      response = Answer(head, c.peer);
+    } catch (const std::exception& e) {
+      response = Text(500, absl::StrCat("internal error: ", e.what(), "\n"));
+    }
+    close = head.close || c.peer_done || (head.method != "GET" && head.method != "HEAD");
+    ok = SendResponse(out, response, head, close);
   }
-  std::string extra_headers;
-  HttpResponse response;
-  try {
-    response = Answer(head, &extra_headers);
-  } catch (const std::exception& e) {
-    response = Text(500, absl::StrCat("internal error: ", e.what(), "\n"));
+  c.output = out.TakeParked(&c.output_reserved);  // the rest, for the event thread, by the deadline
+  c.output_sent = 0;
+  c.close_after = close || !ok;
+  c.deadline = deadline;
+  if (!ok) {
+    parked.used -= c.output_reserved;
+    c.output_reserved = 0;
+    c.output.clear();
   }
-  const bool close = head.close || head.method != "GET";
-  return SendResponse(c.fd, response, close, extra_headers) && !close;
+  return ok && !close;
 }
 
-HttpResponse HttpListener::Impl::Answer(const ParsedHead& head, std::string* extra_headers) const {
-  if (head.method != "GET") {  // every route is read-only
-    *extra_headers = "Allow: GET\r\n";
-    return Text(405, "only GET\n");
-  }
-  if (!Authorized(head)) {
-    *extra_headers = "WWW-Authenticate: Basic realm=\"kvledger\"\r\n";
-    return Text(401, "authentication required\n");
+HttpResponse HttpListener::Impl::Answer(const ParsedHead& head, const std::string& peer) const {
+  if (head.method != "GET" && head.method != "HEAD") return Text(405, "only GET and HEAD\n", "Allow: GET, HEAD\r\n");
+  if (security.auth) {
+    switch (security.auth->Check(head.authorization, peer)) {
+      case BasicAuthenticator::Verdict::kAllowed: break;
+      case BasicAuthenticator::Verdict::kDenied:
+        return Text(401, "authentication required\n", "WWW-Authenticate: Basic realm=\"kvledger\"\r\n");
+      case BasicAuthenticator::Verdict::kThrottled:
+        return Text(429, "too many failed logins from this address; retry in a second\n", "Retry-After: 1\r\n");
+    }
   }
   for (const Route& route : routes) {
-    if (route.path != head.request.path) continue;
-    return route.handler(head.request);
+    if (route.path == head.request.path) return route.handler(head.request);
   }
   return Text(404, "not found\n");
-}
-
-bool HttpListener::Impl::Authorized(const ParsedHead& head) const {
-  if (!auth) return true;
-  const absl::string_view header = head.authorization;
-  if (!absl::StartsWithIgnoreCase(header, "Basic ")) return false;
-  std::string decoded;
-  if (!absl::Base64Unescape(header.substr(6), &decoded)) return false;
-  return decoded == absl::StrCat(auth->user, ":", auth->password);
 }
 
 HttpListener::Impl::~Impl() {
   {
     std::lock_guard<std::mutex> lock(mu);
     stopping = true;
+    for (Connection* c : serving) c->io->Abort();  // a worker blocked on a slow reader returns at once
   }
   work_ready.notify_all();
   Wake();
   if (events.joinable()) events.join();
   for (std::thread& worker : workers) worker.join();
-  for (auto& c : waiting) close(c->fd);
-  std::lock_guard<std::mutex> lock(mu);
-  for (auto& c : work) close(c->fd);
-  for (auto& c : returned) {
-    if (c->fd >= 0) close(c->fd);
-  }
-  for (auto& [peer, q] : queued) {
-    for (auto& c : q) close(c->fd);
-  }
   close(listen_fd);
   close(wake_fd);
-}
+}  // the connections close with their transports
 
-absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(const std::string& address,
-                                                                  std::optional<BasicAuth> auth,
-                                                                  std::vector<Route> routes) {
+absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(const std::string& address, const HttpLimits& limits,
+                                                                  HttpSecurity security, std::vector<Route> routes) {
   std::string error;
   const int fd = Listen(address, &error);
   if (fd < 0) {
@@ -470,9 +649,9 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(const std::str
         absl::StrCat("--metrics_address = \"", address, "\": cannot listen (is the port in use?): ", error));
   }
   const int port = BoundPort(fd);
-  auto impl = std::make_unique<Impl>(fd, std::move(auth), std::move(routes));
+  auto impl = std::make_unique<Impl>(fd, Applied(limits), std::move(security), std::move(routes));
   impl->events = std::thread([raw = impl.get()] { raw->Run(); });
-  for (int i = 0; i < HttpLimits::kWorkers; ++i) impl->workers.emplace_back([raw = impl.get()] { raw->Work(); });
+  for (int i = 0; i < impl->limits.workers; ++i) impl->workers.emplace_back([raw = impl.get()] { raw->Work(); });
   return std::unique_ptr<HttpListener>(
       new HttpListener(std::move(impl), absl::StrCat(address.substr(0, address.rfind(':')), ":", port), port));
 }
@@ -481,5 +660,7 @@ HttpListener::HttpListener(std::unique_ptr<Impl> impl, std::string address, int 
     : impl_(std::move(impl)), address_(std::move(address)), port_(port) {}
 
 HttpListener::~HttpListener() = default;
+
+const HttpLimits& HttpListener::limits() const { return impl_->limits; }
 
 }  // namespace kvledger

@@ -1,5 +1,6 @@
 #include "server/http_request_parser.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -7,11 +8,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace kvledger {
 namespace {
-
-constexpr absl::string_view kEnd = "\r\n\r\n";
 
 int HexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -45,30 +45,48 @@ std::optional<std::string> Decode(absl::string_view text, bool query) {
 
 absl::Status Bad(absl::string_view what) { return absl::InvalidArgumentError(what); }
 
-// Applies one header line to `head`.
-absl::Status Header(absl::string_view line, ParsedHead* head) {
+bool TokenChar(char c) {  // RFC 9110 §5.6.2 tchar
+  return absl::ascii_isalnum(c) || absl::string_view("!#$%&'*+-.^_`|~").find(c) != absl::string_view::npos;
+}
+
+// Whether Accept-Encoding allows gzip: listed without q=0 (RFC 9110 §12.5.3).
+bool AcceptsGzip(absl::string_view value) {
+  for (absl::string_view coding : absl::StrSplit(value, ',')) {
+    const std::vector<absl::string_view> parts = absl::StrSplit(coding, ';');
+    const absl::string_view name = absl::StripAsciiWhitespace(parts[0]);
+    if (!absl::EqualsIgnoreCase(name, "gzip") && name != "*") continue;
+    bool zero = false;
+    for (size_t i = 1; i < parts.size(); ++i) {
+      const absl::string_view param = absl::StripAsciiWhitespace(parts[i]);
+      double q = 1;
+      if (absl::StartsWithIgnoreCase(param, "q=") && absl::SimpleAtod(param.substr(2), &q) && q <= 0) zero = true;
+    }
+    if (!zero) return true;
+  }
+  return false;
+}
+
+// Applies one header line to `head`; counts Host headers in `hosts`.
+absl::Status Header(absl::string_view line, ParsedHead* head, int* hosts) {
+  if (!line.empty() && (line[0] == ' ' || line[0] == '\t')) return Bad("a folded header line (obsolete line folding)");
   const size_t colon = line.find(':');
   if (colon == absl::string_view::npos || colon == 0) return Bad("a header line without a name and ':'");
   const absl::string_view name = line.substr(0, colon);
+  if (!std::all_of(name.begin(), name.end(), TokenChar)) {
+    return Bad("a header name with whitespace or another character a name cannot have (before its ':')");
+  }
   const absl::string_view value = absl::StripAsciiWhitespace(line.substr(colon + 1));
+  if (absl::EqualsIgnoreCase(name, "Host")) ++*hosts;
   if (absl::EqualsIgnoreCase(name, "Authorization")) head->authorization = std::string(value);
+  if (absl::EqualsIgnoreCase(name, "Accept-Encoding")) head->gzip = AcceptsGzip(value);
   if (absl::EqualsIgnoreCase(name, "Connection") && absl::StrContains(absl::AsciiStrToLower(value), "close")) head->close = true;
   if (absl::EqualsIgnoreCase(name, "Transfer-Encoding")) head->close = true;  // a body is never read
   if (absl::EqualsIgnoreCase(name, "Content-Length") && value != "0") head->close = true;
   return absl::OkStatus();
 }
 
-}  // namespace
-
-bool HeadComplete(absl::string_view pending) { return absl::StrContains(pending, kEnd); }
-
-absl::Status ParseHead(std::string* pending, ParsedHead* head) {
-  const size_t end = absl::string_view(*pending).find(kEnd);
-  if (end == std::string::npos) return Bad("the request line and headers do not end");
-  const std::string text = pending->substr(0, end);
-  pending->erase(0, end + kEnd.size());
-  const std::vector<absl::string_view> lines = absl::StrSplit(text, "\r\n");
-  const std::vector<absl::string_view> parts = absl::StrSplit(lines[0], ' ');
+absl::Status RequestLine(absl::string_view line, ParsedHead* head) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(line, ' ');
   if (parts.size() != 3 || parts[0].empty()) return Bad("the request line is not METHOD TARGET HTTP/1.x");
   if (parts[2] != "HTTP/1.1" && parts[2] != "HTTP/1.0") return Bad("only HTTP/1.0 and HTTP/1.1 are served");
   head->method = std::string(parts[0]);
@@ -80,9 +98,35 @@ absl::Status ParseHead(std::string* pending, ParsedHead* head) {
   if (!path) return Bad("the path has a broken %-escape");
   head->request.path = *path;
   head->request.query = question == absl::string_view::npos ? "" : std::string(target.substr(question + 1));
-  for (size_t i = 1; i < lines.size(); ++i) {
-    if (auto s = Header(lines[i], head); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+size_t HeadEnd(absl::string_view pending) {
+  for (size_t at = pending.find('\n'); at != absl::string_view::npos; at = pending.find('\n', at + 1)) {
+    if (at + 1 < pending.size() && pending[at + 1] == '\n') return at + 2;
+    if (at + 2 < pending.size() && pending[at + 1] == '\r' && pending[at + 2] == '\n') return at + 3;
   }
+  return absl::string_view::npos;
+}
+
+absl::Status ParseHead(std::string* pending, ParsedHead* head) {
+  const size_t end = HeadEnd(*pending);
+  if (end == absl::string_view::npos) return Bad("the request line and headers do not end");
+  const std::string text = pending->substr(0, end);
+  pending->erase(0, end);
+  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
+  for (auto& line : lines) absl::ConsumeSuffix(&line, "\r");
+  while (!lines.empty() && lines.back().empty()) lines.pop_back();
+  if (lines.empty()) return Bad("the request line is not METHOD TARGET HTTP/1.x");
+  if (auto s = RequestLine(lines[0], head); !s.ok()) return s;
+  const bool http11 = absl::EndsWith(lines[0], "HTTP/1.1");
+  int hosts = 0;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    if (auto s = Header(lines[i], head, &hosts); !s.ok()) return s;
+  }
+  if (http11 && hosts != 1) return Bad("HTTP/1.1 needs exactly one Host header");
   return absl::OkStatus();
 }
 

@@ -1,4 +1,5 @@
-// HTTP/1.1 request heads and query strings, for server/http_listener: pure functions on strings.
+// HTTP/1.1 request heads (RFC 9112) and query strings, for server/http_listener: pure functions on
+// strings.
 #ifndef KVLEDGER_SERVER_HTTP_REQUEST_PARSER_H_
 #define KVLEDGER_SERVER_HTTP_REQUEST_PARSER_H_
 
@@ -8,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "server/http_listener.h"
+#include "server/http_types.h"
 
 namespace kvledger {
 
@@ -17,13 +18,17 @@ struct ParsedHead {
   HttpRequest request;        // the path, percent-decoded, and the raw query
   std::string authorization;  // the Authorization header, if any
   bool close = false;         // the connection ends after the answer (Connection: close, HTTP/1.0, a body)
+  bool gzip = false;          // Accept-Encoding allows gzip
 };
 
-// Whether `pending` holds a whole request line and headers (up to the blank line).
-bool HeadComplete(absl::string_view pending);
+// Where the request line and headers end (just after the empty line; CRLF or bare LF line ends, RFC
+// 9112 §2.2), or npos while they have not all arrived.
+size_t HeadEnd(absl::string_view pending);
 
-// Parses the head at the start of `pending` and removes it from there (what follows stays, for the
-// next request). INVALID_ARGUMENT naming what is wrong.
+// Parses the head at the start of `pending` (HeadEnd must have found its end) and removes it from
+// there (what follows stays, for the next request). INVALID_ARGUMENT naming what is wrong: a request
+// line that is not METHOD TARGET HTTP/1.x, a header without a name or with whitespace before its
+// colon (§5.1), a folded header line (§5.2), HTTP/1.1 without exactly one Host (RFC 9110 §7.2).
 absl::Status ParseHead(std::string* pending, ParsedHead* head);
 
 // The parameter names of a raw query string, decoded, in order (a name given twice appears twice).

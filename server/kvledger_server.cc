@@ -142,18 +142,54 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> BuildGrpcServer(const ServerOption
   return absl::UnavailableError(absl::StrCat("--grpc_address = \"", options.grpc_address, "\": cannot listen"));
 }
 
-// --metrics_auth_user with the first line of --metrics_auth_password_file, if a user is set.
-absl::StatusOr<std::optional<HttpListener::BasicAuth>> MetricsAuth(const ServerOptions& options) {
-  if (options.metrics_auth_user.empty()) return std::optional<HttpListener::BasicAuth>();
+// The HTTP port's TLS and basic auth: --web_config_file, and the older --metrics_auth_user with the
+// first line of --metrics_auth_password_file.
+absl::StatusOr<HttpSecurity> MetricsSecurity(const ServerOptions& options) {
+  HttpSecurity security;
+  WebConfig web;
+  if (!options.web_config_file.empty()) {
+    auto loaded = LoadWebConfig(options.web_config_file);
+    if (!loaded.ok()) return loaded.status();
+    web = *std::move(loaded);
+  }
+  if (web.tls) {
+    auto tls = TlsContext::Make(*web.tls);
+    if (!tls.ok()) return absl::InvalidArgumentError(absl::StrCat("--web_config_file: ", tls.status().message()));
+    security.tls = *std::move(tls);
+  }
+  if (!web.basic_auth_users.empty()) {
+    if (!options.metrics_auth_user.empty()) {
+      return absl::InvalidArgumentError(
+          "--metrics_auth_user and basic_auth_users in --web_config_file: give one of them");
+    }
+    security.auth = BasicAuthenticator::FromHashes(web.basic_auth_users);
+  }
+  if (options.metrics_auth_user.empty()) return security;
   auto password = ReadFile("metrics_auth_password_file", options.metrics_auth_password_file);
   if (!password.ok()) return password.status();
-  HttpListener::BasicAuth auth{options.metrics_auth_user, password->substr(0, password->find_first_of("\r\n"))};
-  if (auth.password.empty()) {
+  const std::string first = password->substr(0, password->find_first_of("\r\n"));
+  if (first.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--metrics_auth_password_file = \"", options.metrics_auth_password_file,
         "\": the first line is empty; an empty password would let anyone scrape"));
   }
-  return std::optional<HttpListener::BasicAuth>(std::move(auth));
+  security.auth = BasicAuthenticator::FromPassword(options.metrics_auth_user, first);
+  return security;
+}
+
+HttpLimits MetricsLimits(const ServerOptions& o) {
+  HttpLimits l;
+  l.workers = static_cast<int>(o.http_workers);
+  l.served_per_client = static_cast<int>(o.http_served_per_client);
+  l.connections_per_client = static_cast<int>(o.http_connections_per_client);
+  l.connections = static_cast<int>(o.http_connections);
+  l.max_in_flight = static_cast<int>(o.http_max_in_flight);
+  l.head_bytes = o.http_head_bytes;
+  l.head_seconds = static_cast<int>(o.http_head_seconds);
+  l.idle_seconds = static_cast<int>(o.http_idle_seconds);
+  l.answer_seconds = static_cast<int>(o.http_answer_seconds);
+  l.parked_bytes = o.http_parked_bytes;
+  return l;
 }
 
 // /metrics, streamed, its duration and size observed.
@@ -201,13 +237,17 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   state->grpc_server = *std::move(grpc_server);
   // Without ConfigureGrpcProcess() (an in-process test) there is no health service to mark.
   if (auto* health = state->grpc_server->GetHealthCheckService()) health->SetServingStatus("kvledger.v1.Ledger", true);
-  auto auth = MetricsAuth(options);
-  if (!auth.ok()) return auth.status();
+  auto security = MetricsSecurity(options);
+  if (!security.ok()) {
+    state->grpc_server->Shutdown();
+    return security.status();
+  }
   state->exposition = std::make_unique<MetricsExposition>(*state->aggregator, *state->registry, state->rates.get(),
                                                           state->engine_stats.get(), &state->metrics->registry());
   std::vector<HttpListener::Route> routes = {MetricsRoute(state->exposition.get(), state->metrics.get())};
   for (auto& route : HttpApiRoutes(*state->registry, *state->aggregator, *state->rates)) routes.push_back(std::move(route));
-  auto http = HttpListener::Start(options.metrics_address, *std::move(auth), std::move(routes));
+  auto http = HttpListener::Start(options.metrics_address, MetricsLimits(options), *std::move(security),
+                                  std::move(routes));
   if (!http.ok()) {
     state->grpc_server->Shutdown();
     return http.status();

@@ -64,7 +64,27 @@ ABSL_FLAG(uint32_t, deaf_listener_seconds, 30,
           "Exit with status 3 when connections wait this long in the gRPC listener's accept queue unaccepted "
           "(the listener went deaf, e.g. after running out of file descriptors), so a supervisor restarts "
           "the process (0 = never)");
-ABSL_FLAG(std::string, metrics_auth_user, "", "HTTP basic auth user for /metrics");
+ABSL_FLAG(std::string, web_config_file, "",
+          "The HTTP port's TLS and basic auth, in the Prometheus exporter-toolkit web config format "
+          "(tls_server_config, basic_auth_users with bcrypt hashes)");
+ABSL_FLAG(std::string, metrics_auth_user, "", "HTTP basic auth user for /metrics (older; see --web_config_file)");
+ABSL_FLAG(uint32_t, http_workers, kDefaults.http_workers, "HTTP answers written at once");
+ABSL_FLAG(uint32_t, http_served_per_client, kDefaults.http_served_per_client,
+          "HTTP answers in service at once for one client address");
+ABSL_FLAG(uint32_t, http_connections_per_client, kDefaults.http_connections_per_client,
+          "Open HTTP connections of one client address; more get 503");
+ABSL_FLAG(uint32_t, http_connections, kDefaults.http_connections,
+          "Open HTTP connections in all (at most a quarter of the descriptors); when full an idle one makes room");
+ABSL_FLAG(uint32_t, http_max_in_flight, kDefaults.http_max_in_flight,
+          "HTTP requests in service or waiting for a worker; more get 503 at once");
+ABSL_FLAG(uint32_t, http_head_bytes, kDefaults.http_head_bytes, "Largest HTTP request line and headers; more get 431");
+ABSL_FLAG(uint32_t, http_head_seconds, kDefaults.http_head_seconds,
+          "Seconds from an HTTP request's first byte to its empty line");
+ABSL_FLAG(uint32_t, http_idle_seconds, kDefaults.http_idle_seconds, "Seconds a kept-alive HTTP connection may idle");
+ABSL_FLAG(uint32_t, http_answer_seconds, kDefaults.http_answer_seconds,
+          "Seconds a client has to read a whole HTTP answer before it is cut");
+ABSL_FLAG(uint64_t, http_parked_bytes, kDefaults.http_parked_bytes,
+          "Bytes of HTTP answers held for clients too slow to take them from a worker (they read them from memory)");
 ABSL_FLAG(std::string, metrics_auth_password_file, "", "File whose first line is the /metrics basic auth password");
 
 namespace kvledger {
@@ -154,6 +174,17 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
   options.metrics_auth_user = absl::GetFlag(FLAGS_metrics_auth_user);
+  options.web_config_file = absl::GetFlag(FLAGS_web_config_file);
+  options.http_workers = absl::GetFlag(FLAGS_http_workers);
+  options.http_served_per_client = absl::GetFlag(FLAGS_http_served_per_client);
+  options.http_connections_per_client = absl::GetFlag(FLAGS_http_connections_per_client);
+  options.http_connections = absl::GetFlag(FLAGS_http_connections);
+  options.http_max_in_flight = absl::GetFlag(FLAGS_http_max_in_flight);
+  options.http_head_bytes = absl::GetFlag(FLAGS_http_head_bytes);
+  options.http_head_seconds = absl::GetFlag(FLAGS_http_head_seconds);
+  options.http_idle_seconds = absl::GetFlag(FLAGS_http_idle_seconds);
+  options.http_answer_seconds = absl::GetFlag(FLAGS_http_answer_seconds);
+  options.http_parked_bytes = absl::GetFlag(FLAGS_http_parked_bytes);
   options.metrics_auth_password_file = absl::GetFlag(FLAGS_metrics_auth_password_file);
   options.max_batch_records = absl::GetFlag(FLAGS_max_batch_records);
   options.max_listed_rejections = absl::GetFlag(FLAGS_max_listed_rejections);

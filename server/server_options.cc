@@ -52,7 +52,17 @@ absl::Status ServerOptions::Validate() const {
                          Bound{"batch_dedup_entries", batch_dedup_entries, 0, 10000000},
                          Bound{"batch_dedup_seconds", batch_dedup_seconds, 1, 86400},
                          Bound{"grpc_memory_quota_bytes", grpc_memory_quota_bytes, uint64_t{16} << 20,
-                               uint64_t{64} << 30}}) {
+                               uint64_t{64} << 30},
+                         Bound{"http_workers", http_workers, 1, 256},
+                         Bound{"http_served_per_client", http_served_per_client, 1, 256},
+                         Bound{"http_connections_per_client", http_connections_per_client, 1, 1000000},
+                         Bound{"http_connections", http_connections, 8, 1000000},
+                         Bound{"http_max_in_flight", http_max_in_flight, 1, 100000},
+                         Bound{"http_head_bytes", http_head_bytes, 1024, 1 << 20},
+                         Bound{"http_head_seconds", http_head_seconds, 1, 3600},
+                         Bound{"http_idle_seconds", http_idle_seconds, 1, 86400},
+                         Bound{"http_answer_seconds", http_answer_seconds, 1, 3600},
+                         Bound{"http_parked_bytes", http_parked_bytes, 0, uint64_t{64} << 30}}) {
     if (b.value < b.lo || b.value > b.hi) {
       return absl::InvalidArgumentError(
           absl::StrCat("--", b.flag, " = ", b.value, ": must be in [", b.lo, ", ", b.hi, "]"));

@@ -282,12 +282,17 @@ class AdviceTest(unittest.TestCase):
     # Smaller mismatches: HEAD, OPTIONS, TRACE and any other method get 405 (with Allow: GET); a page size past 32 bits
     # is refused as given, not wrapped; 100 advice candidates are counted as 100.
     def test_methods_wraps_and_counts(self):
-        for method in ("HEAD", "OPTIONS", "TRACE", "POST", "PATCH", "CONNECT", "BREW"):
+        for method in ("OPTIONS", "TRACE", "POST", "PATCH", "CONNECT", "BREW"):
             request = urllib.request.Request(f"http://{self.server.metrics_address}/metrics", method=method)
             with self.assertRaises(urllib.error.HTTPError) as refused:
                 urllib.request.urlopen(request, timeout=10)
             self.assertEqual(refused.exception.code, 405, method)
-            self.assertEqual(refused.exception.headers["Allow"], "GET", method)
+            self.assertEqual(refused.exception.headers["Allow"], "GET, HEAD", method)
+        # HEAD (RFC 9110: GET and HEAD are the methods every server supports): GET's head, no body.
+        request = urllib.request.Request(f"http://{self.server.metrics_address}/api/v1/profiles", method="HEAD")
+        with urllib.request.urlopen(request, timeout=10) as r:
+            self.assertEqual((r.status, r.read()), (200, b""))
+            self.assertGreater(int(r.headers["Content-Length"]), 1000)
         status, body = get(self.server, "/api/v1/explain?model=llama-3.1-8b&tier=host&prompt_tokens=100"
                                         "&logical_match_tokens=50&kv_page_tokens=18446744073709551615")
         self.assertEqual((status, json.loads(body)["error"]),
@@ -423,9 +428,14 @@ class AuthTest(unittest.TestCase):
         server = Server(SERVER, "--metrics_auth_user=prom", f"--metrics_auth_password_file={password}", log_dir=tmp)
         self.addCleanup(server.stop)
         for path in ["/metrics", "/api/v1/profiles", "/api/v1/calc?alpha=0.5", "/explore"]:
-            self.assertEqual(get(server, path)[0], 401, path)
-            self.assertEqual(get(server, path, auth="prom:wrong")[0], 401, path)
             self.assertEqual(get(server, path, auth="prom:s3cret")[0], 200, path)
+            # Wrong or missing: 401, or 429 once an address has failed 5 times in a second (throttled);
+            # the password already seen to be right still passes.
+            self.assertIn(get(server, path)[0], (401, 429), path)
+            self.assertIn(get(server, path, auth="prom:wrong")[0], (401, 429), path)
+            self.assertEqual(get(server, path, auth="prom:s3cret")[0], 200, path)
+        statuses = [get(server, "/metrics", auth=f"prom:guess{i}")[0] for i in range(20)]
+        self.assertIn(429, statuses)  # guessing is throttled: once 2,138 guesses a second
 
 
 if __name__ == "__main__":
