@@ -44,6 +44,10 @@ struct World {
   LiveRates rates{registry.slots().slot_count(), 300};  // as the server runs it: every record feeds the rates
   Ledger ledger{registry, aggregator, &rates};
   Ledger ledger_without_rates{registry, aggregator};  // the baseline for what the live rates cost
+  // The live rates without the compute-time model: what its per-record lookup (and fitting) costs.
+  LiveRates rates_without_fit{registry.slots().slot_count(), 300, MonotonicSeconds, LiveRates::kDefaultRefitSeconds,
+                              /*compute_model=*/false};
+  Ledger ledger_without_fit{registry, aggregator, &rates_without_fit};
 };
 
 World& SharedWorld() {
@@ -63,11 +67,13 @@ void BM_ParseRecord(benchmark::State& state) {
 }
 BENCHMARK(BM_ParseRecord)->Threads(1)->Threads(2);
 
-// Arg 1: as the server runs (aggregate and live rates); arg 0: aggregate only.
+// Arg 1: as the server runs (aggregate, live rates and the compute-time model each record is estimated
+// from); arg 2: the same without the compute-time model; arg 0: aggregate only.
 void BM_ParseAndAccount(benchmark::State& state) {
   const auto records = SerializedRecords(1024);
   World& world = SharedWorld();
-  Ledger& ledger = state.range(0) ? world.ledger : world.ledger_without_rates;
+  Ledger& ledger = state.range(0) == 1 ? world.ledger : state.range(0) == 2 ? world.ledger_without_fit
+                                                                            : world.ledger_without_rates;
   size_t i = 0;
   v1::Record r;
   for (auto _ : state) {
@@ -75,9 +81,9 @@ void BM_ParseAndAccount(benchmark::State& state) {
     benchmark::DoNotOptimize(ledger.Record(FactsFromProto(r)));
   }
   state.SetItemsProcessed(state.iterations());
-  state.SetLabel(state.range(0) ? "with live rates" : "aggregate only");
+  state.SetLabel(state.range(0) == 1 ? "as served" : state.range(0) == 2 ? "without the compute model" : "aggregate only");
 }
-BENCHMARK(BM_ParseAndAccount)->Arg(1)->Arg(0)->Threads(1)->Threads(2);
+BENCHMARK(BM_ParseAndAccount)->Arg(1)->Arg(2)->Arg(0)->Threads(1)->Threads(2);
 
 void BM_Derive(benchmark::State& state) {
   World& world = SharedWorld();

@@ -13,6 +13,9 @@ void Connection::Register(FlagSet& flags) {
   flags.String("target", &target, "server HOST:PORT (default 127.0.0.1:50051)");
   flags.String("tls-ca-file", &tls_ca_file, "PEM CA bundle: connect with TLS and verify the server");
   flags.Double("timeout", &timeout_seconds, "per-RPC deadline in seconds (default 10)");
+  flags.Choice("lb", &load_balancing_policy, {"round_robin", "pick_first"},
+               "round_robin (default: calls spread over every address of the target, e.g. every replica "
+               "behind a DNS name) or pick_first (one address)");
 }
 
 std::unique_ptr<v1::Ledger::Stub> Connection::Stub(bool own_connection) const {
@@ -28,6 +31,7 @@ std::shared_ptr<grpc::Channel> Connection::Channel(bool own_connection) const {
     credentials = grpc::SslCredentials(ssl);
   }
   grpc::ChannelArguments arguments;
+  arguments.SetLoadBalancingPolicyName(load_balancing_policy);
   if (own_connection) arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return grpc::CreateCustomChannel(target, credentials, arguments);
 }

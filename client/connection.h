@@ -18,8 +18,9 @@ struct Connection {
   std::string target = kDefaultTarget;
   std::string tls_ca_file;
   std::optional<double> timeout_seconds;
+  std::string load_balancing_policy = "round_robin";  // --lb
 
-  // Adds --target, --tls-ca-file and --timeout.
+  // Adds --target, --tls-ca-file, --timeout and --lb.
   void Register(FlagSet& flags);
   // A stub on a new channel; with own_connection the channel never shares a TCP connection with
   // other channels of this process (the load generator's connections are real connections).

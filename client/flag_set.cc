@@ -1,10 +1,12 @@
 #include "client/flag_set.h"
 #include "lib/base/quote.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "lib/cost_model/number_format.h"
 
@@ -22,6 +24,18 @@ FlagSet::FlagSet(std::string command, std::string summary)
 
 void FlagSet::String(const char* name, std::string* out, const char* help, bool required) {
   flags_.push_back({name, help, required, true, false, [out](const std::string& v) {
+                      *out = v;
+                      return absl::OkStatus();
+                    }});
+}
+
+void FlagSet::Choice(const char* name, std::string* out, std::vector<std::string> choices, const char* help) {
+  flags_.push_back({name, help, false, true, false,
+                    [out, n = std::string(name), choices = std::move(choices)](const std::string& v) {
+                      if (std::find(choices.begin(), choices.end(), v) == choices.end()) {
+                        return absl::InvalidArgumentError(absl::StrCat("--", n, " = \"", v, "\": must be ",
+                                                                       absl::StrJoin(choices, " or ")));
+                      }
                       *out = v;
                       return absl::OkStatus();
                     }});

@@ -24,6 +24,8 @@ class FlagSet {
   void Int64(const char* name, std::optional<int64_t>* out, const char* help, bool required = false);
   void Switch(const char* name, bool* out, const char* help);
   void Repeated(const char* name, std::vector<std::string>* out, const char* help);
+  // A string flag whose value must be one of `choices`.
+  void Choice(const char* name, std::string* out, std::vector<std::string> choices, const char* help);
 
   // INVALID_ARGUMENT with a one-line message naming the flag. `help_requested` is set for --help.
   absl::Status Parse(const std::vector<std::string>& args, std::vector<std::string>* positional,

@@ -337,15 +337,8 @@ grpc::Status LedgerService::Oversized(size_t records, absl::string_view what) {
                                    options_.max_batch_records, " (--max_batch_records); ", what));
 }
 
-grpc::Status LedgerService::ApplyBatch(const v1::RecordBatchRequest& batch, v1::RecordBatchResponse* outcome) {
-  const std::string& id = batch.batch_id();
-  if (id.size() > kMaxBatchIdBytes) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("batch_id (", id.size(), " bytes): must be at most ", kMaxBatchIdBytes,
-                                     " bytes; nothing of the batch was counted"));
-  }
-  if (batch.records_size() == 0) return grpc::Status::OK;  // nothing to count twice: not remembered
-  switch (dedup_.Begin(id, outcome)) {
+std::optional<grpc::Status> LedgerService::Claim(const std::string& key, v1::RecordBatchResponse* remembered) {
+  switch (dedup_.Begin(key, remembered)) {
     case BatchDeduplicator::Claim::kApplied:  // a retry: the original outcome, nothing counted again
       if (metrics_ != nullptr) metrics_->BatchDeduplicated();
       return grpc::Status::OK;
@@ -355,6 +348,18 @@ grpc::Status LedgerService::ApplyBatch(const v1::RecordBatchRequest& batch, v1::
     case BatchDeduplicator::Claim::kNew:
       break;
   }
+  return std::nullopt;
+}
+
+grpc::Status LedgerService::ApplyBatch(const v1::RecordBatchRequest& batch, v1::RecordBatchResponse* outcome) {
+  const std::string& id = batch.batch_id();
+  if (id.size() > kMaxBatchIdBytes) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("batch_id (", id.size(), " bytes): must be at most ", kMaxBatchIdBytes,
+                                     " bytes; nothing of the batch was counted"));
+  }
+  if (batch.records_size() == 0) return grpc::Status::OK;  // nothing to count twice: not remembered
+  if (std::optional<grpc::Status> answered = Claim(id, outcome)) return *answered;
   AccountBatch(sink_, batch, options_.max_listed_rejections, outcome);
   dedup_.Finish(id, *outcome);
   if (metrics_ != nullptr && !id.empty()) {
@@ -448,18 +453,11 @@ grpc::Status LedgerService::ApplyEngineStats(const v1::EngineStatsRequest& reque
   // shape (accepted, rejected, rejections).
   const std::string key = id.empty() ? id : absl::StrCat("engine-stats\n", id);
   v1::RecordBatchResponse remembered;
-  switch (dedup_.Begin(key, &remembered)) {
-    case BatchDeduplicator::Claim::kApplied:
-      if (metrics_ != nullptr) metrics_->BatchDeduplicated();
-      response->set_accepted(remembered.accepted());
-      response->set_rejected(remembered.rejected());
-      *response->mutable_rejections() = remembered.rejections();
-      return grpc::Status::OK;
-    case BatchDeduplicator::Claim::kInProgress:
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                          "batch_id is being applied by another call; retry for its outcome");
-    case BatchDeduplicator::Claim::kNew:
-      break;
+  if (std::optional<grpc::Status> answered = Claim(key, &remembered)) {
+    response->set_accepted(remembered.accepted());
+    response->set_rejected(remembered.rejected());
+    *response->mutable_rejections() = remembered.rejections();
+    return *answered;
   }
   AccountEngineStats(request, response);
   remembered.set_accepted(response->accepted());

@@ -6,6 +6,7 @@
 #ifndef KVLEDGER_SERVER_LEDGER_SERVICE_H_
 #define KVLEDGER_SERVER_LEDGER_SERVICE_H_
 
+#include <optional>
 #include <thread>
 
 #include "absl/container/flat_hash_set.h"
@@ -94,6 +95,9 @@ class LedgerService final : public RawLedgerService {
   grpc::Status ApplyBatch(const v1::RecordBatchRequest& batch, v1::RecordBatchResponse* outcome);
   // The refusal of a batch of `records` records, more than max_batch_records (counted as oversized).
   grpc::Status Oversized(size_t records, absl::string_view what);
+  // A batch id's claim in the dedup window: the answer for a batch applied before (its outcome in
+  // `remembered`) or being applied now, or nothing for a new one (apply it, then dedup_.Finish).
+  std::optional<grpc::Status> Claim(const std::string& key, v1::RecordBatchResponse* remembered);
   // Engine statistics, once per batch_id (like ApplyBatch), then AccountEngineStats.
   grpc::Status ApplyEngineStats(const v1::EngineStatsRequest& request, v1::EngineStatsResponse* response);
   void AccountEngineStats(const v1::EngineStatsRequest& request, v1::EngineStatsResponse* response);

@@ -160,8 +160,11 @@ class KubernetesTest(unittest.TestCase):
             self.assertEqual(self.container[probe]["grpc"]["port"], ports["grpc"])
 
     # Proves: the NetworkPolicy selects the server's pods, lets only Prometheus reach the metrics port
-    # (by name, the container port the Service targets) and leaves the gRPC port to the namespace.
+    # (by name, the container port the Service targets) and the gRPC port to the namespace and to
+    # namespaces labelled kvledger.io/reporters=true; the PodDisruptionBudget evicts one pod at a time.
     def test_network_policy(self):
+        self.assertEqual(self.docs[("PodDisruptionBudget", "kvledger")]["spec"].get("maxUnavailable"), 1)
+        self.assertNotIn("minAvailable", self.docs[("PodDisruptionBudget", "kvledger")]["spec"])
         policy = self.docs[("NetworkPolicy", "kvledger")]
         self.assertTrue(self.selects_pods(policy["spec"]["podSelector"]["matchLabels"]))
         self.assertEqual(policy["spec"]["policyTypes"], ["Ingress"])
@@ -171,7 +174,9 @@ class KubernetesTest(unittest.TestCase):
         (metrics_peer,) = rules["metrics"]
         self.assertEqual(metrics_peer["podSelector"]["matchLabels"], {"app.kubernetes.io/name": "prometheus"})
         self.assertIn("namespaceSelector", metrics_peer)  # Prometheus' namespace, not every namespace
-        self.assertEqual(rules["grpc"], [{"podSelector": {}}])
+        # The reporters: the namespace's pods and those of namespaces labelled for it (engines run elsewhere).
+        self.assertEqual(rules["grpc"], [{"podSelector": {}},
+                                         {"namespaceSelector": {"matchLabels": {"kvledger.io/reporters": "true"}}}])
 
     # Proves: --profiles names the file the ConfigMap generator ships, at the mounted path.
     def test_profiles_configmap(self):

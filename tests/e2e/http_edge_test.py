@@ -236,6 +236,67 @@ class HttpEdgeTest(unittest.TestCase):
         self.assertLess(len(packed) * 4, len(plain))
 
 
+class EdgeBoundsTest(unittest.TestCase):
+    # With a hard descriptor limit of 1,024, HTTP connections stay within a quarter of it (idle ones
+    # make room for new ones), so 700 HTTP connections from 7 addresses never take the descriptors
+    # gRPC needs: a call is served and another address still scrapes (once the watchdog exited 3).
+    def test_http_connections_leave_descriptors_for_grpc(self):
+        tmp = tempfile.mkdtemp(prefix="kvledger-fds-")
+        server = harness.Server(SERVER, log_dir=tmp,
+                                preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024)))
+        self.addCleanup(server.stop)
+        host, port = server.metrics_address.rsplit(":", 1)
+        held = []
+        for i in range(700):
+            s = socket.socket()
+            s.bind((f"127.0.2.{1 + i % 7}", 0))
+            s.connect((host, int(port)))
+            held.append(s)
+        try:
+            harness.poll("the listener to take the connections in",
+                         lambda: len(os.listdir(f"/proc/{server.proc.pid}/fd")) > 200)
+            open_fds = len(os.listdir(f"/proc/{server.proc.pid}/fd"))
+            with grpc.insecure_channel(server.grpc_address) as channel:
+                reply = ledger_pb2_grpc.LedgerStub(channel).RecordBatch(ledger_pb2.RecordBatchRequest(
+                    records=[record_pb2.Record(model="llama-3.1-8b", prompt_tokens=100, logical_match_tokens=0)]),
+                    timeout=10)
+            self.assertEqual(reply.accepted, 1)
+            scrape = exchange(server.metrics_address, b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                              source="127.0.0.40")
+            self.assertTrue(scrape.startswith(b"HTTP/1.1 200"), scrape[:200])
+            print(f"MEASURED http_connections_vs_descriptors: held=700 server_fds={open_fds} of 1024")
+            self.assertLess(open_fds, 1024 // 4 + 64)
+        finally:
+            for s in held:
+                s.close()
+
+    # Engine-statistics counters never go backwards: 168 calls of 100,000 entries of 2^40 transfers
+    # each pass 2^64 in the sum, and the counter is 2^64 exactly (a 64-bit sum once fell from
+    # 1.392e19 to 1.130e17).
+    def test_engine_counters_never_wrap(self):
+        tmp = tempfile.mkdtemp(prefix="kvledger-wrap-")
+        server = harness.Server(SERVER, "--max_batch_records=100000", log_dir=tmp)
+        self.addCleanup(server.stop)
+        entry = ledger_pb2.TransferObservation(model="llama-3.1-8b", tier=record_pb2.TIER_HOST, bytes=1, seconds=1,
+                                               transfers=1 << 40)
+        body = ledger_pb2.EngineStatsRequest(transfers=[entry] * 100_000).SerializeToString()
+        with grpc.insecure_channel(server.grpc_address) as channel:
+            call = channel.unary_unary("/kvledger.v1.Ledger/RecordEngineStats", request_serializer=lambda raw: raw,
+                                       response_deserializer=ledger_pb2.EngineStatsResponse.FromString)
+            previous = 0
+            for i in range(168):
+                self.assertEqual(call(body, timeout=60).accepted, 100_000)
+                if i % 42 == 41:
+                    value = harness.sample(harness.parse_exposition(server.scrape()), "kvledger_engine_transfers_total",
+                                           model="llama-3.1-8b", tier="host")
+                    self.assertGreater(value, previous)  # never backwards
+                    previous = value
+        value = harness.sample(harness.parse_exposition(server.scrape()), "kvledger_engine_transfers_total",
+                               model="llama-3.1-8b", tier="host")
+        self.assertEqual(value, float(168 * 100_000 * (1 << 40)))
+        self.assertGreater(value, 2.0 ** 64)
+
+
 def make_certificates(tmp):
     """A CA, a server certificate for 127.0.0.1 and a client certificate, with the openssl CLI."""
     def run(*args):

@@ -13,17 +13,20 @@ expected_seconds and rank, and recommended_replica names the fastest.
 import grpc
 
 from kvledger.records import tier_value
+from kvledger.reporter import channel_options_with
 from kvledger.v1 import advice_pb2, ledger_pb2_grpc
 
 
 class Advisor:
-    def __init__(self, target="127.0.0.1:50051", *, credentials=None, timeout_seconds=1.0):
+    def __init__(self, target="127.0.0.1:50051", *, credentials=None, timeout_seconds=1.0,
+                 load_balancing_policy="round_robin", channel_options=None):
         self.target = target
         self.timeout_seconds = timeout_seconds
+        options = channel_options_with(load_balancing_policy, channel_options)  # every replica of a name asked
         if credentials is None:
-            self._channel = grpc.insecure_channel(target)
+            self._channel = grpc.insecure_channel(target, options=options)
         else:
-            self._channel = grpc.secure_channel(target, credentials)
+            self._channel = grpc.secure_channel(target, credentials, options=options)
         self._stub = ledger_pb2_grpc.LedgerStub(self._channel)
 
     def advise(self, model, prompt_tokens, candidates):

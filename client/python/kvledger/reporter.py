@@ -38,11 +38,21 @@ _UNRECORDED_REASONS = {"aborted": 1, "failed": 2}
 _TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED)
 
 
+def channel_options_with(load_balancing_policy, channel_options):
+    """gRPC channel options: the load-balancing policy ("round_robin" spreads over every address of
+    a name, "pick_first" pins one), quick reconnects, then the caller's `channel_options`, which win
+    over these (gRPC takes the first value of a repeated key, so they are merged, not appended)."""
+    options = {"grpc.lb_policy_name": load_balancing_policy, "grpc.initial_reconnect_backoff_ms": 200,
+               "grpc.max_reconnect_backoff_ms": 2000}
+    options.update(dict(channel_options or []))
+    return list(options.items())
+
+
 class Reporter:
     def __init__(self, target="127.0.0.1:50051", *, max_queue_size=2048, max_batch_size=512,
                  flush_interval_seconds=1.0, rpc_timeout_seconds=5.0, initial_backoff_seconds=0.05,
                  max_backoff_seconds=5.0, shutdown_timeout_seconds=5.0, credentials=None, channel_options=None,
-                 max_engine_stats_keys=1024):
+                 max_engine_stats_keys=1024, load_balancing_policy="round_robin"):
         self.target = target
         self.max_queue_size = max_queue_size
         self.max_batch_size = max_batch_size
@@ -55,8 +65,7 @@ class Reporter:
         self._credentials = credentials
         # A restarted server is found again within a second or two (gRPC's default reconnect backoff
         # grows to 120 s).
-        self._channel_options = [("grpc.lb_policy_name", "round_robin"), ("grpc.initial_reconnect_backoff_ms", 200),
-                                 ("grpc.max_reconnect_backoff_ms", 2000)] + list(channel_options or [])
+        self._channel_options = channel_options_with(load_balancing_policy, channel_options)
         self._reset()
         me = weakref.ref(self)
         if hasattr(os, "register_at_fork"):
