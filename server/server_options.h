@@ -60,7 +60,10 @@ struct ServerOptions {
   uint32_t max_receive_message_bytes = 4 << 20;
   uint32_t max_concurrent_streams = 64;
   uint32_t max_connection_idle_seconds = 300;
-  uint32_t max_connection_age_seconds = 3600;
+  // 120 s: a replica added behind a DNS name gets traffic within about two and a half minutes (each
+  // client reconnects, re-resolves and rebalances after the age and its 30 s grace); at 3,600 s a new
+  // replica could wait an hour. A reconnect every two minutes costs a client one handshake.
+  uint32_t max_connection_age_seconds = 120;
   uint32_t keepalive_min_ping_seconds = 30;
   uint64_t grpc_memory_quota_bytes = uint64_t{512} << 20;
   // A stream that sends no batch for this long ends with its summary (0 = never).
