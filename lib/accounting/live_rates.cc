@@ -114,19 +114,50 @@ std::optional<ComputeTime> LiveRates::Refit(uint32_t model_slot, double now) con
   return merged.Fit();
 }
 
+// The sequence lock without fences: the writer's first increment is an acquire-release RMW and every
+// field a release store; the reader's field loads are acquire loads, so none moves past the second
+// read of the sequence.
+LiveRates::FitRead LiveRates::Read(const Fitted& f) {
+  constexpr auto kAcquire = std::memory_order_acquire;
+  for (;;) {
+    const uint32_t before = f.seq.load(kAcquire);
+    if (before & 1) continue;  // a refit is writing
+    FitRead r;
+    r.made = f.made.load(kAcquire);
+    r.at = f.at.load(kAcquire);
+    if (f.ready.load(kAcquire)) {
+      r.fit = ComputeTime{Basis::kLive, f.fixed_seconds.load(kAcquire), f.seconds_per_flop.load(kAcquire),
+                          f.samples.load(kAcquire), f.weight.load(kAcquire)};
+    }
+    if (f.seq.load(kAcquire) == before) return r;
+  }
+}
+
+void LiveRates::Write(Fitted& f, double at, const std::optional<ComputeTime>& fit) {
+  constexpr auto kRelease = std::memory_order_release;
+  f.seq.fetch_add(1, std::memory_order_acq_rel);
+  f.made.store(true, kRelease);
+  f.at.store(at, kRelease);
+  f.ready.store(fit.has_value(), kRelease);
+  if (fit) {
+    f.fixed_seconds.store(fit->fixed_seconds, kRelease);
+    f.seconds_per_flop.store(fit->seconds_per_flop, kRelease);
+    f.weight.store(fit->weight, kRelease);
+    f.samples.store(fit->samples, kRelease);
+  }
+  f.seq.fetch_add(1, kRelease);
+}
+
 std::optional<ComputeTime> LiveRates::ComputeModel(uint32_t model_slot) const {
   if (model_slot >= slot_count_ || !compute_model_) return std::nullopt;
   const double now = clock_();
   Fitted& fitted = fitted_[model_slot];
-  {
-    MutexLock lock(&fitted.mu);
-    if (fitted.made && now >= fitted.at && now - fitted.at < refit_seconds_) return fitted.fit;
-  }
+  auto fresh = [&](const FitRead& r) { return r.made && now >= r.at && now - r.at < refit_seconds_; };
+  if (FitRead r = Read(fitted); fresh(r)) return r.fit;  // the record path: no lock
+  MutexLock lock(&fitted.refit_mu);
+  if (FitRead r = Read(fitted); fresh(r)) return r.fit;  // another thread refitted meanwhile
   std::optional<ComputeTime> fit = Refit(model_slot, now);
-  MutexLock lock(&fitted.mu);
-  fitted.made = true;
-  fitted.at = now;
-  fitted.fit = fit;
+  Write(fitted, now, fit);
   return fit;
 }
 

@@ -14,6 +14,7 @@
 #define KVLEDGER_LIB_ACCOUNTING_LIVE_RATES_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -102,13 +103,26 @@ class LiveRates {
     mutable Mutex mu;
     Cells cells ABSL_GUARDED_BY(mu);
   };
-  // The last fit of one slot's compute model, and when it was made.
+  // The last fit of one slot's compute model and when it was made, read without a lock on the
+  // record path: a sequence lock (odd while a refit writes it; a reader retries on a change).
   struct alignas(64) Fitted {
-    mutable Mutex mu;
-    bool made ABSL_GUARDED_BY(mu) = false;
-    double at ABSL_GUARDED_BY(mu) = 0;
-    std::optional<ComputeTime> fit ABSL_GUARDED_BY(mu);
+    std::atomic<uint32_t> seq{0};
+    std::atomic<bool> made{false};
+    std::atomic<double> at{0};
+    std::atomic<bool> ready{false};
+    std::atomic<double> fixed_seconds{0};
+    std::atomic<double> seconds_per_flop{0};
+    std::atomic<double> weight{0};
+    std::atomic<uint64_t> samples{0};
+    Mutex refit_mu;  // one refit at a time
   };
+  struct FitRead {
+    bool made = false;
+    double at = 0;
+    std::optional<ComputeTime> fit;
+  };
+  static FitRead Read(const Fitted& fitted);
+  static void Write(Fitted& fitted, double at, const std::optional<ComputeTime>& fit);
   Shard& ShardForThisThread();
   std::optional<RateEvidence> MergeReload(size_t index, double now) const;
   std::optional<ComputeTime> Refit(uint32_t model_slot, double now) const;
