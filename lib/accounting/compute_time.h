@@ -12,6 +12,8 @@
 #ifndef KVLEDGER_LIB_ACCOUNTING_COMPUTE_TIME_H_
 #define KVLEDGER_LIB_ACCOUNTING_COMPUTE_TIME_H_
 
+#include <array>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 
@@ -43,29 +45,75 @@ struct ComputeTime {
 inline constexpr double kComputeFitMinWeight = 8;
 inline constexpr double kComputeFitMinSpread = 0.25;
 
+// N sums of samples, each sample weighing 2^(-age / half_life): the decay behind every live rate and
+// fit. `weight` is the decayed count of samples (1 for a sample now). Plain value; the caller
+// serializes access.
+template <int N>
+class DecayedSums {
+ public:
+  // Adds a sample's N values observed at `now` (seconds on any monotonic clock).
+  void Observe(const std::array<double, N>& values, double now, double half_life) {
+    double keep_sums = 1;
+    double keep_sample = 1;
+    if (samples_ == 0) {
+      keep_sums = 0;
+      at_ = now;
+    } else if (now > at_) {  // the same clock tick (a coarse clock's few milliseconds) needs no decay step
+      keep_sums = std::exp2(-(now - at_) / half_life);
+      at_ = now;
+    } else if (now < at_) {  // a sample older than the sums (another thread's clock read): decay it instead
+      keep_sample = std::exp2(-(at_ - now) / half_life);
+    }
+    for (int i = 0; i < N; ++i) sums_[i] = sums_[i] * keep_sums + keep_sample * values[i];
+    weight_ = weight_ * keep_sums + keep_sample;
+    ++samples_;
+  }
+  // The sums decayed to `now` and added into `into` (which must be at `now` too).
+  void AddDecayedTo(DecayedSums& into, double now, double half_life) const {
+    if (samples_ == 0) return;
+    const double keep = std::exp2(-(now - at_) / half_life);  // > 1 only for a clock read before at_
+    for (int i = 0; i < N; ++i) into.sums_[i] += sums_[i] * keep;
+    into.weight_ += weight_ * keep;
+    into.samples_ += samples_;
+    into.at_ = now;
+  }
+  double sum(int i) const { return sums_[i]; }
+  double weight() const { return weight_; }
+  uint64_t samples() const { return samples_; }
+
+ private:
+  std::array<double, N> sums_{};
+  double weight_ = 0;
+  double at_ = 0;  // the time the sums are decayed to
+  uint64_t samples_ = 0;
+};
+
 // Decayed sums of (FLOPs, seconds) samples for a weighted least-squares line. Plain value; the
 // caller serializes access.
 class DecayedAffineFit {
  public:
   // Adds one pass of `flops` (> 0) that took `seconds` (> 0), observed at `now` (seconds on any
   // monotonic clock).
-  void Observe(double flops, double seconds, double now, double half_life);
+  void Observe(double flops, double seconds, double now, double half_life) {
+    const double x = flops / kUnit;
+    sums_.Observe({x, seconds, x * x, x * seconds}, now, half_life);
+  }
   // The sums decayed to `now` and added into `into` (which must be at `now` too).
-  void AddDecayedTo(DecayedAffineFit& into, double now, double half_life) const;
+  void AddDecayedTo(DecayedAffineFit& into, double now, double half_life) const {
+    sums_.AddDecayedTo(into.sums_, now, half_life);
+  }
   // The fitted model when ready (see above): the least-squares line when its slope is positive and
   // its intercept >= 0; a line through the origin (fixed cost 0) when the intercept comes out
   // negative; nothing otherwise.
   std::optional<ComputeTime> Fit() const;
 
-  uint64_t samples() const { return samples_; }
-  double weight() const { return w_; }
+  uint64_t samples() const { return sums_.samples(); }
+  double weight() const { return sums_.weight(); }
 
  private:
   // x in units of 1e12 FLOPs, to keep x^2 well inside a double's exponent and precision.
   static constexpr double kUnit = 1e12;
-  double w_ = 0, x_ = 0, y_ = 0, xx_ = 0, xy_ = 0;
-  double at_ = 0;  // the time the sums are decayed to
-  uint64_t samples_ = 0;
+  DecayedSums<4> sums_;  // x, y, x², x·y
 };
 
 // The record alone (offline explain): the rate its own suffix prefill saw, with no fixed cost.

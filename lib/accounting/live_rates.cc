@@ -7,38 +7,11 @@
 
 namespace kvledger {
 
-void DecayedRate::Observe(double amount, double seconds, double now, double half_life) {
-  if (samples_ == 0 || now >= at_) {
-    // Records of the same clock tick (the coarse clock's few milliseconds) need no decay step.
-    const double keep = samples_ == 0 ? 0 : now == at_ ? 1 : std::exp2(-(now - at_) / half_life);
-    amount_ = amount_ * keep + amount;
-    seconds_ = seconds_ * keep + seconds;
-    weight_ = weight_ * keep + 1;
-    at_ = now;
-  } else {  // a sample older than the sums (another thread's clock read): decay it instead
-    const double keep = std::exp2(-(at_ - now) / half_life);
-    amount_ += amount * keep;
-    seconds_ += seconds * keep;
-    weight_ += keep;
-  }
-  ++samples_;
-}
-
-void DecayedRate::AddDecayedTo(DecayedRate& into, double now, double half_life) const {
-  if (samples_ == 0) return;
-  const double keep = std::exp2(-(now - at_) / half_life);  // > 1 only for a clock read before at_
-  into.amount_ += amount_ * keep;
-  into.seconds_ += seconds_ * keep;
-  into.weight_ += weight_ * keep;
-  into.samples_ += samples_;
-  into.at_ = now;
-}
-
 std::optional<RateEvidence> DecayedRate::Evidence() const {
-  if (samples_ == 0 || seconds_ <= 0) return std::nullopt;
-  const double rate = amount_ / seconds_;
+  if (sums_.samples() == 0 || sums_.sum(1) <= 0) return std::nullopt;
+  const double rate = sums_.sum(0) / sums_.sum(1);
   if (!std::isfinite(rate)) return std::nullopt;  // seconds too small to be a measurement: no rate
-  return RateEvidence{rate, samples_, weight_};
+  return RateEvidence{rate, sums_.samples(), sums_.weight()};
 }
 
 LiveRates::LiveRates(uint32_t slot_count, double half_life_seconds, Clock clock, double refit_seconds,

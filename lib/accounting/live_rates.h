@@ -39,19 +39,19 @@ struct RateEvidence {
 class DecayedRate {
  public:
   // Adds a sample of `amount` over `seconds` (> 0) observed at `now` (seconds on any monotonic clock).
-  void Observe(double amount, double seconds, double now, double half_life);
+  void Observe(double amount, double seconds, double now, double half_life) {
+    sums_.Observe({amount, seconds}, now, half_life);
+  }
   // The sums decayed to `now` and added into `into` (which must be at `now` too).
-  void AddDecayedTo(DecayedRate& into, double now, double half_life) const;
+  void AddDecayedTo(DecayedRate& into, double now, double half_life) const {
+    sums_.AddDecayedTo(into.sums_, now, half_life);
+  }
   // Empty when no sample was ever seen, or when the rate is not finite (seconds too small to be a
   // measurement, e.g. 5e-324): never an infinite rate.
   std::optional<RateEvidence> Evidence() const;
 
  private:
-  double amount_ = 0;
-  double seconds_ = 0;
-  double weight_ = 0;
-  double at_ = 0;  // the time the sums are decayed to
-  uint64_t samples_ = 0;
+  DecayedSums<2> sums_;  // amount, seconds
 };
 
 // Seconds on the coarse monotonic clock (resolution of a few milliseconds): LiveRates' default clock.
