@@ -1,0 +1,137 @@
+#include "lib/planning/plan.h"
+
+#include "absl/strings/str_cat.h"
+#include "lib/accounting/validation.h"
+#include "lib/cost_model/model_shape.h"
+
+namespace kvledger {
+
+uint64_t PlanConfig::CapacityBlocks(size_t tier) const {
+  const uint64_t tokens = capacity_tokens[tier];
+  return tokens == kUnlimitedTokens ? kUnlimitedBlocks : tokens / block_tokens;
+}
+
+void PlanTotals::Add(const RecordFigures& f) {
+  ++requests;
+  if (f.logical_match_tokens > 0) ++hit_requests;
+  prompt_tokens += f.prompt_tokens;
+  logical_match_tokens += f.logical_match_tokens;
+  reused_tokens += f.reused_tokens;
+  attention_baseline_flops += f.attention_baseline_flops;
+  attention_avoided_flops += f.ReusedAttentionFlops();
+  prefill_baseline_flops += f.prefill_baseline_flops;
+  prefill_avoided_flops += f.ReusedPrefillFlops();
+  reused_bytes += f.reused_bytes;
+  if (f.reload_compared && f.logical_match_tokens > 0) {
+    ++compared;
+    reload_seconds += *f.reload_seconds;
+    recompute_seconds += *f.estimated_recompute_seconds;
+    if (f.reload_slower_than_recompute) ++cheaper_recomputed;
+  }
+}
+
+void PlanTotals::Add(const PlanTotals& o) {
+  requests += o.requests;
+  hit_requests += o.hit_requests;
+  prompt_tokens += o.prompt_tokens;
+  logical_match_tokens += o.logical_match_tokens;
+  reused_tokens += o.reused_tokens;
+  attention_baseline_flops += o.attention_baseline_flops;
+  attention_avoided_flops += o.attention_avoided_flops;
+  prefill_baseline_flops += o.prefill_baseline_flops;
+  prefill_avoided_flops += o.prefill_avoided_flops;
+  reused_bytes += o.reused_bytes;
+  compared += o.compared;
+  reload_seconds += o.reload_seconds;
+  recompute_seconds += o.recompute_seconds;
+  cheaper_recomputed += o.cheaper_recomputed;
+}
+
+namespace {
+
+double Ratio(Uint128 part, Uint128 whole) {
+  return whole == 0 ? 0.0 : Uint128ToDouble(part) / Uint128ToDouble(whole);
+}
+
+// The record's tier: the one tier holding every matched block, `mixed` when they span tiers, none
+// for a miss.
+Tier MatchTier(const TieredBlockCache::Match& match) {
+  if (match.blocks == 0) return Tier::kNone;
+  for (size_t t = 0; t < match.per_tier.size(); ++t) {
+    if (match.per_tier[t] == match.blocks) return kPlanTiers[t];
+  }
+  return Tier::kMixed;
+}
+
+// The tokens each tier served: whole blocks, but the prompt's partial last block counts its tokens.
+std::array<uint64_t, kPlanTierCount> TokensFrom(const TieredBlockCache::Match& match, uint64_t match_tokens,
+                                                uint64_t block_tokens) {
+  std::array<uint64_t, kPlanTierCount> tokens{};
+  for (size_t t = 0; t < match.per_tier.size(); ++t) tokens[t] = match.per_tier[t] * block_tokens;
+  if (match.blocks > 0) tokens[match.last_tier] -= match.blocks * block_tokens - match_tokens;
+  return tokens;
+}
+
+// The reload a hit would have paid: the reused bytes, each tier's share (by matched tokens) at that
+// tier's bandwidth; a device share costs nothing. Unset when a tier it needs has no bandwidth.
+std::optional<double> ReloadSeconds(const RecordFigures& figures, const std::array<uint64_t, kPlanTierCount>& from,
+                                    const PlanConfig& config) {
+  if (figures.logical_match_tokens == 0) return std::nullopt;
+  double seconds = 0;
+  for (size_t t = 1; t < kPlanTierCount; ++t) {
+    if (from[t] == 0) continue;
+    if (!config.bandwidth[t] || *config.bandwidth[t] <= 0) return std::nullopt;
+    const double share = static_cast<double>(from[t]) / static_cast<double>(figures.logical_match_tokens);
+    seconds += Uint128ToDouble(figures.reused_bytes) * share / *config.bandwidth[t];
+  }
+  return seconds;
+}
+
+}  // namespace
+
+double PlanTotals::TokenHitRatio() const { return Ratio(logical_match_tokens, prompt_tokens); }
+double PlanTotals::AttentionAvoided() const { return Ratio(attention_avoided_flops, attention_baseline_flops); }
+double PlanTotals::PrefillAvoided() const { return Ratio(prefill_avoided_flops, prefill_baseline_flops); }
+
+absl::StatusOr<PlanResult> Plan(const std::vector<TraceRequest>& trace, const Profile& profile,
+                                const PlanConfig& config, const PlannedRecordVisitor& each) {
+  PlanResult result;
+  result.config = config;
+  std::vector<uint64_t> capacity_blocks;
+  for (size_t t = 0; t < kPlanTierCount; ++t) {
+    if (t > 0 && config.capacity_tokens[t] == 0) break;  // no tier here, nor below
+    capacity_blocks.push_back(config.CapacityBlocks(t));
+    if (config.capacity_tokens[t] != kUnlimitedTokens) {
+      result.capacity_bytes[t] = static_cast<Uint128>(config.capacity_tokens[t]) * BytesPerCachedToken(profile.shape());
+    }
+  }
+  TieredBlockCache cache(std::move(capacity_blocks));
+  const EstimateSource source{config.compute, /*record_alone=*/false};
+  for (const TraceRequest& request : trace) {
+    const TieredBlockCache::Match match = cache.Lookup(request.hash_ids);
+    RecordFacts facts;
+    facts.model = profile.name();
+    facts.tier_value = static_cast<int>(MatchTier(match));
+    facts.prompt_tokens = request.input_length;
+    facts.logical_match_tokens =
+        std::min<int64_t>(static_cast<int64_t>(match.blocks * config.block_tokens), request.input_length);
+    facts.output_tokens = request.output_length;
+    const auto from = TokensFrom(match, static_cast<uint64_t>(facts.logical_match_tokens), config.block_tokens);
+    Verdict verdict = ValidateFields(facts);
+    if (verdict.ok()) verdict = ValidateAgainstProfile(facts, profile);
+    if (!verdict.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("line ", request.line, ": ", verdict.rejection().message));
+    }
+    // Costed once without seconds (the work needs none), then with the reload those bytes would take.
+    RecordFigures figures = Derive(facts, profile, source);
+    if ((facts.reload_seconds = ReloadSeconds(figures, from, config))) figures = Derive(facts, profile, source);
+    if (each) each(request, facts);
+    cache.Use(request.hash_ids);
+    result.by_tier[facts.tier_value].Add(figures);
+    for (size_t t = 0; t < kPlanTierCount; ++t) result.matched_tokens_from[t] += from[t];
+  }
+  for (const PlanTotals& tier : result.by_tier) result.total.Add(tier);
+  return result;
+}
+
+}  // namespace kvledger

@@ -1,0 +1,51 @@
+// A prefix-reuse request trace in the Mooncake format (docs/planning.md): one JSON object a line,
+// {"timestamp": ms, "input_length": tokens, "output_length": tokens, "hash_ids": [block ids...]}, where
+// equal ids are the same reusable KV block of `block_tokens` tokens (the last block may be partial).
+// Every problem is named by its line, its field, the value and the rule.
+#ifndef KVLEDGER_LIB_PLANNING_TRACE_H_
+#define KVLEDGER_LIB_PLANNING_TRACE_H_
+
+#include <cstdint>
+#include <functional>
+#include <istream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace kvledger {
+
+inline constexpr uint64_t kDefaultTraceBlockTokens = 512;
+
+struct TraceRequest {
+  int64_t timestamp_ms = 0;
+  int64_t input_length = 0;   // >= 1
+  int64_t output_length = 0;  // >= 0
+  std::vector<int64_t> hash_ids;  // ceil(input_length / block_tokens) ids, each >= 0
+  size_t line = 0;                // 1-based line of the trace it came from
+};
+
+// One line (without its newline) as a request, checked on its own: every field present once with an
+// integer in range, hash_ids exactly as many blocks as the input needs. Unknown fields are skipped.
+// INVALID_ARGUMENT "line N: FIELD = VALUE: RULE" otherwise.
+absl::StatusOr<TraceRequest> ParseTraceLine(absl::string_view text, size_t line, uint64_t block_tokens);
+
+struct TraceReadResult {
+  std::vector<TraceRequest> requests;
+  std::vector<std::string> errors;  // the first kMaxListedErrors problems, in line order
+  size_t error_count = 0;           // all of them
+  size_t blank_lines = 0;
+  static constexpr size_t kMaxListedErrors = 10;
+};
+
+// Reads a whole trace. Besides each line's own checks: timestamps must not go backwards, and a last
+// line without its newline that does not parse is reported as truncated. `progress`, when given, is
+// called with the bytes read so far about every 1,000 lines.
+TraceReadResult ReadTrace(std::istream& in, uint64_t block_tokens,
+                          const std::function<void(uint64_t bytes)>& progress = nullptr);
+
+}  // namespace kvledger
+
+#endif  // KVLEDGER_LIB_PLANNING_TRACE_H_
