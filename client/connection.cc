@@ -22,18 +22,19 @@ std::unique_ptr<v1::Ledger::Stub> Connection::Stub(bool own_connection) const {
   return v1::Ledger::NewStub(Channel(own_connection));
 }
 
+std::shared_ptr<grpc::ChannelCredentials> Connection::Credentials() const {
+  if (tls_ca_file.empty()) return grpc::InsecureChannelCredentials();
+  std::ifstream in(tls_ca_file);
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return grpc::SslCredentials(ssl);
+}
+
 std::shared_ptr<grpc::Channel> Connection::Channel(bool own_connection) const {
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (!tls_ca_file.empty()) {
-    std::ifstream in(tls_ca_file);
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    credentials = grpc::SslCredentials(ssl);
-  }
   grpc::ChannelArguments arguments;
   arguments.SetLoadBalancingPolicyName(load_balancing_policy);
   if (own_connection) arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(target, credentials, arguments);
+  return grpc::CreateCustomChannel(target, Credentials(), arguments);
 }
 
 void Connection::SetDeadline(grpc::ClientContext& context) const {

@@ -25,6 +25,8 @@ struct Connection {
   // A stub on a new channel; with own_connection the channel never shares a TCP connection with
   // other channels of this process (the load generator's connections are real connections).
   std::unique_ptr<v1::Ledger::Stub> Stub(bool own_connection = false) const;
+  // Insecure, or TLS verified against --tls-ca-file.
+  std::shared_ptr<grpc::ChannelCredentials> Credentials() const;
   // The channel behind Stub().
   std::shared_ptr<grpc::Channel> Channel(bool own_connection = false) const;
   // Applies --timeout (default 10 s) to one call.

@@ -13,7 +13,8 @@ constexpr char kUsage[] =
     "  calc       what a token hit ratio alpha buys (attention, block, end to end)\n"
     "  kv-bytes   KV cache size and capacity for a shape or a model profile\n"
     "  explain    every derived figure for one record (offline, or --target for the server)\n"
-    "  profiles   the model profile catalog (offline, or --target for the server's)\n\n"
+    "  profiles   the model profile catalog (offline, or --target for the server's)\n"
+    "  plan       what cache capacity buys for a real trace: replay it through simulated LRU tiers\n\n"
     "talking to kvledger-server (--target HOST:PORT, default 127.0.0.1:50051):\n"
     "  send       one record\n"
     "  replay     a JSON-lines trace of records, in batches\n"
@@ -30,7 +31,7 @@ int main(int argc, char** argv) {
       {"explain", kvledger::cli::Explain}, {"send", kvledger::cli::Send},
       {"replay", kvledger::cli::Replay},   {"bench", kvledger::cli::Bench},
       {"health", kvledger::cli::Health},   {"advise", kvledger::cli::Advise},
-      {"profiles", kvledger::cli::Profiles}};
+      {"profiles", kvledger::cli::Profiles}, {"plan", kvledger::cli::Plan}};
   if (argc < 2) {
     std::cerr << kUsage;
     return 2;

@@ -11,7 +11,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(KVLEDGER_INSTALLED_LIBS kvledger_base kvledger_proto_messages kvledger_cost_model kvledger_profiles
-    kvledger_accounting kvledger_advice kvledger_wire)
+    kvledger_accounting kvledger_advice kvledger_planning kvledger_wire)
 install(TARGETS ${KVLEDGER_INSTALLED_LIBS} EXPORT kvledgerTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -105,6 +105,30 @@ RecordFacts FactsFromProto(const v1::Record& r) {
   return f;
 }
 
+v1::Record FactsToProto(const RecordFacts& f) {
+  v1::Record r;
+  r.set_request_id(std::string(f.request_id));
+  r.set_model(std::string(f.model));
+  r.set_tier(static_cast<v1::Tier>(f.tier_value));
+  r.set_prompt_tokens(f.prompt_tokens);
+  r.set_logical_match_tokens(f.logical_match_tokens);
+  if (f.recoverable_tokens) r.set_recoverable_tokens(*f.recoverable_tokens);
+  if (f.recompute_tokens) r.set_recompute_tokens(*f.recompute_tokens);
+  if (f.reload_seconds) r.set_reload_seconds(*f.reload_seconds);
+  if (f.suffix_prefill_seconds) r.set_suffix_prefill_seconds(*f.suffix_prefill_seconds);
+  if (f.ttft_seconds) r.set_ttft_seconds(*f.ttft_seconds);
+  if (f.predicted_match_tokens) r.set_predicted_match_tokens(*f.predicted_match_tokens);
+  if (f.queue_seconds) r.set_queue_seconds(*f.queue_seconds);
+  if (f.output_tokens) r.set_output_tokens(*f.output_tokens);
+  if (f.decode_seconds) r.set_decode_seconds(*f.decode_seconds);
+  for (const StateBoundaryFact& b : f.state_boundaries) {
+    v1::StateBoundary* out = r.add_state_boundaries();
+    out->set_state_group(std::string(b.state_group));
+    out->set_boundary_tokens(b.boundary_tokens);
+  }
+  return r;
+}
+
 v1::DerivedFigures FiguresToProto(const RecordFigures& d, absl::string_view model) {
   v1::DerivedFigures p;
   p.set_model(std::string(model));

@@ -10,6 +10,8 @@ namespace kvledger {
 
 // The facts view into `record`, which must outlive them.
 RecordFacts FactsFromProto(const v1::Record& record);
+// The record the facts describe: FactsFromProto's inverse (unset optional facts stay absent).
+v1::Record FactsToProto(const RecordFacts& facts);
 
 // Every derived figure, for Explain. `model` is the record's model name.
 v1::DerivedFigures FiguresToProto(const RecordFigures& figures, absl::string_view model);

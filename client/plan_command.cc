@@ -1,0 +1,318 @@
+// `kvledger plan`: a prefix-reuse trace replayed through simulated cache tiers of the capacities
+// given, and what each capacity buys in tokens, attention, prefill FLOPs and seconds
+// (docs/planning.md). Offline, or with --target: the server's live rates, and --send its records.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/commands.h"
+#include "client/connection.h"
+#include "client/flag_set.h"
+#include "client/plan_output.h"
+#include "client/reporter.h"
+#include "lib/planning/capacity.h"
+#include "lib/planning/plan.h"
+#include "lib/profiles/profile_catalog.h"
+#include "lib/wire/advice_proto.h"
+#include "lib/wire/plan_json.h"
+#include "lib/wire/record_proto.h"
+
+namespace kvledger::cli {
+namespace {
+
+constexpr uint64_t kMaxBlockTokens = uint64_t{1} << 20;
+
+struct PlanFlags {
+  std::string model, profiles, capacity = "inf", host_capacity, disk_capacity, plot;
+  std::optional<uint64_t> block_tokens;
+  std::optional<double> host_bandwidth, disk_bandwidth, flops_per_second, fixed_seconds, speedup;
+  bool json = false, csv = false, send = false;
+  Connection connection;
+};
+
+void RegisterPlanFlags(FlagSet& flags, PlanFlags& f) {
+  flags.String("model", &f.model, "the model profile every request is costed with", true);
+  flags.String("profiles", &f.profiles, "profile file adding or overriding built-in profiles");
+  flags.Uint64("block-tokens", &f.block_tokens, "tokens per hash_ids block of the trace (default 512)");
+  flags.String("capacity-tokens", &f.capacity,
+               "device cache capacities in tokens: N, a list 1e6,3e6,1e7, a log range FROM:TO:POINTS, or inf\n"
+               "(default inf: never evicts)");
+  flags.String("host-capacity-tokens", &f.host_capacity, "a host tier below the device holding what it evicts");
+  flags.String("disk-capacity-tokens", &f.disk_capacity, "a disk tier below the host holding what it evicts");
+  flags.Double("host-bandwidth", &f.host_bandwidth, "host-to-device reload bytes/s (default: the server's, with --target)");
+  flags.Double("disk-bandwidth", &f.disk_bandwidth, "disk-to-device reload bytes/s (default: the server's, with --target)");
+  flags.Double("compute-flops-per-second", &f.flops_per_second,
+               "prefill compute rate for recompute seconds (default: the server's live fit with --target, else the\n"
+               "profile's stated throughput)");
+  flags.Double("compute-fixed-seconds", &f.fixed_seconds, "fixed seconds per prefill pass (with --compute-flops-per-second)");
+  flags.Switch("json", &f.json, "print one JSON object (exact integers)");
+  flags.Switch("csv", &f.csv, "print CSV: one row per capacity and record tier, and its total");
+  flags.String("plot", &f.plot, "write FILE.svg: token hit, attention and prefill avoided against device capacity");
+  flags.Switch("send", &f.send, "report every simulated request as a record to --target (one capacity only)");
+  flags.Double("speedup", &f.speedup, "with --send: replay the trace's clock this many times faster (default: no pacing)");
+  f.connection.target.clear();  // no --target: offline
+  f.connection.Register(flags);
+}
+
+// The trace at `path` ("-": standard input), with a progress line on a terminal.
+absl::StatusOr<std::vector<TraceRequest>> LoadTrace(const std::string& path, uint64_t block_tokens) {
+  std::ifstream file;
+  std::istream* in = &std::cin;
+  double size = 0;
+  if (path != "-") {
+    file.open(path, std::ios::binary);
+    if (!file) return absl::InvalidArgumentError(absl::StrCat(path, ": cannot be read"));
+    in = &file;
+    struct stat st {};
+    if (stat(path.c_str(), &st) == 0) size = static_cast<double>(st.st_size);
+  }
+  const bool tty = isatty(STDERR_FILENO);
+  auto progress = [size](uint64_t bytes) {
+    if (size > 0) std::cerr << absl::StrFormat("\rkvledger plan: reading the trace %3.0f%%", 100.0 * bytes / size);
+    else std::cerr << absl::StrFormat("\rkvledger plan: reading the trace, %.1f MB", bytes / 1e6);
+  };
+  TraceReadResult read = ReadTrace(*in, block_tokens, tty ? std::function<void(uint64_t)>(progress) : nullptr);
+  if (tty) std::cerr << "\r" << std::string(50, ' ') << "\r";
+  if (read.error_count > 0) {
+    std::string message = absl::StrCat(path == "-" ? "standard input" : path, ": ", read.error_count,
+                                       read.error_count == 1 ? " problem" : " problems", " in the trace");
+    for (const std::string& error : read.errors) absl::StrAppend(&message, "\n  ", error);
+    if (read.error_count > read.errors.size()) {
+      absl::StrAppend(&message, "\n  (", read.error_count - read.errors.size(), " more not listed)");
+    }
+    return absl::InvalidArgumentError(message);
+  }
+  if (read.requests.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": the trace holds no requests"));
+  return std::move(read.requests);
+}
+
+// The rates a server measured (Advise), used where no flag gives them.
+struct LiveRates {
+  std::optional<ComputeTime> compute;
+  std::array<std::optional<double>, kPlanTierCount> bandwidth;
+};
+
+absl::StatusOr<LiveRates> AskLiveRates(const Connection& connection, const std::string& model) {
+  v1::AdviceRequest request;
+  request.set_model(model);
+  request.set_prompt_tokens(4096);
+  for (const char* candidate : {"host:2048", "disk:2048"}) *request.add_candidates() = *ParseCandidate(candidate, "");
+  grpc::ClientContext context;
+  connection.SetDeadline(context);
+  v1::Advice advice;
+  const grpc::Status status = connection.Stub()->Advise(&context, request, &advice);
+  if (!status.ok()) return absl::UnavailableError(DescribeRpcError(status, connection.target));
+  LiveRates live;
+  const v1::Rate& compute = advice.compute();
+  if (compute.basis() == v1::BASIS_LIVE && compute.has_value() && compute.value() > 0) {
+    live.compute = ComputeTime{Basis::kLive, compute.fixed_seconds(), 1.0 / compute.value(), compute.samples(),
+                               compute.weight()};
+  }
+  for (const v1::CandidateAdvice& c : advice.candidates()) {
+    for (size_t t = 1; t < kPlanTierCount; ++t) {
+      if (static_cast<int>(c.tier()) == static_cast<int>(kPlanTiers[t]) && c.bandwidth().has_value()) {
+        live.bandwidth[t] = c.bandwidth().value();
+      }
+    }
+  }
+  return live;
+}
+
+absl::Status CheckPositive(const std::optional<double>& value, const char* flag) {
+  if (value && !(*value > 0 && std::isfinite(*value))) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " = ", *value, ": must be a positive number"));
+  }
+  return absl::OkStatus();
+}
+
+// What every capacity shares: block size, lower tiers, bandwidths and compute, flags before live rates.
+absl::StatusOr<PlanConfig> BaseConfig(const PlanFlags& f, const LiveRates& live) {
+  PlanConfig config;
+  config.block_tokens = f.block_tokens.value_or(kDefaultTraceBlockTokens);
+  if (config.block_tokens < 1 || config.block_tokens > kMaxBlockTokens) {
+    return absl::InvalidArgumentError(absl::StrCat("--block-tokens = ", config.block_tokens, ": must be in [1, ",
+                                                   kMaxBlockTokens, "]"));
+  }
+  for (auto [flag, text, tier] : {std::tuple{"--host-capacity-tokens", &f.host_capacity, 1},
+                                  std::tuple{"--disk-capacity-tokens", &f.disk_capacity, 2}}) {
+    if (text->empty()) continue;
+    auto capacity = ParseCapacity(*text, flag);
+    if (!capacity.ok()) return capacity.status();
+    config.capacity_tokens[tier] = *capacity;
+  }
+  if (config.capacity_tokens[2] > 0 && config.capacity_tokens[1] == 0) {
+    return absl::InvalidArgumentError(
+        "--disk-capacity-tokens needs --host-capacity-tokens: a tier holds what the one above it evicts");
+  }
+  for (auto [flag, value] : {std::pair{"host-bandwidth", &f.host_bandwidth}, std::pair{"disk-bandwidth", &f.disk_bandwidth},
+                             std::pair{"compute-flops-per-second", &f.flops_per_second},
+                             std::pair{"speedup", &f.speedup}}) {
+    if (absl::Status s = CheckPositive(*value, flag); !s.ok()) return s;
+  }
+  config.bandwidth = live.bandwidth;
+  if (f.host_bandwidth) config.bandwidth[1] = f.host_bandwidth;
+  if (f.disk_bandwidth) config.bandwidth[2] = f.disk_bandwidth;
+  config.compute = live.compute;
+  if (f.fixed_seconds && (!f.flops_per_second || *f.fixed_seconds < 0)) {
+    return absl::InvalidArgumentError("--compute-fixed-seconds needs --compute-flops-per-second and must be >= 0");
+  }
+  if (f.flops_per_second) {
+    config.compute = ComputeTime{Basis::kProfile, f.fixed_seconds.value_or(0), 1.0 / *f.flops_per_second};
+  }
+  return config;
+}
+
+absl::StatusOr<std::vector<PlanConfig>> Configs(const PlanFlags& f, const LiveRates& live) {
+  auto base = BaseConfig(f, live);
+  if (!base.ok()) return base.status();
+  auto capacities = ParseCapacityList(f.capacity, "--capacity-tokens");
+  if (!capacities.ok()) return capacities.status();
+  std::vector<PlanConfig> configs;
+  for (uint64_t capacity : *capacities) {
+    configs.push_back(*base);
+    configs.back().capacity_tokens[0] = capacity;
+  }
+  if (f.send && configs.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--send needs exactly one --capacity-tokens, not ", configs.size()));
+  }
+  return configs;
+}
+
+// Reports each simulated request as a record through the Reporter, paced by --speedup.
+class PlanSender {
+ public:
+  PlanSender(const PlanFlags& f, int64_t first_timestamp_ms)
+      : reporter_(Options(f.connection)), speedup_(f.speedup), first_ms_(first_timestamp_ms) {}
+
+  void Send(const TraceRequest& request, const RecordFacts& facts) {
+    if (failed_) return;
+    if (speedup_) {
+      const double due = static_cast<double>(request.timestamp_ms - first_ms_) / 1000.0 / *speedup_;
+      std::this_thread::sleep_until(start_ + std::chrono::duration<double>(due));
+    }
+    v1::Record record = FactsToProto(facts);
+    record.set_request_id(absl::StrCat("trace-line-", request.line));
+    reporter_.Report(record);
+    // Backpressure instead of drops: the Reporter drops the newest record when its queue is full.
+    if (reporter_.stats().queued >= kQueue / 2 && !reporter_.Flush(absl::Seconds(60))) failed_ = true;
+  }
+
+  // Sends what is left; the exit code, with one line of what was delivered.
+  int Finish(const std::string& target) {
+    const ReporterStats stats = reporter_.Shutdown(failed_ ? absl::Seconds(1) : absl::Seconds(60));
+    std::cerr << absl::StrFormat("kvledger plan: sent %d records to %s: %d counted, %d rejected, %d not delivered\n",
+                                 stats.reported, target, stats.sent, stats.rejected, stats.dropped);
+    if (failed_ || stats.dropped > 0) {
+      std::cerr << "kvledger plan: records were not delivered (is kvledger-server running at " << target << "?)\n";
+      return kExitFailed;
+    }
+    return stats.rejected > 0 ? kExitBadInput : kExitOk;
+  }
+
+ private:
+  static constexpr size_t kQueue = 8192;
+  static ReporterOptions Options(const Connection& connection) {
+    ReporterOptions o;
+    o.target = connection.target;
+    o.credentials = connection.Credentials();
+    o.load_balancing_policy = connection.load_balancing_policy;
+    o.max_queue_size = kQueue;
+    o.flush_interval = absl::Milliseconds(100);
+    o.shutdown_timeout = absl::Seconds(60);
+    return o;
+  }
+  Reporter reporter_;
+  const std::optional<double> speedup_;
+  const int64_t first_ms_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  bool failed_ = false;
+};
+
+// The results of every capacity, in order; the records of the (single) run sent when --send.
+absl::StatusOr<std::vector<PlanResult>> RunAll(const PlanFlags& f, const std::vector<TraceRequest>& trace,
+                                               const Profile& profile, const std::vector<PlanConfig>& configs,
+                                               int* send_exit) {
+  std::optional<PlanSender> sender;
+  if (f.send) sender.emplace(f, trace.front().timestamp_ms);
+  PlannedRecordVisitor each;
+  if (sender) each = [&sender](const TraceRequest& r, const RecordFacts& facts) { sender->Send(r, facts); };
+  const bool tty = isatty(STDERR_FILENO);
+  std::vector<PlanResult> results;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    if (tty) std::cerr << absl::StrFormat("\rkvledger plan: capacity %d of %d", i + 1, configs.size());
+    auto result = kvledger::Plan(trace, profile, configs[i], each);
+    if (!result.ok()) return result.status();
+    results.push_back(*std::move(result));
+  }
+  if (tty) std::cerr << "\r" << std::string(50, ' ') << "\r";
+  if (sender) *send_exit = sender->Finish(f.connection.target);
+  return results;
+}
+
+int Fail(const absl::Status& status) {
+  std::cerr << "kvledger plan: " << status.message() << "\n";
+  return absl::IsInvalidArgument(status) ? kExitBadInput : kExitFailed;
+}
+
+// Checks the flags and the profile, and asks the server for its rates when there is one.
+absl::StatusOr<std::vector<PlanConfig>> Prepare(const PlanFlags& f, const ProfileCatalog& catalog) {
+  if (catalog.Find(f.model) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("--model = ", f.model, ": no profile of that name"));
+  }
+  if (f.json && f.csv) return absl::InvalidArgumentError("--json and --csv: give one");
+  if ((f.send || f.speedup) && f.connection.target.empty()) {
+    return absl::InvalidArgumentError("--send and --speedup need --target HOST:PORT");
+  }
+  if (f.speedup && !f.send) return absl::InvalidArgumentError("--speedup paces --send: give --send too");
+  LiveRates live;
+  if (!f.connection.target.empty()) {
+    auto asked = AskLiveRates(f.connection, f.model);
+    if (!asked.ok()) return asked.status();
+    live = *asked;
+  }
+  return Configs(f, live);
+}
+
+}  // namespace
+
+int Plan(const Args& args) {
+  PlanFlags f;
+  FlagSet flags("plan",
+                "Replay a prefix-reuse trace (Mooncake format: timestamp, input_length, output_length, hash_ids)\n"
+                "through block-level LRU cache tiers and report what each capacity buys: token hits, attention\n"
+                "and prefill FLOPs avoided, KV bytes, reload and recompute seconds (docs/planning.md).\n"
+                "usage: kvledger plan --model NAME [flags] [FILE|-]   (FILE default: standard input)");
+  RegisterPlanFlags(flags, f);
+  std::vector<std::string> files;
+  if (int code = ParseOrExit(flags, args, "plan", &files); code >= 0) return code;
+  if (files.size() > 1) return Fail(absl::InvalidArgumentError("give at most one trace FILE (or - for stdin)"));
+  auto catalog = ProfileCatalog::LoadFile(f.profiles);
+  if (!catalog.ok()) return Fail(catalog.status());
+  auto configs = Prepare(f, *catalog);
+  if (!configs.ok()) return Fail(configs.status());
+  auto trace = LoadTrace(files.empty() ? "-" : files[0], configs->front().block_tokens);
+  if (!trace.ok()) return Fail(trace.status());
+  const Profile& profile = *catalog->Find(f.model);
+  int send_exit = kExitOk;
+  auto results = RunAll(f, *trace, profile, *configs, &send_exit);
+  if (!results.ok()) return Fail(results.status());
+  if (f.json) {
+    std::cout << PlanRunToJson(profile, configs->front().block_tokens, *results) << "\n";
+  } else if (f.csv) {
+    PrintPlanCsv(std::cout, *results);
+  } else {
+    PrintPlanText(std::cout, profile, *trace, *results);
+  }
+  if (!f.plot.empty()) {
+    if (absl::Status s = WritePlanPlot(f.plot, profile, *results); !s.ok()) return Fail(s);
+  }
+  return send_exit;
+}
+
+}  // namespace kvledger::cli

@@ -1,0 +1,29 @@
+// What `kvledger plan` prints for people (a table per run and per record tier), for spreadsheets
+// (CSV) and as a picture (an SVG curve against device capacity).
+#ifndef KVLEDGER_CLIENT_PLAN_OUTPUT_H_
+#define KVLEDGER_CLIENT_PLAN_OUTPUT_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "lib/planning/plan.h"
+#include "lib/profiles/profile.h"
+
+namespace kvledger::cli {
+
+void PrintPlanText(std::ostream& out, const Profile& profile, const std::vector<TraceRequest>& trace,
+                   const std::vector<PlanResult>& results);
+
+// A header, then per capacity one row per record tier that has requests and one for the total.
+void PrintPlanCsv(std::ostream& out, const std::vector<PlanResult>& results);
+
+// The token hit ratio, attention avoided and prefill avoided against the device capacity (log
+// scale); an unlimited capacity is drawn as a level line. INVALID_ARGUMENT for a FILE not ending in
+// .svg or fewer than two finite, non-zero device capacities.
+absl::Status WritePlanPlot(const std::string& path, const Profile& profile, const std::vector<PlanResult>& results);
+
+}  // namespace kvledger::cli
+
+#endif  // KVLEDGER_CLIENT_PLAN_OUTPUT_H_

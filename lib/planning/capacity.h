@@ -1,0 +1,28 @@
+// Cache capacities in tokens as people write them on a command line or in a query: "1e6", "3000000",
+// "inf", a list "1e6,3e6,1e7", or a log-spaced range "1e6:5e7:8" (8 capacities from 1e6 to 5e7).
+#ifndef KVLEDGER_LIB_PLANNING_CAPACITY_H_
+#define KVLEDGER_LIB_PLANNING_CAPACITY_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace kvledger {
+
+// The most capacities one list or range expands to.
+inline constexpr size_t kMaxCapacities = 64;
+
+// One capacity: a whole number of tokens in integer or decimal-exponent notation (2.5e6), or "inf"
+// (kUnlimitedTokens). INVALID_ARGUMENT "FLAG = VALUE: RULE" otherwise.
+absl::StatusOr<uint64_t> ParseCapacity(absl::string_view text, absl::string_view flag);
+
+// A comma-separated list of capacities, each one as ParseCapacity() reads it or FROM:TO:POINTS,
+// POINTS (2..kMaxCapacities) capacities evenly spaced on a log scale from FROM to TO inclusive,
+// rounded to whole tokens. Sorted ascending, duplicates removed.
+absl::StatusOr<std::vector<uint64_t>> ParseCapacityList(absl::string_view text, absl::string_view flag);
+
+}  // namespace kvledger
+
+#endif  // KVLEDGER_LIB_PLANNING_CAPACITY_H_

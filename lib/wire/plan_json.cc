@@ -1,0 +1,82 @@
+#include "lib/wire/plan_json.h"
+
+#include <charconv>
+#include <cmath>
+
+namespace kvledger {
+namespace {
+
+std::string Shortest(double value) {
+  if (!std::isfinite(value)) return "null";
+  char buffer[64];
+  auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return std::string(buffer, result.ptr);
+}
+
+JsonObject TotalsToJson(const PlanTotals& totals) {
+  JsonObject o;
+  for (const PlanColumn& column : PlanTotalsColumns()) o.Json(column.name, column.value(totals));
+  return o;
+}
+
+}  // namespace
+
+const std::vector<PlanColumn>& PlanTotalsColumns() {
+  using T = const PlanTotals&;
+  static const std::vector<PlanColumn> columns = {
+      {"requests", [](T t) { return Uint128ToString(t.requests); }},
+      {"hit_requests", [](T t) { return Uint128ToString(t.hit_requests); }},
+      {"prompt_tokens", [](T t) { return Uint128ToString(t.prompt_tokens); }},
+      {"logical_match_tokens", [](T t) { return Uint128ToString(t.logical_match_tokens); }},
+      {"reused_tokens", [](T t) { return Uint128ToString(t.reused_tokens); }},
+      {"token_hit_ratio", [](T t) { return Shortest(t.TokenHitRatio()); }},
+      {"attention_baseline_flops", [](T t) { return Uint128ToString(t.attention_baseline_flops); }},
+      {"attention_avoided_flops", [](T t) { return Uint128ToString(t.attention_avoided_flops); }},
+      {"attention_avoided_ratio", [](T t) { return Shortest(t.AttentionAvoided()); }},
+      {"prefill_baseline_flops", [](T t) { return Uint128ToString(t.prefill_baseline_flops); }},
+      {"prefill_avoided_flops", [](T t) { return Uint128ToString(t.prefill_avoided_flops); }},
+      {"prefill_avoided_ratio", [](T t) { return Shortest(t.PrefillAvoided()); }},
+      {"reused_bytes", [](T t) { return Uint128ToString(t.reused_bytes); }},
+      {"compared_hits", [](T t) { return Uint128ToString(t.compared); }},
+      {"reload_seconds", [](T t) { return Shortest(t.reload_seconds); }},
+      {"recompute_seconds", [](T t) { return Shortest(t.recompute_seconds); }},
+      {"cheaper_recomputed_hits", [](T t) { return Uint128ToString(t.cheaper_recomputed); }},
+  };
+  return columns;
+}
+
+std::string CapacityJson(const PlanConfig& config, size_t tier) {
+  const uint64_t tokens = config.capacity_tokens[tier];
+  if ((tier > 0 && tokens == 0) || tokens == kUnlimitedTokens) return "null";
+  return Uint128ToString(tokens);
+}
+
+JsonObject PlanResultToJson(const PlanResult& r) {
+  JsonObject capacity_tokens, capacity_bytes, matched_from;
+  for (size_t t = 0; t < kPlanTierCount; ++t) {
+    const char* tier = TierLabel(kPlanTiers[t]);
+    const std::string tokens = CapacityJson(r.config, t);
+    capacity_tokens.Json(tier, tokens);
+    capacity_bytes.Json(tier, tokens == "null" ? tokens : Uint128ToString(r.capacity_bytes[t]));
+    matched_from.Integer(tier, r.matched_tokens_from[t]);
+  }
+  JsonObject by_tier;
+  for (int tier = 0; tier < kTierCount; ++tier) {
+    if (r.by_tier[tier].requests > 0) by_tier.Object(TierLabel(static_cast<Tier>(tier)), TotalsToJson(r.by_tier[tier]));
+  }
+  JsonObject o;
+  o.Object("capacity_tokens", capacity_tokens).Object("capacity_bytes", capacity_bytes);
+  o.Object("total", TotalsToJson(r.total)).Object("by_tier", by_tier).Object("matched_tokens_from", matched_from);
+  return o;
+}
+
+std::string PlanRunToJson(const Profile& profile, uint64_t block_tokens, const std::vector<PlanResult>& results) {
+  std::vector<JsonObject> entries;
+  entries.reserve(results.size());
+  for (const PlanResult& r : results) entries.push_back(PlanResultToJson(r));
+  JsonObject o;
+  o.String("model", profile.name()).Integer("block_tokens", block_tokens).Array("results", entries);
+  return o.str();
+}
+
+}  // namespace kvledger

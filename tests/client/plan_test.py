@@ -1,0 +1,308 @@
+"""`kvledger plan` as a user runs it: the simulation checked request by request against an
+independent implementation of the rules in docs/planning.md (written here, from the docs, not from
+the C++), on a subset of the shipped conversation trace and the whole synthetic one, at several
+capacities and tier stacks; every output format; bad traces; and --send into a real server whose
+/metrics then equals the plan's totals.
+
+Usage: plan_test.py CLI_BINARY SERVER_BINARY SOURCE_ROOT
+"""
+import collections
+import csv
+import io
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import xml.etree.ElementTree as ElementTree
+
+CLI, SERVER, ROOT = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+import harness  # noqa: E402
+
+TRACES = os.path.join(ROOT, "examples", "traces")
+CONVERSATION = os.path.join(TRACES, "mooncake-conversation.jsonl")
+SYNTHETIC = os.path.join(TRACES, "mooncake-synthetic.jsonl")
+BLOCK = 512
+# llama-3.1-8b (docs/models.md): 4 * hidden 4096 * 32 layers FLOPs per attended (query, key) pair;
+# the engine's 16-token pages make the reusable boundary the match, at most N - 1, rounded down to 16.
+PAIR_FLOPS = 4 * 4096 * 32
+PAGE = 16
+
+
+def load(path, lines=None):
+    with open(path) as f:
+        return [json.loads(line) for line in itertools.islice(f, lines)]
+
+
+class IndependentPlan:
+    """Block-level LRU tiers, top first, each holding what the one above evicts; a request's match is
+    its leading blocks present in any tier, then all its blocks become most recent on top."""
+
+    def __init__(self, capacities_tokens):
+        self.capacity = [None if c is None else c // BLOCK for c in capacities_tokens]
+        self.tiers = [collections.OrderedDict() for _ in capacities_tokens]  # last = most recent
+
+    def where(self, block):
+        for i, tier in enumerate(self.tiers):
+            if block in tier:
+                return i
+        return None
+
+    def use(self, block):
+        for tier in self.tiers:
+            tier.pop(block, None)
+        self.tiers[0][block] = True
+        for i, tier in enumerate(self.tiers):
+            while self.capacity[i] is not None and len(tier) > self.capacity[i]:
+                victim, _ = tier.popitem(last=False)
+                if i + 1 < len(self.tiers):
+                    self.tiers[i + 1][victim] = True
+
+    def request(self, r):
+        found = []
+        for block in r["hash_ids"]:
+            tier = self.where(block)
+            if tier is None:
+                break
+            found.append(tier)
+        match = min(len(found) * BLOCK, r["input_length"])
+        served = [found.count(i) * BLOCK for i in range(len(self.tiers))]
+        if found:
+            served[found[-1]] -= len(found) * BLOCK - match
+        names = ["device", "host", "disk"]
+        tier = "none" if not found else names[found[0]] if len(set(found)) == 1 else "mixed"
+        for block in r["hash_ids"]:
+            self.use(block)
+        return tier, match, served
+
+
+def independent_totals(trace, capacities):
+    plan = IndependentPlan(capacities)
+    by_tier = collections.defaultdict(lambda: collections.Counter())
+    served_total = [0] * len(capacities)
+    for r in trace:
+        tier, match, served = plan.request(r)
+        n = r["input_length"]
+        reused = min(match, n - 1) // PAGE * PAGE
+        c = by_tier[tier]
+        c["requests"] += 1
+        c["hit_requests"] += match > 0
+        c["prompt_tokens"] += n
+        c["logical_match_tokens"] += match
+        c["attention_baseline_flops"] += PAIR_FLOPS * n * (n + 1) // 2
+        c["attention_avoided_flops"] += PAIR_FLOPS * reused * (reused + 1) // 2
+        served_total = [a + b for a, b in zip(served_total, served)]
+    return by_tier, served_total
+
+
+def run(*args, stdin=None):
+    return subprocess.run([CLI, "plan", *args], capture_output=True, text=True, timeout=120, input=stdin)
+
+
+def plan_json(trace_path, *args):
+    result = run("--model", "llama-3.1-8b", "--json", *args, trace_path)
+    if result.returncode != 0:
+        raise AssertionError(result.stderr)
+    return json.loads(result.stdout)
+
+
+def flag(capacity):
+    return "inf" if capacity is None else str(capacity)
+
+
+class AgainstIndependentImplementation(unittest.TestCase):
+    FIELDS = ("requests", "hit_requests", "prompt_tokens", "logical_match_tokens", "attention_baseline_flops",
+              "attention_avoided_flops")
+
+    def check(self, trace_path, trace, device_capacities, lower=()):
+        args = ["--capacity-tokens", ",".join(flag(c) for c in device_capacities)]
+        for name, capacity in zip(("--host-capacity-tokens", "--disk-capacity-tokens"), lower):
+            args += [name, flag(capacity)]
+        out = plan_json(trace_path, *args)
+        ordered = sorted(device_capacities, key=lambda c: float("inf") if c is None else c)
+        self.assertEqual(len(out["results"]), len(ordered))
+        for capacity, result in zip(ordered, out["results"]):
+            with self.subTest(device=capacity, lower=lower):
+                self.assertEqual(result["capacity_tokens"]["device"], capacity)
+                by_tier, served = independent_totals(trace, [capacity, *lower])
+                self.assertEqual(set(result["by_tier"]), set(by_tier))
+                for tier, expected in by_tier.items():
+                    got = result["by_tier"][tier]
+                    self.assertEqual({k: got[k] for k in self.FIELDS}, {k: expected[k] for k in self.FIELDS}, tier)
+                total = result["total"]
+                for k in self.FIELDS:
+                    self.assertEqual(total[k], sum(c[k] for c in by_tier.values()), k)
+                names = ["device", "host", "disk"][:len(served)]
+                self.assertEqual([result["matched_tokens_from"][n] for n in names], served)
+                self.assertEqual(total["token_hit_ratio"], total["logical_match_tokens"] / total["prompt_tokens"])
+
+    def test_conversation_subset_device_only(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as f:
+            trace = load(CONVERSATION, 1500)
+            f.writelines(json.dumps(r) + "\n" for r in trace)
+            f.flush()
+            self.check(f.name, trace, [0, 4096, 100_000, 1_000_000, 3_000_000, None])
+
+    def test_conversation_subset_with_host_and_disk(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as f:
+            trace = load(CONVERSATION, 1500)
+            f.writelines(json.dumps(r) + "\n" for r in trace)
+            f.flush()
+            self.check(f.name, trace, [50_000, 500_000], lower=(1_000_000,))
+            self.check(f.name, trace, [20_000, 200_000], lower=(300_000, 2_000_000))
+            self.check(f.name, trace, [100_000], lower=(None,))
+
+    def test_whole_synthetic_trace(self):
+        self.check(SYNTHETIC, load(SYNTHETIC), [1_000_000, 10_000_000], lower=(20_000_000,))
+
+    # A partial last block: the match stops at the prompt's length, and the block size is a flag.
+    def test_block_size_and_partial_blocks(self):
+        trace = [{"timestamp": 0, "input_length": 40, "output_length": 1, "hash_ids": [1, 2, 3]},
+                 {"timestamp": 1, "input_length": 35, "output_length": 1, "hash_ids": [1, 2, 3]},
+                 {"timestamp": 2, "input_length": 20, "output_length": 1, "hash_ids": [1, 9]}]
+        text = "".join(json.dumps(r) + "\n" for r in trace)
+        result = run("--model", "llama-3.1-8b", "--json", "--block-tokens", "16", "-", stdin=text)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        total = json.loads(result.stdout)["results"][0]["total"]
+        self.assertEqual((total["logical_match_tokens"], total["hit_requests"]), (35 + 16, 2))
+
+
+class OutputFormats(unittest.TestCase):
+    def test_text_csv_and_plot(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            svg = os.path.join(tmp, "curve.svg")
+            args = ["--model", "llama-3.1-8b", "--capacity-tokens", "1e5:1e7:3,inf", SYNTHETIC]
+            text = run(*args, "--plot", svg)
+            self.assertEqual(text.returncode, 0, text.stderr)
+            self.assertIn("3993 requests", text.stdout)
+            self.assertIn("by record tier, device 100000 tokens", text.stdout)
+            root = ElementTree.parse(svg).getroot()
+            self.assertEqual(len(root.findall("{http://www.w3.org/2000/svg}polyline")), 3)
+            rows = list(csv.DictReader(io.StringIO(run(*args, "--csv").stdout)))
+            totals = [r for r in rows if r["tier"] == "total"]
+            self.assertEqual([r["device_capacity_tokens"] for r in totals], ["100000", "1000000", "10000000", "inf"])
+            out = plan_json(SYNTHETIC, "--capacity-tokens", "1e5:1e7:3,inf")
+            for row, result in zip(totals, out["results"]):
+                self.assertEqual(int(row["attention_avoided_flops"]), result["total"]["attention_avoided_flops"])
+                self.assertEqual(float(row["token_hit_ratio"]), result["total"]["token_hit_ratio"])
+
+    # Seconds: reload from the host at its bandwidth, recompute at the stated compute rate.
+    def test_seconds_with_rates(self):
+        out = plan_json(SYNTHETIC, "--capacity-tokens", "1e6", "--host-capacity-tokens", "1e8",
+                        "--host-bandwidth", "1e10", "--compute-flops-per-second", "1e14")
+        total = out["results"][0]["total"]
+        self.assertEqual(total["compared_hits"], total["hit_requests"])
+        self.assertGreater(total["reload_seconds"], 0)
+        self.assertGreater(total["recompute_seconds"], total["reload_seconds"])
+        slow = plan_json(SYNTHETIC, "--capacity-tokens", "1e6", "--host-capacity-tokens", "1e8",
+                         "--host-bandwidth", "1e6", "--compute-flops-per-second", "1e14")["results"][0]["total"]
+        self.assertGreater(slow["cheaper_recomputed_hits"], total["cheaper_recomputed_hits"])
+
+
+class BadInput(unittest.TestCase):
+    GOOD = '{"timestamp": 5, "input_length": 600, "output_length": 3, "hash_ids": [1, 2]}\n'
+
+    def fails(self, text, *expected, args=()):
+        result = run("--model", "llama-3.1-8b", *args, "-", stdin=text)
+        self.assertEqual(result.returncode, 2, result.stdout + result.stderr)
+        for e in expected:
+            self.assertIn(e, result.stderr)
+        return result.stderr
+
+    def test_trace_problems_name_line_and_field(self):
+        self.fails(self.GOOD + '{"timestamp": 6, "input_length": 600, "output_length": 3}\n',
+                   "line 2: hash_ids: missing")
+        self.fails(self.GOOD + '{"timestamp": 6, "input_length": -4, "output_length": 3, "hash_ids": []}\n',
+                   "line 2: input_length = -4")
+        self.fails(self.GOOD + '{"timestamp": 6, "input_length": 600, "output_length": 3, "hash_ids": [1,2,3]}\n',
+                   "line 2: hash_ids", "3", "--block-tokens")
+        self.fails(self.GOOD + '{"timestamp": 4, "input_length": 600, "output_length": 3, "hash_ids": [1, 2]}\n',
+                   "line 2: timestamp = 4")
+        self.fails(self.GOOD + '{"timestamp": 6, "input_length": 600, "outp', "line 2", "truncated")
+        self.fails("not json\n", "line 1")
+
+    def test_every_problem_counted(self):
+        bad = '{"timestamp": 9, "input_length": 0, "output_length": 3, "hash_ids": []}\n'
+        err = self.fails(self.GOOD + bad * 12, "12 problems", "line 2:", "line 11:", "2 more not listed")
+        self.assertNotIn("line 12:", err)
+
+    def test_flags(self):
+        self.fails(self.GOOD, "--capacity-tokens", args=("--capacity-tokens", "1.5"))
+        self.fails(self.GOOD, "--capacity-tokens", args=("--capacity-tokens", "5:1:3"))
+        self.fails(self.GOOD, "--disk-capacity-tokens needs --host-capacity-tokens",
+                   args=("--disk-capacity-tokens", "1e6"))
+        self.fails(self.GOOD, "--send", args=("--send",))
+        self.fails(self.GOOD, "--plot", "SVG", args=("--plot", "x.png", "--capacity-tokens", "1,2"))
+        result = run("--model", "nope", "-", stdin=self.GOOD)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--model = nope: no profile of that name", result.stderr)
+
+
+class SendToServer(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.server = harness.Server(SERVER, log_dir=self.tmp.name)
+
+    def tearDown(self):
+        self.server.stop()
+        self.tmp.cleanup()
+
+    def metric(self, samples, name, **labels):
+        return sum(v for (n, ls), v in samples.items()
+                   if n == name and all((k, val) in ls for k, val in labels.items()))
+
+    # The server's counters equal the plan's totals: requests and tokens by tier, attention avoided.
+    def test_metrics_equal_plan(self):
+        trace_path = os.path.join(self.tmp.name, "head.jsonl")
+        trace = load(CONVERSATION, 2000)
+        with open(trace_path, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in trace)
+        args = ["--capacity-tokens", "3e5", "--host-capacity-tokens", "3e6", "--host-bandwidth", "2e10"]
+        offline = plan_json(trace_path, *args)["results"][0]
+        sent = run("--model", "llama-3.1-8b", "--json", "--send", "--target", self.server.grpc_address, *args,
+                   trace_path)
+        self.assertEqual(sent.returncode, 0, sent.stderr)
+        self.assertIn("2000 counted, 0 rejected, 0 not delivered", sent.stderr)
+        self.assertEqual(json.loads(sent.stdout)["results"][0], offline)
+        samples = harness.parse_exposition(self.server.scrape())
+        for tier, totals in offline["by_tier"].items():
+            with self.subTest(tier=tier):
+                self.assertEqual(self.metric(samples, "kvledger_requests_total", tier=tier), totals["requests"])
+                self.assertEqual(self.metric(samples, "kvledger_logical_match_tokens_total", tier=tier),
+                                 totals["logical_match_tokens"])
+                self.assertEqual(self.metric(samples, "kvledger_reused_tokens_total", tier=tier),
+                                 totals["reused_tokens"])
+        total = offline["total"]
+        attention = self.metric(samples, "kvledger_attention_avoided_flops_total", boundary="reused")
+        self.assertAlmostEqual(attention / total["attention_avoided_flops"], 1, places=12)
+        self.assertEqual(self.metric(samples, "kvledger_prompt_tokens_total"), total["prompt_tokens"])
+
+    # --speedup paces the records by the trace's clock: 1 s of trace at 4x takes at least 0.25 s.
+    def test_speedup_paces(self):
+        text = "".join(json.dumps({"timestamp": t, "input_length": 600, "output_length": 1, "hash_ids": [1, 2]}) + "\n"
+                       for t in (0, 500, 1000))
+        start = time.monotonic()
+        result = run("--model", "llama-3.1-8b", "--send", "--speedup", "4", "--target", self.server.grpc_address,
+                     "-", stdin=text)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertGreaterEqual(time.monotonic() - start, 0.25)
+        samples = harness.parse_exposition(self.server.scrape())
+        self.assertEqual(self.metric(samples, "kvledger_requests_total"), 3)
+
+    # With --target and no rate flags the server's rates are used; an unreachable server is exit 1.
+    def test_live_rates_and_unreachable(self):
+        result = run("--model", "llama-3.1-8b", "--target", self.server.grpc_address, "--capacity-tokens", "1e6",
+                     SYNTHETIC)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.server.stop()
+        result = run("--model", "llama-3.1-8b", "--target", self.server.grpc_address, "--timeout", "2", SYNTHETIC)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertIn("cannot reach", result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=2)
