@@ -20,16 +20,16 @@
 #include "lib/planning/plan.h"
 #include "lib/profiles/profile_catalog.h"
 #include "lib/wire/advice_proto.h"
+#include "lib/wire/calculators.h"
 #include "lib/wire/plan_json.h"
 #include "lib/wire/record_proto.h"
 
 namespace kvledger::cli {
 namespace {
 
-constexpr uint64_t kMaxBlockTokens = uint64_t{1} << 20;
-
 struct PlanFlags {
-  std::string model, profiles, capacity = "inf", host_capacity, disk_capacity, plot;
+  std::string model, profiles, plot;
+  CapacityInputs capacity;
   std::optional<uint64_t> block_tokens;
   std::optional<double> host_bandwidth, disk_bandwidth, flops_per_second, fixed_seconds, speedup;
   bool json = false, csv = false, send = false;
@@ -40,11 +40,11 @@ void RegisterPlanFlags(FlagSet& flags, PlanFlags& f) {
   flags.String("model", &f.model, "the model profile every request is costed with", true);
   flags.String("profiles", &f.profiles, "profile file adding or overriding built-in profiles");
   flags.Uint64("block-tokens", &f.block_tokens, "tokens per hash_ids block of the trace (default 512)");
-  flags.String("capacity-tokens", &f.capacity,
+  flags.String("capacity-tokens", &f.capacity.device,
                "device cache capacities in tokens: N, a list 1e6,3e6,1e7, a log range FROM:TO:POINTS, or inf\n"
                "(default inf: never evicts)");
-  flags.String("host-capacity-tokens", &f.host_capacity, "a host tier below the device holding what it evicts");
-  flags.String("disk-capacity-tokens", &f.disk_capacity, "a disk tier below the host holding what it evicts");
+  flags.String("host-capacity-tokens", &f.capacity.host, "a host tier below the device holding what it evicts");
+  flags.String("disk-capacity-tokens", &f.capacity.disk, "a disk tier below the host holding what it evicts");
   flags.Double("host-bandwidth", &f.host_bandwidth, "host-to-device reload bytes/s (default: the server's, with --target)");
   flags.Double("disk-bandwidth", &f.disk_bandwidth, "disk-to-device reload bytes/s (default: the server's, with --target)");
   flags.Double("compute-flops-per-second", &f.flops_per_second,
@@ -79,16 +79,7 @@ absl::StatusOr<std::vector<TraceRequest>> LoadTrace(const std::string& path, uin
   };
   TraceReadResult read = ReadTrace(*in, block_tokens, tty ? std::function<void(uint64_t)>(progress) : nullptr);
   if (tty) std::cerr << "\r" << std::string(50, ' ') << "\r";
-  if (read.error_count > 0) {
-    std::string message = absl::StrCat(path == "-" ? "standard input" : path, ": ", read.error_count,
-                                       read.error_count == 1 ? " problem" : " problems", " in the trace");
-    for (const std::string& error : read.errors) absl::StrAppend(&message, "\n  ", error);
-    if (read.error_count > read.errors.size()) {
-      absl::StrAppend(&message, "\n  (", read.error_count - read.errors.size(), " more not listed)");
-    }
-    return absl::InvalidArgumentError(message);
-  }
-  if (read.requests.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": the trace holds no requests"));
+  if (absl::Status s = read.Check(path == "-" ? "standard input" : path); !s.ok()) return s;
   return std::move(read.requests);
 }
 
@@ -131,30 +122,15 @@ absl::Status CheckPositive(const std::optional<double>& value, const char* flag)
   return absl::OkStatus();
 }
 
-// What every capacity shares: block size, lower tiers, bandwidths and compute, flags before live rates.
+// What every capacity shares: block size, bandwidths and compute, flags before live rates.
 absl::StatusOr<PlanConfig> BaseConfig(const PlanFlags& f, const LiveRates& live) {
-  PlanConfig config;
-  config.block_tokens = f.block_tokens.value_or(kDefaultTraceBlockTokens);
-  if (config.block_tokens < 1 || config.block_tokens > kMaxBlockTokens) {
-    return absl::InvalidArgumentError(absl::StrCat("--block-tokens = ", config.block_tokens, ": must be in [1, ",
-                                                   kMaxBlockTokens, "]"));
-  }
-  for (auto [flag, text, tier] : {std::tuple{"--host-capacity-tokens", &f.host_capacity, 1},
-                                  std::tuple{"--disk-capacity-tokens", &f.disk_capacity, 2}}) {
-    if (text->empty()) continue;
-    auto capacity = ParseCapacity(*text, flag);
-    if (!capacity.ok()) return capacity.status();
-    config.capacity_tokens[tier] = *capacity;
-  }
-  if (config.capacity_tokens[2] > 0 && config.capacity_tokens[1] == 0) {
-    return absl::InvalidArgumentError(
-        "--disk-capacity-tokens needs --host-capacity-tokens: a tier holds what the one above it evicts");
-  }
   for (auto [flag, value] : {std::pair{"host-bandwidth", &f.host_bandwidth}, std::pair{"disk-bandwidth", &f.disk_bandwidth},
                              std::pair{"compute-flops-per-second", &f.flops_per_second},
                              std::pair{"speedup", &f.speedup}}) {
     if (absl::Status s = CheckPositive(*value, flag); !s.ok()) return s;
   }
+  PlanConfig config;
+  config.block_tokens = f.block_tokens.value_or(kDefaultTraceBlockTokens);
   config.bandwidth = live.bandwidth;
   if (f.host_bandwidth) config.bandwidth[1] = f.host_bandwidth;
   if (f.disk_bandwidth) config.bandwidth[2] = f.disk_bandwidth;
@@ -171,15 +147,9 @@ absl::StatusOr<PlanConfig> BaseConfig(const PlanFlags& f, const LiveRates& live)
 absl::StatusOr<std::vector<PlanConfig>> Configs(const PlanFlags& f, const LiveRates& live) {
   auto base = BaseConfig(f, live);
   if (!base.ok()) return base.status();
-  auto capacities = ParseCapacityList(f.capacity, "--capacity-tokens");
-  if (!capacities.ok()) return capacities.status();
-  std::vector<PlanConfig> configs;
-  for (uint64_t capacity : *capacities) {
-    configs.push_back(*base);
-    configs.back().capacity_tokens[0] = capacity;
-  }
-  if (f.send && configs.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--send needs exactly one --capacity-tokens, not ", configs.size()));
+  auto configs = CapacityConfigs(f.capacity, *base, kMaxCapacities, FlagName);
+  if (configs.ok() && f.send && configs->size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--send needs exactly one --capacity-tokens, not ", configs->size()));
   }
   return configs;
 }

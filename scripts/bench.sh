@@ -13,11 +13,15 @@ build="${KVLEDGER_BUILD_DIR:-$root/build/release}"
 "$root/scripts/setup"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DKVLEDGER_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" --target kvledger-server kvledger-noop-server kvledger record_path_bench \
-  reporter_latency
+  reporter_latency planning_bench
 
 echo "## Record path (Google Benchmark, median of 5 repetitions)"
 "$build/bench/record_path_bench" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
   --benchmark_min_time=0.5 2>&1 | grep -E "^(BM_|Run on|CPU|Load)" | grep -vE "_(mean|stddev|cv)"
+echo
+echo "## Planning: the conversation trace read and simulated, beside reading its lines"
+"$build/bench/planning_bench" "$root/examples/traces/mooncake-conversation.jsonl" --benchmark_repetitions=5 \
+  --benchmark_report_aggregates_only=true 2>&1 | grep -E "^BM_.*_median"
 echo
 echo "## Reporter: Report() latency beside its floor (C++, then Python)"
 "$build/bench/reporter_latency"

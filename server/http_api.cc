@@ -2,6 +2,7 @@
 #include "lib/base/quote.h"
 
 #include <algorithm>
+#include <fstream>
 #include <functional>
 
 #include "absl/strings/numbers.h"
@@ -12,7 +13,9 @@
 #include "lib/cost_model/number_format.h"
 #include "lib/wire/advice_proto.h"
 #include "lib/wire/calculators.h"
+#include "lib/planning/capacity.h"
 #include "lib/wire/json_writer.h"
+#include "lib/wire/plan_json.h"
 #include "lib/wire/record_proto.h"
 #include "server/explore_page.h"
 
@@ -197,6 +200,45 @@ HttpResponse TotalsJson(const ModelRegistry& registry, const Aggregator& aggrega
   return Json(out.str());
 }
 
+// The most capacities one /api/v1/plan computes: each is one pass over the trace (about 20 ms for
+// 12,000 requests), on one of the HTTP workers.
+constexpr size_t kMaxApiCapacities = 16;
+
+// What the trace buys at each capacity for a model: `kvledger plan --json` with the trace's summary.
+HttpResponse PlanTrace(const HttpRequest& r, const ProfileCatalog& catalog, PlanningTrace* trace) {
+  if (trace == nullptr) {
+    JsonObject o;
+    o.String("error", "this server was given no trace: start it with --trace_file=PATH (docs/planning.md)");
+    return HttpResponse::Of(404, "application/json", o.str());
+  }
+  const std::string model = Text(r, "model");
+  const Profile* profile = catalog.Find(model);
+  if (profile == nullptr) return BadRequest(absl::StrCat("model = ", Quoted(model), ": no profile of that name"));
+  CapacityInputs inputs{Text(r, "capacity_tokens", "1e5:1e8:10,inf"), Text(r, "host_capacity_tokens"),
+                        Text(r, "disk_capacity_tokens")};
+  PlanConfig base;
+  base.block_tokens = trace->block_tokens;
+  auto configs = CapacityConfigs(inputs, base, kMaxApiCapacities);
+  if (!configs.ok()) return BadRequest(configs.status().message());
+  std::unique_lock<std::mutex> lock(trace->running, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    JsonObject o;
+    o.String("error", "a plan is already running on this server; retry");
+    return HttpResponse::Of(503, "application/json", o.str());
+  }
+  std::vector<PlanResult> results;
+  for (const PlanConfig& config : *configs) {
+    auto result = Plan(trace->requests, *profile, config);
+    if (!result.ok()) return BadRequest(result.status().message());
+    results.push_back(*std::move(result));
+  }
+  JsonObject summary;
+  summary.String("name", trace->name).Integer("requests", trace->requests.size());
+  JsonObject o;
+  o.Object("trace", summary).Json("plan", PlanRunToJson(*profile, trace->block_tokens, results));
+  return Json(o.str());
+}
+
 // The parameters a route takes; any other is refused, naming it and the known ones, so a misspelled
 // parameter is never read as absent.
 using Handler = std::function<HttpResponse(const HttpRequest&)>;
@@ -226,8 +268,20 @@ std::vector<std::string> ExplainParameters() {
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<PlanningTrace>> LoadPlanningTrace(const std::string& path, uint64_t block_tokens) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("--trace_file = ", Quoted(path), ": cannot be read"));
+  TraceReadResult read = ReadTrace(in, block_tokens);
+  if (absl::Status s = read.Check(absl::StrCat("--trace_file = ", Quoted(path))); !s.ok()) return s;
+  auto trace = std::make_unique<PlanningTrace>();
+  trace->name = path;
+  trace->block_tokens = block_tokens;
+  trace->requests = std::move(read.requests);
+  return trace;
+}
+
 std::vector<HttpListener::Route> HttpApiRoutes(const ModelRegistry& registry, const Aggregator& aggregator,
-                                               const LiveRates& rates) {
+                                               const LiveRates& rates, PlanningTrace* trace) {
   const ProfileCatalog& catalog = registry.catalog();
   return {
       {"/api/v1/calc", Taking({"alpha", "attention", "window_fraction", "beta", "overhead", "window", "queue_share",
@@ -243,6 +297,8 @@ std::vector<HttpListener::Route> HttpApiRoutes(const ModelRegistry& registry, co
       {"/api/v1/totals", Taking({}, [&registry, &aggregator](const HttpRequest&) {
                            return TotalsJson(registry, aggregator);
                          })},
+      {"/api/v1/plan", Taking({"model", "capacity_tokens", "host_capacity_tokens", "disk_capacity_tokens"},
+                              [&catalog, trace](const HttpRequest& r) { return PlanTrace(r, catalog, trace); })},
       {"/explore", [](const HttpRequest&) {
          return HttpResponse::Of(200, "text/html; charset=utf-8", std::string(kExplorePage));
        }},

@@ -80,6 +80,7 @@ struct KvledgerServer::State {
   std::unique_ptr<LedgerService> service;
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<MetricsExposition> exposition;
+  std::unique_ptr<PlanningTrace> trace;  // --trace_file, for /api/v1/plan
   std::unique_ptr<HttpListener> http;
   ServerOptions options;
   bool stopped = false;
@@ -219,6 +220,11 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   auto catalog = ProfileCatalog::LoadFile(options.profiles_file);
   if (!catalog.ok()) return absl::InvalidArgumentError(catalog.status().message());
   state->catalog = *std::move(catalog);
+  if (!options.trace_file.empty()) {
+    auto trace = LoadPlanningTrace(options.trace_file, options.trace_block_tokens);
+    if (!trace.ok()) return trace.status();
+    state->trace = *std::move(trace);
+  }
   state->registry = std::make_unique<ModelRegistry>(state->catalog, options.max_models, options.unknown_model);
   state->aggregator = std::make_unique<Aggregator>(state->registry->slots().slot_count());
   state->rates = std::make_unique<LiveRates>(state->registry->slots().slot_count(), options.advice_half_life_seconds,
@@ -245,7 +251,7 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   state->exposition = std::make_unique<MetricsExposition>(*state->aggregator, *state->registry, state->rates.get(),
                                                           state->engine_stats.get(), &state->metrics->registry());
   std::vector<HttpListener::Route> routes = {MetricsRoute(state->exposition.get(), state->metrics.get())};
-  for (auto& route : HttpApiRoutes(*state->registry, *state->aggregator, *state->rates)) routes.push_back(std::move(route));
+  for (auto& route : HttpApiRoutes(*state->registry, *state->aggregator, *state->rates, state->trace.get())) routes.push_back(std::move(route));
   auto http = HttpListener::Start(options.metrics_address, MetricsLimits(options), *std::move(security),
                                   std::move(routes));
   if (!http.ok()) {

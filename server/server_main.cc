@@ -33,6 +33,10 @@ ABSL_FLAG(std::string, metrics_address, kDefaults.metrics_address,
           "Prometheus /metrics listen address HOST:PORT (port 0 = any free port)");
 ABSL_FLAG(std::string, profiles, "", "Profile file (text proto or .json ProfileCatalog) adding or overriding built-in profiles");
 ABSL_FLAG(uint32_t, max_models, kDefaults.max_models, "Distinct model label values before further models fold into model=\"other\"");
+ABSL_FLAG(std::string, trace_file, "",
+          "A prefix-reuse trace (Mooncake format) to plan cache capacity from: /api/v1/plan and /explore");
+ABSL_FLAG(uint32_t, trace_block_tokens, kvledger::ServerOptions().trace_block_tokens,
+          "Tokens per hash_ids block of --trace_file");
 ABSL_FLAG(std::string, unknown_model, "reject", "reject | generic: what to do with a model that has no profile");
 ABSL_FLAG(std::string, tls_cert_file, "", "PEM certificate chain for gRPC TLS");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for gRPC TLS");
@@ -163,6 +167,8 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.profiles_file = absl::GetFlag(FLAGS_profiles);
   options.max_models = absl::GetFlag(FLAGS_max_models);
+  options.trace_file = absl::GetFlag(FLAGS_trace_file);
+  options.trace_block_tokens = absl::GetFlag(FLAGS_trace_block_tokens);
   const std::string unknown = absl::GetFlag(FLAGS_unknown_model);
   const std::optional<UnknownModelPolicy> policy = UnknownModelPolicyFromName(unknown);
   if (!policy) {

@@ -18,6 +18,10 @@ struct ServerOptions {
   std::string metrics_address = "127.0.0.1:9464";
   // Text-proto or JSON ProfileCatalog adding/overriding built-in profiles; empty = built-ins only.
   std::string profiles_file;
+  // A prefix-reuse trace (docs/planning.md) read and checked at start, for /api/v1/plan and the
+  // explorer's "Your trace" section; empty = none. Its hash_ids blocks are trace_block_tokens long.
+  std::string trace_file;
+  uint32_t trace_block_tokens = 512;
   // Distinct model label values before further models fold into model="other".
   uint32_t max_models = 64;
   UnknownModelPolicy unknown_model = UnknownModelPolicy::kReject;

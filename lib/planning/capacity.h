@@ -4,10 +4,13 @@
 #define KVLEDGER_LIB_PLANNING_CAPACITY_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "lib/cost_model/alpha_calculator.h"
+#include "lib/planning/plan.h"
 
 namespace kvledger {
 
@@ -22,6 +25,20 @@ absl::StatusOr<uint64_t> ParseCapacity(absl::string_view text, absl::string_view
 // POINTS (2..kMaxCapacities) capacities evenly spaced on a log scale from FROM to TO inclusive,
 // rounded to whole tokens. Sorted ascending, duplicates removed.
 absl::StatusOr<std::vector<uint64_t>> ParseCapacityList(absl::string_view text, absl::string_view flag);
+
+// The capacities of a run as written: device (a list or a range), host and disk (one each; empty: no
+// such tier).
+struct CapacityInputs {
+  std::string device = "inf";
+  std::string host, disk;
+};
+
+// One configuration per device capacity, ascending, each `base` with those tiers; at most
+// `max_configs`. INVALID_ARGUMENT naming the input (`capacity_tokens`, `host_capacity_tokens`,
+// `disk_capacity_tokens`, `block_tokens` as `name` spells them) for a bad value, a disk tier without
+// a host tier, or a block size outside [1, kMaxBlockTokens].
+absl::StatusOr<std::vector<PlanConfig>> CapacityConfigs(const CapacityInputs& inputs, const PlanConfig& base,
+                                                        size_t max_configs, InputNamer name = FieldName);
 
 }  // namespace kvledger
 

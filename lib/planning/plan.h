@@ -24,6 +24,7 @@ namespace kvledger {
 inline constexpr std::array kPlanTiers = {Tier::kDevice, Tier::kHost, Tier::kDisk};
 inline constexpr size_t kPlanTierCount = kPlanTiers.size();
 inline constexpr uint64_t kUnlimitedTokens = kUnlimitedBlocks;
+inline constexpr uint64_t kMaxBlockTokens = uint64_t{1} << 20;
 
 struct PlanConfig {
   uint64_t block_tokens = kDefaultTraceBlockTokens;

@@ -173,6 +173,18 @@ absl::StatusOr<TraceRequest> ParseTraceLine(absl::string_view text, size_t line,
   return r;
 }
 
+absl::Status TraceReadResult::Check(absl::string_view name) const {
+  if (error_count == 0) {
+    if (requests.empty()) return absl::InvalidArgumentError(absl::StrCat(name, ": the trace holds no requests"));
+    return absl::OkStatus();
+  }
+  std::string message =
+      absl::StrCat(name, ": ", error_count, error_count == 1 ? " problem" : " problems", " in the trace");
+  for (const std::string& error : errors) absl::StrAppend(&message, "\n  ", error);
+  if (error_count > errors.size()) absl::StrAppend(&message, "\n  (", error_count - errors.size(), " more not listed)");
+  return absl::InvalidArgumentError(message);
+}
+
 TraceReadResult ReadTrace(std::istream& in, uint64_t block_tokens,
                           const std::function<void(uint64_t bytes)>& progress) {
   TraceReadResult result;

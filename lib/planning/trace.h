@@ -38,6 +38,10 @@ struct TraceReadResult {
   size_t error_count = 0;           // all of them
   size_t blank_lines = 0;
   static constexpr size_t kMaxListedErrors = 10;
+
+  // OK when there is at least one request and no problem; else INVALID_ARGUMENT "NAME: N problems in
+  // the trace", then the listed ones a line each (or "NAME: the trace holds no requests").
+  absl::Status Check(absl::string_view name) const;
 };
 
 // Reads a whole trace. Besides each line's own checks: timestamps must not go backwards, and a last

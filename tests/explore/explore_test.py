@@ -2,8 +2,9 @@
 kvledger-server, driven over the DevTools protocol. The test checks that every displayed figure
 equals the JSON API's answer for the same inputs, moves the alpha slider with the keyboard and
 checks again, checks a worked example of docs/cost-model.md (reusing half of a prompt leaves three
-quarters of full attention), that the page loads nothing from outside the server (it works
-offline), and saves a screenshot.
+quarters of full attention), that the "Your trace" section shows /api/v1/plan's figures for the
+trace the server was given (and says how to give one when there is none), that the page loads
+nothing from outside the server (it works offline), and saves a screenshot.
 
 Usage: explore_test.py KVLEDGER_SERVER PYTHON_STUBS_DIR SCREENSHOT_PATH
 """
@@ -30,6 +31,8 @@ import websocket  # noqa: E402  (Debian's python3-websocket)
 from harness import Server, poll  # noqa: E402
 from kvledger.v1 import ledger_pb2_grpc, record_pb2  # noqa: E402
 
+TRACE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "traces",
+                     "mooncake-synthetic.jsonl")
 CHROMIUM = shutil.which("chromium")
 DEVTOOLS = re.compile(r"DevTools listening on (ws://\S+)")
 
@@ -127,7 +130,7 @@ def read_back(figure, text):
 class ExploreTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="kvledger-explore-")
-        self.server = Server(SERVER, log_dir=self.tmp)
+        self.server = Server(SERVER, f"--trace_file={TRACE}", log_dir=self.tmp)
         self.addCleanup(self.server.stop)
         with grpc.insecure_channel(self.server.grpc_address) as channel:
             stub = ledger_pb2_grpc.LedgerStub(channel)
@@ -307,6 +310,41 @@ class ExploreTest(unittest.TestCase):
         origin = f"http://{self.server.metrics_address}/"
         self.assertTrue(self.browser.requests)
         self.assertEqual([u for u in self.browser.requests if not u.startswith(origin)], [])
+
+    def trace_cells(self):
+        return json.loads(self.browser.evaluate(
+            "JSON.stringify([...document.querySelectorAll('#trace-table tr')].slice(1).map((row) =>"
+            " [...row.cells].map((c) => c.dataset.value || c.textContent)))"))
+
+    def wait_trace(self, after):
+        return poll("the trace section to draw",
+                    lambda: int(self.browser.evaluate("document.body.dataset.traceReady || '0'") or 0) > after
+                    and int(self.browser.evaluate("document.body.dataset.traceReady")))
+
+    def test_your_trace_section(self):
+        self.browser.call("Page.navigate", url=f"http://{self.server.metrics_address}/explore")
+        ready = self.wait_trace(0)
+        plan = self.api("/api/v1/plan", model="llama-3.1-8b")["plan"]["results"]
+        expected = [[str(r["capacity_tokens"]["device"]) if r["capacity_tokens"]["device"] is not None else "unlimited",
+                     str(r["capacity_bytes"]["device"]) if r["capacity_bytes"]["device"] is not None else "null",
+                     *[json.dumps(r["total"][k]) for k in ("token_hit_ratio", "attention_avoided_ratio",
+                                                           "prefill_avoided_ratio")]] for r in plan]
+        self.assertEqual(self.trace_cells(), expected)
+        self.assertEqual(self.browser.evaluate("document.querySelectorAll('#trace-curve polyline').length"), 3)
+        self.assertIn("3993 requests", self.browser.evaluate("document.getElementById('trace-note').textContent"))
+        # Other capacities: the table and the curve follow.
+        self.browser.evaluate("(() => { const e = document.getElementById('trace-capacities'); e.value = '1e6,1e7';"
+                              " e.dispatchEvent(new Event('change')); })()")
+        self.wait_trace(ready)
+        plan = self.api("/api/v1/plan", model="llama-3.1-8b", capacity_tokens="1e6,1e7")["plan"]["results"]
+        self.assertEqual([row[2] for row in self.trace_cells()], [json.dumps(r["total"]["token_hit_ratio"]) for r in plan])
+        # A server without a trace says how to give it one.
+        bare = Server(SERVER, log_dir=self.tmp)
+        self.addCleanup(bare.stop)
+        self.browser.call("Page.navigate", url=f"http://{bare.metrics_address}/explore")
+        self.wait_trace(0)
+        self.assertIn("--trace_file", self.browser.evaluate("document.getElementById('trace-note').textContent"))
+        self.assertTrue(self.browser.evaluate("document.getElementById('trace-section').hidden"))
 
 
 if __name__ == "__main__":

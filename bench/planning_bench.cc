@@ -1,0 +1,66 @@
+// What `kvledger plan` costs on the shipped conversation trace (12,031 requests, 145 M prompt
+// tokens), beside the baseline of reading its lines without parsing them:
+//   BM_ReadLines   getline over the file (the floor: I/O and line splitting)
+//   BM_ReadTrace   the strict parse into requests (ReadTrace)
+//   BM_Plan/N      one capacity of N device tokens simulated and costed (Plan), the trace in memory
+// Usage: planning_bench TRACE.jsonl [benchmark flags]
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "benchmark/benchmark.h"
+#include "lib/planning/plan.h"
+#include "lib/profiles/profile_catalog.h"
+
+namespace kvledger {
+namespace {
+
+std::string trace_path;
+
+void BM_ReadLines(benchmark::State& state) {
+  for (auto _ : state) {
+    std::ifstream in(trace_path);
+    size_t lines = 0;
+    for (std::string line; std::getline(in, line);) ++lines;
+    benchmark::DoNotOptimize(lines);
+  }
+}
+BENCHMARK(BM_ReadLines)->Unit(benchmark::kMillisecond);
+
+void BM_ReadTrace(benchmark::State& state) {
+  for (auto _ : state) {
+    std::ifstream in(trace_path);
+    TraceReadResult read = ReadTrace(in, kDefaultTraceBlockTokens);
+    benchmark::DoNotOptimize(read.requests.data());
+  }
+}
+BENCHMARK(BM_ReadTrace)->Unit(benchmark::kMillisecond);
+
+void BM_Plan(benchmark::State& state) {
+  std::ifstream in(trace_path);
+  const TraceReadResult read = ReadTrace(in, kDefaultTraceBlockTokens);
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  PlanConfig config;
+  config.capacity_tokens[0] = static_cast<uint64_t>(state.range(0));
+  for (auto _ : state) {
+    auto result = Plan(read.requests, *catalog.Find("llama-3.1-8b"), config);
+    benchmark::DoNotOptimize(result->total.requests);
+  }
+  state.counters["requests/s"] =
+      benchmark::Counter(static_cast<double>(read.requests.size()), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Plan)->Arg(1'000'000)->Arg(10'000'000)->Arg(100'000'000)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace kvledger
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (argc != 2) {
+    std::cerr << "usage: planning_bench TRACE.jsonl [benchmark flags]\n";
+    return 2;
+  }
+  kvledger::trace_path = argv[1];
+  benchmark::RunSpecifiedBenchmarks();
+  return 0;
+}
