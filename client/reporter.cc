@@ -1,10 +1,20 @@
 #include "client/reporter.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <random>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "kvledger/v1/ledger.grpc.pb.h"
 
 namespace kvledger {
@@ -21,17 +31,133 @@ bool IsTransient(grpc::StatusCode code) {
          code == grpc::StatusCode::RESOURCE_EXHAUSTED;
 }
 
-class GrpcTransport final : public BatchTransport {
+// The addresses behind a target, for one channel per replica: "host:port" and "dns:///host:port"
+// resolved now, "ipv4:" and "ipv6:" lists as listed. Empty for any other target (unix:, xds:, ...),
+// or when the name does not resolve: one channel for the whole target then.
+struct ResolvedTarget {
+  std::string host;  // the name, for TLS and :authority; empty for literal lists
+  std::vector<std::string> addresses;  // "ipv4:1.2.3.4:50051", "ipv6:[::1]:50051"
+};
+
+ResolvedTarget Resolve(absl::string_view target) {
+  ResolvedTarget out;
+  if (absl::ConsumePrefix(&target, "ipv4:") || absl::ConsumePrefix(&target, "ipv6:")) {
+    for (absl::string_view a : absl::StrSplit(target, ',')) {
+      out.addresses.push_back(absl::StrCat(absl::StrContains(a, '[') ? "ipv6:" : "ipv4:", a));
+    }
+    return out;
+  }
+  if (!absl::ConsumePrefix(&target, "dns:///") && !absl::ConsumePrefix(&target, "dns:") &&
+      absl::StrContains(target, ":/")) {
+    return out;  // another resolver scheme
+  }
+  const size_t colon = target.rfind(':');
+  if (colon == absl::string_view::npos || absl::StrContains(target, '/')) return out;
+  std::string host(target.substr(0, colon));
+  const std::string port(target.substr(colon + 1));
+  if (host.size() > 1 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0) return out;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const bool v6 = a->ai_family == AF_INET6;
+    const void* ip = v6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr)
+                        : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr);
+    if (inet_ntop(a->ai_family, ip, text, sizeof text) == nullptr) continue;
+    std::string address = v6 ? absl::StrCat("ipv6:[", text, "]:", port) : absl::StrCat("ipv4:", text, ":", port);
+    if (std::find(out.addresses.begin(), out.addresses.end(), address) == out.addresses.end()) {
+      out.addresses.push_back(std::move(address));
+    }
+  }
+  freeaddrinfo(found);
+  out.host = host;
+  return out;
+}
+
+// One channel per replica behind the target, so that a batch's retries go back to the replica that
+// got its first attempt (which deduplicates it by batch id) while that replica is reachable, and move
+// only when it is not. New batches rotate over the reachable replicas (round_robin) or stay on the
+// first reachable one (pick_first). The target is resolved again every kResolveEvery, so replicas
+// that join get batches and those that leave stop getting them. Used from the sender thread only.
+class ReplicaSet {
  public:
-  explicit GrpcTransport(const ReporterOptions& options) {
+  static constexpr absl::Duration kResolveEvery = absl::Seconds(15);
+
+  explicit ReplicaSet(const ReporterOptions& options) : options_(options) {}
+
+  // The stub for an attempt at `batch_id`.
+  v1::Ledger::Stub* Pick(const std::string& batch_id) {
+    if (absl::Now() >= next_resolve_) Refresh();
+    if (batch_id == pinned_batch_ && replicas_.count(pinned_address_) > 0 && Reachable(replicas_[pinned_address_])) {
+      return replicas_[pinned_address_].stub.get();
+    }
+    const size_t n = order_.size();
+    size_t chosen = options_.load_balancing_policy == "pick_first" ? 0 : next_++ % n;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t k = (chosen + i) % n;
+      if (Reachable(replicas_[order_[k]])) {
+        chosen = k;
+        break;
+      }
+    }
+    pinned_batch_ = batch_id;
+    pinned_address_ = order_[chosen];
+    return replicas_[pinned_address_].stub.get();
+  }
+
+ private:
+  struct Replica {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<v1::Ledger::Stub> stub;
+  };
+  static bool Reachable(const Replica& r) { return r.channel->GetState(true) != GRPC_CHANNEL_TRANSIENT_FAILURE; }
+
+  std::shared_ptr<grpc::Channel> Channel(const std::string& target, const std::string& host) const {
     grpc::ChannelArguments arguments;
-    if (!options.load_balancing_policy.empty()) arguments.SetLoadBalancingPolicyName(options.load_balancing_policy);
     // A restarted server is found again within a second or two (gRPC's default backoff grows to 120 s).
     arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
     arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-    auto credentials = options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
-    stub_ = v1::Ledger::NewStub(grpc::CreateCustomChannel(options.target, credentials, arguments));
+    if (!host.empty()) arguments.SetSslTargetNameOverride(host);  // certificates name the host, not its address
+    if (target == options_.target) arguments.SetLoadBalancingPolicyName(options_.load_balancing_policy);
+    auto credentials = options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials();
+    return grpc::CreateCustomChannel(target, credentials, arguments);
   }
+
+  void Refresh() {
+    next_resolve_ = absl::Now() + kResolveEvery;
+    ResolvedTarget resolved = Resolve(options_.target);
+    if (resolved.addresses.empty()) {
+      if (!order_.empty()) return;  // keep what we have while the name does not resolve
+      resolved.addresses = {options_.target};  // not resolvable here: gRPC balances the target itself
+    }
+    std::map<std::string, Replica> next;
+    for (const std::string& address : resolved.addresses) {
+      auto it = replicas_.find(address);
+      if (it != replicas_.end()) {
+        next[address] = std::move(it->second);
+      } else {
+        Replica& r = next[address];
+        r.channel = Channel(address, resolved.host);
+        r.stub = v1::Ledger::NewStub(r.channel);
+      }
+    }
+    replicas_ = std::move(next);
+    order_ = resolved.addresses;
+  }
+
+  const ReporterOptions& options_;
+  std::map<std::string, Replica> replicas_;
+  std::vector<std::string> order_;  // as resolved
+  size_t next_ = 0;
+  std::string pinned_batch_, pinned_address_;
+  absl::Time next_resolve_ = absl::InfinitePast();
+};
+
+class GrpcTransport final : public BatchTransport {
+ public:
+  explicit GrpcTransport(const ReporterOptions& options) : options_(options), replicas_(options_) {}
   grpc::Status Send(const v1::RecordBatchRequest& batch, absl::Time deadline,
                     v1::RecordBatchResponse* response) override {
     grpc::ClientContext context;
@@ -41,7 +167,7 @@ class GrpcTransport final : public BatchTransport {
       if (cancelled_) return grpc::Status(grpc::StatusCode::CANCELLED, "reporter shut down");
       current_ = &context;
     }
-    grpc::Status status = stub_->RecordBatch(&context, batch, response);
+    grpc::Status status = replicas_.Pick(batch.batch_id())->RecordBatch(&context, batch, response);
     std::lock_guard<std::mutex> lock(mu_);
     current_ = nullptr;
     return status;
@@ -53,7 +179,8 @@ class GrpcTransport final : public BatchTransport {
   }
 
  private:
-  std::unique_ptr<v1::Ledger::Stub> stub_;
+  const ReporterOptions options_;
+  ReplicaSet replicas_;
   std::mutex mu_;
   grpc::ClientContext* current_ = nullptr;  // the call in progress, guarded by mu_
   bool cancelled_ = false;

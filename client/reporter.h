@@ -9,9 +9,14 @@
 //   was dropped (queue full, or the reporter shut down); every drop is counted in Stats::dropped.
 // - Full queue policy: the NEW record is dropped (drop-newest); what is queued keeps its order.
 // - Transient failures (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED) are retried with
-//   capped, jittered exponential backoff, forever while the reporter runs, with the SAME batch_id:
-//   the replica that applied a batch whose reply was lost answers the retry without counting it
-//   again. While a batch is retried the queue keeps filling, and then drops (counted).
+//   capped, jittered exponential backoff, forever while the reporter runs, with the SAME batch_id
+//   and to the SAME replica while it is reachable: the replica that applied a batch whose reply was
+//   lost answers the retry without counting it again. A retry moves to another replica only when
+//   the first one's connection is failing. While a batch is retried the queue keeps filling, and
+//   then drops (counted).
+// - Replicas: the target is resolved by the reporter (host:port, dns:///host:port, ipv4:/ipv6:
+//   lists; again every 15 s, so replicas that join get batches), one connection per replica. Any
+//   other target (unix:, xds:, ...) is one gRPC channel balanced by gRPC, without sticky retries.
 // - Any other failure (e.g. INVALID_ARGUMENT for the whole batch, UNIMPLEMENTED) drops the batch,
 //   counted in Stats::dropped. Records the server rejects one by one are counted in Stats::rejected.
 // - Every record is accounted exactly once: reported = sent + rejected + dropped + queued.
@@ -44,7 +49,8 @@ struct ReporterOptions {
   std::string target = "127.0.0.1:50051";
   // Channel credentials; insecure when null.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
-  // gRPC load balancing policy across the target's addresses ("round_robin" spreads over replicas).
+  // Across the target's replicas: "round_robin" sends each new batch to the next reachable replica,
+  // "pick_first" every batch to the first reachable one. A retry stays on its replica either way.
   std::string load_balancing_policy = "round_robin";
   // Records the queue holds, rounded up to a power of two.
   size_t max_queue_size = 2048;

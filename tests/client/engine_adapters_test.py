@@ -443,15 +443,27 @@ class EngineStatsIdempotenceTest(ServerTest):
                     raise FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED)
                 return reply
 
+        class OneReplica:
+            """The reporter's replica set (kvledger/replicas.py) reduced to the stub above."""
+            def __init__(self, stub):
+                self.stub = stub
+
+            def pick(self, key):
+                return self.stub
+
+            def close(self):
+                pass
+
         with grpc.insecure_channel(self.server.grpc_address) as channel:
             reporter = kvledger.Reporter(self.server.grpc_address)
             self.addCleanup(reporter.close, 1)
             stub = LostReply(ledger_pb2_grpc.LedgerStub(channel))
+            reporter._replicas = OneReplica(stub)
             reporter.report_transfer(MODEL, "disk", 500, 0.25, 3)
-            reporter._send_engine_stats(stub)  # the reply is lost: kept for a retry
+            reporter._send_engine_stats()  # the reply is lost: kept for a retry
             reporter.report_transfer(MODEL, "disk", 500, 0.25, 3)  # new figures wait for the next request
-            reporter._send_engine_stats(stub)
-            reporter._send_engine_stats(stub)
+            reporter._send_engine_stats()
+            reporter._send_engine_stats()
         self.assertEqual(stub.sent[0], stub.sent[1])  # the retry: the same bytes, the same batch id
         self.assertNotEqual(stub.sent[1], stub.sent[2])
         self.assertEqual(self.value("kvledger_engine_transfers_total", model=MODEL, tier="disk"), 6)

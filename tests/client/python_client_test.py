@@ -199,6 +199,26 @@ class ReporterTest(unittest.TestCase):
         self.assertGreaterEqual(stats["retried"], 3)
         self.assertEqual(accepted(server), 1000)
 
+    # Proves: through one target of three replicas, a batch whose reply was cut after the replica
+    # applied it is retried on that replica (sticky), so the fleet counts every record once; new
+    # batches still spread over all three.
+    def test_cut_reply_retried_on_the_same_replica(self):
+        servers = [self.server() for _ in range(3)]
+        proxies = [CuttingProxy(s.grpc_address, cuts=2) for s in servers]
+        for proxy in proxies:
+            self.addCleanup(proxy.close)
+        reporter = fast("ipv4:" + ",".join(p.target for p in proxies), max_batch_size=50)
+        self.addCleanup(reporter.close, 1)
+        for i in range(1500):
+            self.assertTrue(reporter.report(half_hit(i)))
+            if i % 50 == 49:
+                self.assertTrue(reporter.flush(60))
+        self.assertEqual([p.cuts_done for p in proxies], [2, 2, 2])
+        counted = [accepted(s) for s in servers]
+        self.assertEqual(sum(counted), 1500, counted)
+        self.assertTrue(all(c > 0 for c in counted), counted)
+        self.assertEqual(reporter.stats()["sent"], 1500)
+
     # Proves: report() stays fast while the server refuses connections or stalls (a generous bound;
     # the measured figure is in docs/performance.md), and close() returns promptly, counting the
     # undelivered records as dropped.

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/reporter.h"
 #include "gtest/gtest.h"
 #include "server/kvledger_server.h"
@@ -131,6 +132,66 @@ TEST(ReporterTest, LostReplyIsNotCountedTwice) {
   EXPECT_EQ(server->accepted_records(), 300u);
   EXPECT_EQ(reporter.stats().sent, 300u);
   EXPECT_GT(reporter.stats().retried, 0u);
+}
+
+// Three replicas behind one target ("ipv4:" list, as a resolved name gives).
+struct Fleet {
+  std::vector<std::unique_ptr<KvledgerServer>> servers;
+  std::string target = "ipv4:";
+  Fleet() {
+    for (int i = 0; i < 3; ++i) {
+      servers.push_back(StartServer());
+      absl::StrAppend(&target, i ? "," : "", servers.back()->grpc_address());
+    }
+  }
+  std::vector<uint64_t> Counted() const {
+    std::vector<uint64_t> counts;
+    for (const auto& s : servers) counts.push_back(s->accepted_records());
+    return counts;
+  }
+};
+
+uint64_t Sum(const std::vector<uint64_t>& v) {
+  uint64_t total = 0;
+  for (uint64_t x : v) total += x;
+  return total;
+}
+
+// Proves: through a target of three replicas, a batch whose reply was lost is retried on the replica
+// that applied it, so it is counted once in the fleet; new batches still spread over every replica.
+TEST(ReporterTest, LostReplyRetriedOnTheSameReplica) {
+  Fleet fleet;
+  ReporterOptions options = Options(fleet.target);
+  options.max_batch_size = 10;
+  Reporter reporter(options, std::make_unique<LosingFirstReply>(MakeGrpcTransport(options)));
+  for (int i = 0; i < 600; ++i) {
+    ASSERT_TRUE(reporter.Report(HalfHit()));
+    if (i % 10 == 9) {
+      ASSERT_TRUE(reporter.Flush(absl::Seconds(30)));  // one batch at a time
+    }
+  }
+  const std::vector<uint64_t> counted = fleet.Counted();
+  EXPECT_EQ(Sum(counted), 600u) << counted[0] << " " << counted[1] << " " << counted[2];
+  for (uint64_t c : counted) EXPECT_GT(c, 0u);
+  EXPECT_EQ(reporter.stats().sent, 600u);
+  EXPECT_GE(reporter.stats().retried, 60u);
+}
+
+// Proves: a replica that stops leaves the rotation; what it acknowledged stays counted there and
+// nothing else is lost or counted twice.
+TEST(ReporterTest, ReplicaThatLeavesIsSkipped) {
+  Fleet fleet;
+  ReporterOptions options = Options(fleet.target);
+  options.max_batch_size = 10;
+  Reporter reporter(options);
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE(reporter.Report(HalfHit()));
+  ASSERT_TRUE(reporter.Flush(absl::Seconds(30)));
+  const uint64_t before_stop = fleet.servers[1]->accepted_records();
+  fleet.servers[1]->Shutdown(/*patient=*/false);
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE(reporter.Report(HalfHit()));
+  ASSERT_TRUE(reporter.Flush(absl::Seconds(30)));
+  EXPECT_EQ(fleet.servers[0]->accepted_records() + before_stop + fleet.servers[2]->accepted_records(), 600u);
+  EXPECT_EQ(reporter.stats().sent, 600u);
 }
 
 // A loopback port this test holds: bound only (connections are refused) or also listening (the

@@ -9,7 +9,9 @@ Same semantics as the C++ kvledger::Reporter (client/reporter.h):
   random batch_id that its retries reuse, so the replica that applied a batch whose reply was lost
   does not count it twice.
 - UNAVAILABLE, DEADLINE_EXCEEDED and RESOURCE_EXHAUSTED are retried with capped, jittered
-  exponential backoff while the reporter is open; any other error drops the batch (counted).
+  exponential backoff while the reporter is open, to the same replica while it is reachable
+  (kvledger/replicas.py: one channel per replica of the target); any other error drops the batch
+  (counted).
 - Every record is accounted once: reported = sent + rejected + dropped + queued.
 - close() (also at interpreter exit, and on leaving a `with` block) sends what is queued until its
   timeout, then drops the rest (counted).
@@ -32,6 +34,7 @@ import weakref
 import grpc
 
 from kvledger.records import make_record, tier_value
+from kvledger.replicas import Replicas
 from kvledger.v1 import ledger_pb2, ledger_pb2_grpc
 
 _UNRECORDED_REASONS = {"aborted": 1, "failed": 2}
@@ -66,6 +69,7 @@ class Reporter:
         # A restarted server is found again within a second or two (gRPC's default reconnect backoff
         # grows to 120 s).
         self._channel_options = channel_options_with(load_balancing_policy, channel_options)
+        self._load_balancing_policy = dict(self._channel_options)["grpc.lb_policy_name"]
         self._reset()
         me = weakref.ref(self)
         if hasattr(os, "register_at_fork"):
@@ -92,7 +96,7 @@ class Reporter:
         self._closing = False
         self._stop_deadline = None
         self._thread = None
-        self._channel = None
+        self._replicas = None  # made by the sender thread
         self._rng = random.Random()
 
     # -- producer side ------------------------------------------------------------------------
@@ -206,16 +210,10 @@ class Reporter:
         self._answered += n
         self._answered_cv.notify_all()
 
-    def _stub(self):
-        if self._channel is None:
-            if self._credentials is None:
-                self._channel = grpc.insecure_channel(self.target, options=self._channel_options)
-            else:
-                self._channel = grpc.secure_channel(self.target, self._credentials, options=self._channel_options)
-        return ledger_pb2_grpc.LedgerStub(self._channel)
-
     def _run(self):
-        stub = self._stub()
+        if self._replicas is None:
+            self._replicas = Replicas(self.target, ledger_pb2_grpc.LedgerStub, self._credentials, self._channel_options,
+                                      self._load_balancing_policy)
         while True:
             with self._lock:
                 self._wake.wait_for(lambda: self._closing or self._flush_requested
@@ -228,12 +226,13 @@ class Reporter:
                     batch = [self._queue.popleft() for _ in range(n)]
                 if not batch:
                     break
-                self._send(stub, batch)
-            self._send_engine_stats(stub)
+                self._send(batch)
+            self._send_engine_stats()
             if closing:
+                self._replicas.close()
                 return
 
-    def _send(self, stub, batch):
+    def _send(self, batch):
         request = ledger_pb2.RecordBatchRequest(records=batch, batch_id=uuid.uuid4().hex)
         backoff = self.initial_backoff_seconds
         while True:
@@ -246,7 +245,7 @@ class Reporter:
                 return
             timeout = self.rpc_timeout_seconds if deadline is None else min(self.rpc_timeout_seconds, deadline - now)
             try:
-                response = stub.RecordBatch(request, timeout=timeout)
+                response = self._replicas.pick(request.batch_id).RecordBatch(request, timeout=timeout)
             except grpc.RpcError as e:
                 if e.code() not in _TRANSIENT:
                     with self._lock:
@@ -270,7 +269,7 @@ class Reporter:
                     self._rejections.setdefault(rejection.reason, rejection.message)
             return
 
-    def _send_engine_stats(self, stub):
+    def _send_engine_stats(self):
         """Sends the summed engine statistics once; a transient failure puts them back for the next
         round (unless closing), any other outcome answers them."""
         with self._lock:
@@ -290,7 +289,7 @@ class Reporter:
                                            logical_match_tokens=tokens)
                 entries = len(transfers) + len(unrecorded)
         try:
-            response = stub.RecordEngineStats(request, timeout=self.rpc_timeout_seconds)
+            response = self._replicas.pick(request.batch_id).RecordEngineStats(request, timeout=self.rpc_timeout_seconds)
         except grpc.RpcError as e:
             with self._lock:
                 if e.code() in _TRANSIENT and not self._closing:

@@ -1,0 +1,115 @@
+"""One gRPC channel per replica behind a target, the same rule as the C++ reporter (client/reporter.h):
+a batch's retries go back to the replica that got its first attempt (which deduplicates it by batch
+id) while that replica is reachable, and move only when its connection is failing; new batches
+rotate over the reachable replicas ("round_robin") or stay on the first reachable one
+("pick_first"). The target is resolved here — host:port, dns:///host:port, ipv4:/ipv6: lists — and
+again every RESOLVE_EVERY_SECONDS, so replicas that join get batches. Any other target (unix:, xds:,
+...) is a single channel that gRPC balances, without sticky retries.
+"""
+import socket
+import time
+
+import grpc
+
+RESOLVE_EVERY_SECONDS = 15.0
+# grpc_connectivity_state's value for TRANSIENT_FAILURE (grpc.ChannelConnectivity holds (3, "transient failure")).
+_TRANSIENT_FAILURE = grpc.ChannelConnectivity.TRANSIENT_FAILURE.value[0]
+
+
+def resolve(target):
+    """(host, addresses): the name (for TLS; empty for literal lists) and gRPC targets of each address,
+    e.g. "ipv4:10.0.0.7:50051"; no addresses for another scheme or a name that does not resolve."""
+    if target.startswith(("ipv4:", "ipv6:")):
+        listed = target.split(":", 1)[1].split(",")
+        return "", [("ipv6:" if "[" in a else "ipv4:") + a for a in listed]
+    rest = target
+    for prefix in ("dns:///", "dns:"):
+        if rest.startswith(prefix):
+            rest = rest[len(prefix):]
+            break
+    else:
+        if ":/" in rest:
+            return "", []
+    if "/" in rest or ":" not in rest:
+        return "", []
+    host, port = rest.rsplit(":", 1)
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return host, []
+    addresses = []
+    for family, _, _, _, sockaddr in found:
+        address = f"ipv6:[{sockaddr[0]}]:{port}" if family == socket.AF_INET6 else f"ipv4:{sockaddr[0]}:{port}"
+        if address not in addresses:
+            addresses.append(address)
+    return host, addresses
+
+
+class Replicas:
+    """Stubs for the replicas of `target`; used from one thread (the reporter's sender)."""
+
+    def __init__(self, target, stub_class, credentials=None, channel_options=(), load_balancing_policy="round_robin"):
+        self._target = target
+        self._stub_class = stub_class
+        self._credentials = credentials
+        self._options = list(channel_options)
+        self._policy = load_balancing_policy
+        self._replicas = {}  # address -> (channel, stub)
+        self._order = []
+        self._next = 0
+        self._pinned = (None, None)  # (key, address) of the last attempt
+        self._resolve_at = 0.0
+
+    def _channel(self, address, host):
+        options = list(self._options)
+        if host and self._credentials is not None:  # certificates name the host, not its address
+            options.append(("grpc.ssl_target_name_override", host))
+        if self._credentials is None:
+            return grpc.insecure_channel(address, options=options)
+        return grpc.secure_channel(address, self._credentials, options=options)
+
+    def _refresh(self):
+        self._resolve_at = time.monotonic() + RESOLVE_EVERY_SECONDS
+        host, addresses = resolve(self._target)
+        if not addresses:
+            if self._order:
+                return  # keep what we have while the name does not resolve
+            addresses = [self._target]
+        for address in addresses:
+            if address not in self._replicas:
+                channel = self._channel(address, host)
+                self._replicas[address] = (channel, self._stub_class(channel))
+        for address in [a for a in self._replicas if a not in addresses]:
+            self._replicas.pop(address)[0].close()
+        self._order = addresses
+
+    def _reachable(self, address):
+        """False while the replica's connection is failing. Read from the channel directly:
+        Channel.subscribe() would start a polling thread, which a fork() of the process must not copy."""
+        channel = getattr(self._replicas[address][0], "_channel", None)
+        check = getattr(channel, "check_connectivity_state", None)
+        if check is None:
+            return True
+        return check(True) != _TRANSIENT_FAILURE
+
+    def pick(self, key):
+        """The stub for an attempt of the request identified by `key` (its batch id)."""
+        if time.monotonic() >= self._resolve_at:
+            self._refresh()
+        pinned_key, pinned_address = self._pinned
+        if key == pinned_key and pinned_address in self._replicas and self._reachable(pinned_address):
+            return self._replicas[pinned_address][1]
+        n = len(self._order)
+        start = 0 if self._policy == "pick_first" else self._next % n
+        self._next += 1
+        chosen = next((self._order[(start + i) % n] for i in range(n) if self._reachable(self._order[(start + i) % n])),
+                      self._order[start])
+        self._pinned = (key, chosen)
+        return self._replicas[chosen][1]
+
+    def close(self):
+        for channel, _ in self._replicas.values():
+            channel.close()
+        self._replicas.clear()
