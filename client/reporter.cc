@@ -78,21 +78,26 @@ ResolvedTarget Resolve(absl::string_view target) {
 
 // One channel per replica behind the target, so that a batch's retries go back to the replica that
 // got its first attempt (which deduplicates it by batch id) while that replica is reachable, and move
-// only when it is not. New batches rotate over the reachable replicas (round_robin) or stay on the
+// only when it is not, or after kStickFor (a frozen replica keeps its connection up and never
+// answers: the batch then moves, at the risk of counting twice what that replica applied). New batches rotate over the reachable replicas (round_robin) or stay on the
 // first reachable one (pick_first). The target is resolved again every kResolveEvery, so replicas
 // that join get batches and those that leave stop getting them. Used from the sender thread only.
 class ReplicaSet {
  public:
   static constexpr absl::Duration kResolveEvery = absl::Seconds(15);
+  static constexpr absl::Duration kStickFor = absl::Seconds(30);
 
   explicit ReplicaSet(const ReporterOptions& options) : options_(options) {}
 
   // The stub for an attempt at `batch_id`.
   v1::Ledger::Stub* Pick(const std::string& batch_id) {
     if (absl::Now() >= next_resolve_) Refresh();
-    if (batch_id == pinned_batch_ && replicas_.count(pinned_address_) > 0 && Reachable(replicas_[pinned_address_])) {
+    const bool same_batch = batch_id == pinned_batch_;
+    if (same_batch && absl::Now() < pinned_until_ && replicas_.count(pinned_address_) > 0 &&
+        Reachable(replicas_[pinned_address_])) {
       return replicas_[pinned_address_].stub.get();
     }
+    if (!same_batch) pinned_until_ = absl::Now() + kStickFor;
     const size_t n = order_.size();
     size_t chosen = options_.load_balancing_policy == "pick_first" ? 0 : next_++ % n;
     for (size_t i = 0; i < n; ++i) {
@@ -152,6 +157,7 @@ class ReplicaSet {
   std::vector<std::string> order_;  // as resolved
   size_t next_ = 0;
   std::string pinned_batch_, pinned_address_;
+  absl::Time pinned_until_;  // the batch's retries stay with its replica until then
   absl::Time next_resolve_ = absl::InfinitePast();
 };
 

@@ -1,6 +1,8 @@
 """One gRPC channel per replica behind a target, the same rule as the C++ reporter (client/reporter.h):
 a batch's retries go back to the replica that got its first attempt (which deduplicates it by batch
-id) while that replica is reachable, and move only when its connection is failing; new batches
+id) while that replica is reachable, and move only when its connection is failing or after
+STICK_FOR_SECONDS (a frozen replica keeps its connection up and never answers: the batch then moves,
+at the risk of counting twice what that replica applied); new batches
 rotate over the reachable replicas ("round_robin") or stay on the first reachable one
 ("pick_first"). The target is resolved here — host:port, dns:///host:port, ipv4:/ipv6: lists — and
 again every RESOLVE_EVERY_SECONDS, so replicas that join get batches. Any other target (unix:, xds:,
@@ -12,6 +14,7 @@ import time
 import grpc
 
 RESOLVE_EVERY_SECONDS = 15.0
+STICK_FOR_SECONDS = 30.0
 # grpc_connectivity_state's value for TRANSIENT_FAILURE (grpc.ChannelConnectivity holds (3, "transient failure")).
 _TRANSIENT_FAILURE = grpc.ChannelConnectivity.TRANSIENT_FAILURE.value[0]
 
@@ -60,6 +63,7 @@ class Replicas:
         self._order = []
         self._next = 0
         self._pinned = (None, None)  # (key, address) of the last attempt
+        self._pinned_until = 0.0     # the key's retries stay with its replica until then
         self._resolve_at = 0.0
 
     def _channel(self, address, host):
@@ -99,8 +103,12 @@ class Replicas:
         if time.monotonic() >= self._resolve_at:
             self._refresh()
         pinned_key, pinned_address = self._pinned
-        if key == pinned_key and pinned_address in self._replicas and self._reachable(pinned_address):
+        now = time.monotonic()
+        if key == pinned_key and now < self._pinned_until and pinned_address in self._replicas \
+                and self._reachable(pinned_address):
             return self._replicas[pinned_address][1]
+        if key != pinned_key:
+            self._pinned_until = now + STICK_FOR_SECONDS
         n = len(self._order)
         start = 0 if self._policy == "pick_first" else self._next % n
         self._next += 1
