@@ -13,6 +13,7 @@
 #include "grpcpp/resource_quota.h"
 #include "lib/accounting/aggregator.h"
 #include "lib/accounting/ledger.h"
+#include "lib/base/quote.h"
 #include "lib/profiles/model_registry.h"
 #include "lib/profiles/profile_catalog.h"
 #include "server/http_api.h"
@@ -210,6 +211,22 @@ HttpListener::Route MetricsRoute(MetricsExposition* exposition, ServerMetrics* m
           }};
 }
 
+// --declare_series: each cell at 0 from the start. Only catalog profiles have a label of their own
+// before a record claims one.
+absl::Status DeclareSeries(const ServerOptions& options, const ModelRegistry& registry, Aggregator& aggregator) {
+  auto declared = options.DeclaredSeries();
+  if (!declared.ok()) return declared.status();
+  for (const auto& [model, tier] : *declared) {
+    auto resolution = registry.Resolve(model);
+    if (!resolution.ok() || !resolution->label || registry.catalog().Find(model) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("--declare_series: ", Quoted(model),
+                                                     ": not a profile of the catalog (kvledger profiles lists them)"));
+    }
+    aggregator.Declare(resolution->label->slot, tier);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const ServerOptions& options,
@@ -227,6 +244,7 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   }
   state->registry = std::make_unique<ModelRegistry>(state->catalog, options.max_models, options.unknown_model);
   state->aggregator = std::make_unique<Aggregator>(state->registry->slots().slot_count());
+  if (absl::Status s = DeclareSeries(options, *state->registry, *state->aggregator); !s.ok()) return s;
   state->rates = std::make_unique<LiveRates>(state->registry->slots().slot_count(), options.advice_half_life_seconds,
                                              MonotonicSeconds, LiveRates::kDefaultRefitSeconds,
                                              options.live_compute_model);

@@ -295,8 +295,11 @@ void MetricsExposition::CollectEach(const std::function<void(MetricFamily&)>& em
   for (const RatioSpec& spec : kRatios) {
     MetricFamily f = Family(spec.name, spec.help, MetricType::Histogram);
     for (size_t c = 0; c < s.snapshot.cells.size(); ++c) {
+      // A cell declared before its first record has at 0 the ratios every record will observe.
       const RatioHistogram& h = s.snapshot.cells[c].totals.ratio(spec.id);
-      if (h.count > 0) f.metric.push_back(HistogramMetric(s.cell_labels[c], h, RatioBounds()));
+      if (h.count > 0 || (spec.every_record && s.snapshot.cells[c].totals.requests() == 0)) {
+        f.metric.push_back(HistogramMetric(s.cell_labels[c], h, RatioBounds()));
+      }
     }
     emit(f);
   }

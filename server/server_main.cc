@@ -37,6 +37,8 @@ ABSL_FLAG(std::string, trace_file, "",
           "A prefix-reuse trace (Mooncake format) to plan cache capacity from: /api/v1/plan and /explore");
 ABSL_FLAG(uint32_t, trace_block_tokens, kvledger::ServerOptions().trace_block_tokens,
           "Tokens per hash_ids block of --trace_file");
+ABSL_FLAG(std::string, declare_series, "",
+          "PROFILE[:TIER],...: series exported at 0 before their first record (PROFILE alone: tiers none and device)");
 ABSL_FLAG(std::string, unknown_model, "reject", "reject | generic: what to do with a model that has no profile");
 ABSL_FLAG(std::string, tls_cert_file, "", "PEM certificate chain for gRPC TLS");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for gRPC TLS");
@@ -169,6 +171,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.max_models = absl::GetFlag(FLAGS_max_models);
   options.trace_file = absl::GetFlag(FLAGS_trace_file);
   options.trace_block_tokens = absl::GetFlag(FLAGS_trace_block_tokens);
+  options.declare_series = absl::GetFlag(FLAGS_declare_series);
   const std::string unknown = absl::GetFlag(FLAGS_unknown_model);
   const std::optional<UnknownModelPolicy> policy = UnknownModelPolicyFromName(unknown);
   if (!policy) {

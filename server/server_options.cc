@@ -2,6 +2,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "lib/base/quote.h"
 #include "lib/planning/plan.h"
 
 namespace kvledger {
@@ -28,9 +30,34 @@ absl::Status CheckHostPort(const char* flag, const std::string& address) {
 
 }  // namespace
 
+absl::StatusOr<std::vector<std::pair<std::string, Tier>>> ServerOptions::DeclaredSeries() const {
+  std::vector<std::pair<std::string, Tier>> out;
+  if (declare_series.empty()) return out;
+  for (absl::string_view item : absl::StrSplit(declare_series, ',')) {
+    const std::vector<absl::string_view> parts = absl::StrSplit(item, absl::MaxSplits(':', 1));
+    if (parts[0].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--declare_series = ", Quoted(declare_series),
+                                                     ": an empty item (write PROFILE or PROFILE:TIER, comma-separated)"));
+    }
+    if (parts.size() == 1) {
+      out.emplace_back(std::string(parts[0]), Tier::kNone);
+      out.emplace_back(std::string(parts[0]), Tier::kDevice);
+      continue;
+    }
+    const std::optional<Tier> tier = TierFromLabel(parts[1]);
+    if (!tier) {
+      return absl::InvalidArgumentError(absl::StrCat("--declare_series = ", Quoted(item), ": the tier must be ",
+                                                     TierLabelList()));
+    }
+    out.emplace_back(std::string(parts[0]), *tier);
+  }
+  return out;
+}
+
 absl::Status ServerOptions::Validate() const {
   if (auto s = CheckHostPort("grpc_address", grpc_address); !s.ok()) return s;
   if (auto s = CheckHostPort("metrics_address", metrics_address); !s.ok()) return s;
+  if (auto s = DeclaredSeries(); !s.ok()) return s.status();
   if (max_models < 1 || max_models > 10000) {
     return absl::InvalidArgumentError(absl::StrCat("--max_models = ", max_models, ": must be in [1, 10000]"));
   }

@@ -5,8 +5,12 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "lib/accounting/record_facts.h"
 #include "lib/profiles/model_registry.h"
 
 namespace kvledger {
@@ -22,6 +26,9 @@ struct ServerOptions {
   // explorer's "Your trace" section; empty = none. Its hash_ids blocks are trace_block_tokens long.
   std::string trace_file;
   uint32_t trace_block_tokens = 512;
+  // Series exported at 0 before their first record: a comma list of PROFILE (its tiers none and
+  // device) or PROFILE:TIER (docs/operations.md, "Series before the first record").
+  std::string declare_series;
   // Distinct model label values before further models fold into model="other".
   uint32_t max_models = 64;
   UnknownModelPolicy unknown_model = UnknownModelPolicy::kReject;
@@ -88,6 +95,8 @@ struct ServerOptions {
 
   // INVALID_ARGUMENT naming the flag when a value is unusable.
   absl::Status Validate() const;
+  // declare_series as (profile name, tier) pairs; INVALID_ARGUMENT naming the flag and the item.
+  absl::StatusOr<std::vector<std::pair<std::string, Tier>>> DeclaredSeries() const;
 };
 
 }  // namespace kvledger

@@ -90,6 +90,13 @@ void Aggregator::Add(uint32_t model_slot, const RecordFigures& figures, bool fol
   if (folded) ++shard.folded;
 }
 
+void Aggregator::Declare(uint32_t model_slot, Tier tier) {
+  Shard& shard = shards_[0];
+  const size_t cell = static_cast<size_t>(std::min(model_slot, slot_count_ - 1)) * kTierCount + static_cast<size_t>(tier);
+  MutexLock lock(&shard.mu);
+  if (!shard.cells[cell]) shard.cells[cell] = std::make_unique<Totals>();
+}
+
 void Aggregator::AddRejection(RejectReason reason) {
   Shard& shard = ShardForThisThread();
   MutexLock lock(&shard.mu);

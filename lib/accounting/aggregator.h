@@ -65,7 +65,7 @@ struct AggregateSnapshot {
     Tier tier;
     Totals totals;
   };
-  std::vector<Cell> cells;  // only cells with at least one record, ordered by (slot, tier)
+  std::vector<Cell> cells;  // only cells with a record or declared, ordered by (slot, tier)
   std::array<uint64_t, kRejectReasonCount> rejected{};
   uint64_t folded_records = 0;  // records whose model label was folded into "other"
 };
@@ -77,6 +77,9 @@ class Aggregator {
   explicit Aggregator(uint32_t slot_count);
 
   void Add(uint32_t model_slot, const RecordFigures& figures, bool folded);
+  // Makes the cell (model_slot, tier) exist with zero totals, so its series are exported at 0
+  // before its first record (rate() and increase() then see the first record's increase).
+  void Declare(uint32_t model_slot, Tier tier);
   void AddRejection(RejectReason reason);
   AggregateSnapshot Snapshot() const;
 

@@ -394,18 +394,19 @@ struct RatioSpec {
   const char* help;
   uint64_t RecordFigures::*part;
   uint64_t RecordFigures::*whole;
+  bool every_record;  // its whole is never 0, so every record observes it
 };
 inline constexpr std::array<RatioSpec, 3> kRatios = {{
     {Ratio::kLogicalHit, "kvledger_logical_hit_ratio",
      "Per-record logical hit ratio P_match/N (spread only; use token counters for fleet ratios).",
-     &RecordFigures::logical_match_tokens, &RecordFigures::prompt_tokens},
+     &RecordFigures::logical_match_tokens, &RecordFigures::prompt_tokens, true},
     {Ratio::kReusedHit, "kvledger_reused_hit_ratio",
      "Per-record effective hit ratio P_eff/N (spread only; use token counters for fleet ratios).",
-     &RecordFigures::reused_tokens, &RecordFigures::prompt_tokens},
+     &RecordFigures::reused_tokens, &RecordFigures::prompt_tokens, true},
     {Ratio::kPredictionRealised, "kvledger_prediction_realised_ratio",
      "Per-record share of a router's predicted prefix that the engine matched, min(predicted, match)/predicted, "
      "for records with a prediction > 0 (spread only; use token counters for fleet ratios).",
-     &RecordFigures::prediction_realised_tokens, &RecordFigures::predicted_match_tokens},
+     &RecordFigures::prediction_realised_tokens, &RecordFigures::predicted_match_tokens, false},
 }};
 
 // The tables are in enum order.
