@@ -472,30 +472,35 @@ class ScaleOutTest(unittest.TestCase):
             try:
                 self.assertEqual(len(prometheus.rule_groups()), 4)
                 trace = [r for r in make_trace(["llama-3.1-8b"], seed=11)]
-                # Each record three times in a row: round_robin hands one copy to each replica.
-                tripled = [r for r in trace for _ in range(3)]
-                target = "ipv4:" + ",".join(s.grpc_address for s in servers)
-                options = [("grpc.lb_policy_name", "round_robin"), ("grpc.enable_retries", 0)]
-                with grpc.insecure_channel(target, options=options) as channel:
-                    health = health_pb2_grpc.HealthStub(channel)
-                    for _ in range(30):  # every subchannel connected before counting starts
-                        health.Check(health_pb2.HealthCheckRequest(), timeout=10, wait_for_ready=True)
-                    stub = ledger_pb2_grpc.LedgerStub(channel)
+                # Uneven replicas: ordered by hit ratio and split 60/30/10, so each replica holds a
+                # different share of the records with a different hit ratio, and an average of the
+                # replicas' ratios is far from the fleet's (checked below, so this test can fail it).
+                ordered = sorted(trace, key=lambda r: r.logical_match_tokens / r.prompt_tokens)
+                cuts = [0, len(ordered) * 6 // 10, len(ordered) * 9 // 10, len(ordered)]
+                parts = [ordered[cuts[i]:cuts[i + 1]] for i in range(3)]
+                stubs = []
+                for s in servers:
+                    channel = grpc.insecure_channel(s.grpc_address)
+                    self.addCleanup(channel.close)
+                    stubs.append(ledger_pb2_grpc.LedgerStub(channel))
 
-                    def send_unary():
-                        for r in tripled:
+                def send_parts():
+                    for stub, part in zip(stubs, parts):
+                        for r in part:
                             stub.Record(r, timeout=10)
-                    send_unary()
-                    per_replica = [harness.sample(harness.parse_exposition(s.scrape()), "kvledger_requests_total",
-                                                  model="llama-3.1-8b", tier="host") for s in servers]
-                    self.assertEqual(per_replica, [per_replica[0]] * 3)
-                    publish_targets(sd_file, [s.metrics_address for s in servers])
-                    harness.poll("three replicas scraped", lambda: prometheus.value(
-                        "sum(kvledger_requests_total)") == len(tripled) and prometheus.value(
-                        'count(up{job="kvledger"} == 1)') == 3, deadline=60, interval=0.2)
-                    send_unary()
+                send_parts()
+                per_replica = [sum(v for (n, _), v in harness.parse_exposition(s.scrape()).items()
+                                   if n == "kvledger_requests_total") for s in servers]
+                self.assertEqual(per_replica, [len(part) for part in parts])
+                publish_targets(sd_file, [s.metrics_address for s in servers])
+                harness.poll("three replicas scraped", lambda: prometheus.value(
+                    "sum(kvledger_requests_total)") == len(trace) and prometheus.value(
+                    'count(up{job="kvledger"} == 1)') == 3, deadline=60, interval=0.2)
+                send_parts()
                 harness.poll("the second copy scraped", lambda: prometheus.value(
-                    "sum(kvledger_requests_total)") == 2 * len(tripled), deadline=60, interval=0.2)
+                    "sum(kvledger_requests_total)") == 2 * len(trace), deadline=60, interval=0.2)
+                shares = [independent_llama(part) for part in parts]
+                mean_of_ratios = sum(x.match / x.n for x in shares) / 3
                 t = independent_llama(trace)
                 expected = {
                     "job:kvledger_logical_match_tokens_per_prompt_token:ratio_rate5m": t.match / t.n,
@@ -513,20 +518,21 @@ class ScaleOutTest(unittest.TestCase):
                         t.restore / t.match,
                     "job:kvledger_reload_slower_than_recompute:ratio_rate5m": t.slower / t.compared,
                 }
+                # rate() extrapolates each replica's series by its own scrape phase, so uneven replicas
+                # agree with the fleet's arithmetic to within a few interval/span, not exactly: 3 %,
+                # against an average of the replicas' ratios that is more than 15 % off.
+                self.assertGreater(abs(mean_of_ratios / (t.match / t.n) - 1), 0.15, (mean_of_ratios, t.match / t.n))
                 for expr, want in expected.items():
                     with self.subTest(rule=expr):
                         seen = []
 
                         def matches():
                             seen.append(prometheus.value(expr))
-                            return close(seen[-1], want)
+                            return seen[-1] is not None and math.isclose(seen[-1], want, rel_tol=0.03)
                         try:
                             harness.poll(f"{expr} = {want}", matches, deadline=30, interval=0.5)
                         except AssertionError as e:
                             self.fail(f"{e}; last values {seen[-3:]}")
-                for s in servers:
-                    self.assertGreater(harness.sample(harness.parse_exposition(s.scrape()), "kvledger_requests_total",
-                                                      model="llama-3.1-8b", tier="device"), 0)
             finally:
                 prometheus.stop()
                 for s in servers:
