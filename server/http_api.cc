@@ -200,6 +200,16 @@ HttpResponse TotalsJson(const ModelRegistry& registry, const Aggregator& aggrega
   return Json(out.str());
 }
 
+// GET /: where to go from the port's root.
+constexpr char kIndexPage[] =
+    "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>kvledger</title></head><body>\n"
+    "<h1>kvledger</h1><ul>\n"
+    "<li><a href=\"/explore\">/explore</a>: the what-if explorer</li>\n"
+    "<li><a href=\"/metrics\">/metrics</a>: the Prometheus exposition</li>\n"
+    "<li><a href=\"/api/v1/profiles\">/api/v1/profiles</a>, <a href=\"/api/v1/totals\">/api/v1/totals</a>: "
+    "the JSON API (also calc, kv-bytes, explain, advise, plan)</li>\n"
+    "</ul></body></html>\n";
+
 // The most capacities one /api/v1/plan computes: each is one pass over the trace (about 20 ms for
 // 12,000 requests), on one of the HTTP workers.
 constexpr size_t kMaxApiCapacities = 16;
@@ -299,6 +309,7 @@ std::vector<HttpListener::Route> HttpApiRoutes(const ModelRegistry& registry, co
                          })},
       {"/api/v1/plan", Taking({"model", "capacity_tokens", "host_capacity_tokens", "disk_capacity_tokens"},
                               [&catalog, trace](const HttpRequest& r) { return PlanTrace(r, catalog, trace); })},
+      {"/", [](const HttpRequest&) { return HttpResponse::Of(200, "text/html; charset=utf-8", kIndexPage); }},
       {"/explore", [](const HttpRequest&) {
          return HttpResponse::Of(200, "text/html; charset=utf-8", std::string(kExplorePage));
        }},

@@ -201,6 +201,7 @@ HttpListener::Route MetricsRoute(MetricsExposition* exposition, ServerMetrics* m
             response.stream = [exposition, metrics](const HttpResponse::Writer& write) {
               const absl::Time start = absl::Now();
               size_t bytes = 0;
+              metrics->SampleProcess();
               exposition->Write([&](std::string& piece) {
                 bytes += piece.size();
                 write(piece);

@@ -1,7 +1,17 @@
 #include "server/server_metrics.h"
 
-#include <chrono>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/descriptor.h"
@@ -147,6 +157,31 @@ ServerMetrics::ServerMetrics(const std::string& version)
                            .Help("Connections waiting in the gRPC listener's accept queue at the listener "
                                  "watchdog's latest check (--deaf_listener_seconds).")
                            .Register(registry_)),
+      resident_bytes_(prometheus::BuildGauge()
+                          .Name("process_resident_memory_bytes")
+                          .Help("Resident memory size in bytes.")
+                          .Register(registry_)
+                          .Add({})),
+      virtual_bytes_(prometheus::BuildGauge()
+                         .Name("process_virtual_memory_bytes")
+                         .Help("Virtual memory size in bytes.")
+                         .Register(registry_)
+                         .Add({})),
+      open_fds_(prometheus::BuildGauge()
+                    .Name("process_open_fds")
+                    .Help("Number of open file descriptors.")
+                    .Register(registry_)
+                    .Add({})),
+      max_fds_(prometheus::BuildGauge()
+                   .Name("process_max_fds")
+                   .Help("Maximum number of open file descriptors.")
+                   .Register(registry_)
+                   .Add({})),
+      cpu_seconds_(prometheus::BuildCounter()
+                       .Name("process_cpu_seconds_total")
+                       .Help("Total user and system CPU time spent in seconds.")
+                       .Register(registry_)
+                       .Add({})),
       dedup_entries_(prometheus::BuildGauge()
                          .Name("kvledger_batch_dedup_entries")
                          .Help("Batch ids remembered now to answer RecordBatch retries (--batch_dedup_entries).")
@@ -177,6 +212,52 @@ ServerMetrics::ServerMetrics(const std::string& version)
       .Register(registry_)
       .Add({})
       .Set(now);
+}
+
+namespace {
+
+struct ProcessSample {
+  double cpu_seconds = 0, resident_bytes = 0, virtual_bytes = 0;
+};
+
+// /proc/self/stat: after the command's closing parenthesis come fields 3..; utime and stime (clock
+// ticks) are fields 14 and 15, vsize (bytes) 23, rss (pages) 24.
+std::optional<ProcessSample> ReadProcessStat() {
+  std::ifstream in("/proc/self/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return std::nullopt;
+  const std::vector<std::string> fields = absl::StrSplit(text.substr(paren + 2), ' ', absl::SkipEmpty());
+  double utime = 0, stime = 0, vsize = 0, rss = 0;
+  if (fields.size() < 22 || !absl::SimpleAtod(fields[11], &utime) || !absl::SimpleAtod(fields[12], &stime) ||
+      !absl::SimpleAtod(fields[20], &vsize) || !absl::SimpleAtod(fields[21], &rss)) {
+    return std::nullopt;
+  }
+  const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return ProcessSample{(utime + stime) / ticks, rss * static_cast<double>(sysconf(_SC_PAGESIZE)), vsize};
+}
+
+}  // namespace
+
+void ServerMetrics::SampleProcess() {
+  if (const auto sample = ReadProcessStat()) {
+    resident_bytes_.Set(sample->resident_bytes);
+    virtual_bytes_.Set(sample->virtual_bytes);
+    MutexLock lock(&mu_);
+    if (sample->cpu_seconds > cpu_seconds_seen_) {
+      cpu_seconds_.Increment(sample->cpu_seconds - cpu_seconds_seen_);
+      cpu_seconds_seen_ = sample->cpu_seconds;
+    }
+  }
+  size_t fds = 0;
+  std::error_code error;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", error);
+       !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+    ++fds;
+  }
+  open_fds_.Set(static_cast<double>(fds));
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0) max_fds_.Set(static_cast<double>(limit.rlim_cur));
 }
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> ServerMetrics::NewInterceptorFactory() {

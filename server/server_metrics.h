@@ -68,6 +68,9 @@ class ServerMetrics {
     scrape_seconds_.Observe(seconds);
     last_scrape_bytes_.Set(static_cast<double>(bytes));
   }
+  // Reads this process's CPU time, memory and descriptors (/proc/self) into the process_* metrics
+  // every Prometheus client exports; called before each scrape.
+  void SampleProcess();
   // The listener watchdog's latest check (its gauge appears once the watchdog runs).
   void WatchdogChecked(int64_t queued_connections);
   // The batch-id window now: entries, bytes, and its evictions so far by cause (age, entries, bytes —
@@ -87,6 +90,12 @@ class ServerMetrics {
   prometheus::Gauge& last_scrape_bytes_;
   prometheus::Family<prometheus::Gauge>& watchdog_family_;
   std::atomic<prometheus::Gauge*> watchdog_queued_{nullptr};
+  prometheus::Gauge& resident_bytes_;
+  prometheus::Gauge& virtual_bytes_;
+  prometheus::Gauge& open_fds_;
+  prometheus::Gauge& max_fds_;
+  prometheus::Counter& cpu_seconds_;
+  double cpu_seconds_seen_ ABSL_GUARDED_BY(mu_) = 0;
   prometheus::Gauge& dedup_entries_;
   prometheus::Gauge& dedup_bytes_;
   std::array<prometheus::Counter*, 3> dedup_evictions_{};

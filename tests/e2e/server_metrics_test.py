@@ -1,7 +1,7 @@
 """The server's own operational metrics on a real kvledger-server: RPCs by method and status code
 with their latency (gRPC's Prometheus-interceptor conventions), streams open, deduplicated and
-oversized batches, scrape duration and size, the listener watchdog, build info and process start
-time; and the whole page well formed for promtool with every family present.
+oversized batches, scrape duration and size, the listener watchdog, build info and the process
+metrics (start time, CPU, memory, descriptors); and the whole page well formed for promtool with every family present.
 
 Usage: server_metrics_test.py SERVER_BINARY PYTHON_STUBS_DIR
 """
@@ -131,6 +131,27 @@ class ServerMetricsTest(unittest.TestCase):
         self.assertTrue(build[0]["revision"])
         start = second[("process_start_time_seconds", frozenset())]
         self.assertLess(abs(time.time() - start), 600)
+
+    # Proves: the process metrics every Prometheus client exports agree with what /proc says of the
+    # server's process, and its CPU time only grows.
+    def test_process_metrics(self):
+        pid = self.server.proc.pid
+        before = self.samples()
+        for i in range(200):
+            self.stub.Record(record(i), timeout=10)
+        after = self.samples()
+        value = lambda samples, name: samples[(name, frozenset())]  # noqa: E731
+        self.assertGreaterEqual(value(after, "process_cpu_seconds_total"), value(before, "process_cpu_seconds_total"))
+        with open(f"/proc/{pid}/status") as f:
+            status = dict(line.split(":", 1) for line in f if ":" in line)
+        rss = int(status["VmRSS"].split()[0]) * 1024
+        self.assertLess(abs(value(after, "process_resident_memory_bytes") / rss - 1), 0.5)
+        self.assertGreaterEqual(value(after, "process_virtual_memory_bytes"), value(after, "process_resident_memory_bytes"))
+        fds = len(os.listdir(f"/proc/{pid}/fd"))
+        self.assertLess(abs(value(after, "process_open_fds") - fds), 10)
+        with open(f"/proc/{pid}/limits") as f:
+            soft = next(line.split()[3] for line in f if line.startswith("Max open files"))
+        self.assertEqual(value(after, "process_max_fds"), float(soft))
 
     # Proves: the page with every family present is what promtool accepts, and no two series share a
     # name and label set.

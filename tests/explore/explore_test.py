@@ -321,6 +321,13 @@ class ExploreTest(unittest.TestCase):
                     lambda: int(self.browser.evaluate("document.body.dataset.traceReady || '0'") or 0) > after
                     and int(self.browser.evaluate("document.body.dataset.traceReady")))
 
+    # Proves: the port's root points at the explorer, the exposition and the JSON API.
+    def test_root_points_the_way(self):
+        with urllib.request.urlopen(f"http://{self.server.metrics_address}/", timeout=10) as r:
+            page = r.read().decode()
+        for link in ('href="/explore"', 'href="/metrics"', 'href="/api/v1/profiles"'):
+            self.assertIn(link, page)
+
     def test_your_trace_section(self):
         self.browser.call("Page.navigate", url=f"http://{self.server.metrics_address}/explore")
         ready = self.wait_trace(0)
