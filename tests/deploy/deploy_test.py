@@ -65,13 +65,17 @@ class DashboardTest(unittest.TestCase):
         variables = {v["name"]: v for v in self.d["templating"]["list"]}
         self.assertEqual(variables["datasource"]["type"], "datasource")
         self.assertEqual(variables["datasource"]["query"], "prometheus")
-        for name in ("model", "tier"):
+        self.assertEqual(variables["job"]["query"]["query"], "label_values(kvledger_build_info, job)")
+        for name in ("job", "model", "tier"):
             v = variables[name]
             self.assertTrue(v["multi"] and v["includeAll"], name)
-            self.assertEqual(v["query"]["query"], f"label_values(kvledger_requests_total, {name})")
+        for name in ("model", "tier"):  # the values of the selected jobs
+            self.assertEqual(variables[name]["query"]["query"],
+                             f'label_values(kvledger_requests_total{{job=~"$job"}}, {name})')
 
     # Proves: every panel has a unit, a one-sentence description, and queries; every rate uses
-    # $__rate_interval; every per-request series is filtered by the model and tier variables.
+    # $__rate_interval; every series is filtered by the job variable (one Prometheus may scrape several
+    # kvledger fleets), and every per-request series by the model and tier variables.
     def test_panels(self):
         for p in self.leaves:
             with self.subTest(panel=p["title"]):
@@ -81,12 +85,16 @@ class DashboardTest(unittest.TestCase):
                 for t in p["targets"]:
                     windows = re.findall(r"\[([^\]]+)\]", t["expr"])
                     self.assertEqual(set(windows) - {"$__rate_interval"}, set(), t["expr"])
-                    for series in re.findall(r"(kvledger_\w+)\{", t["expr"]):
+                    for series in re.findall(r"(kvledger_\w+)[\{\[)]", t["expr"]):
+                        self.assertRegex(t["expr"], re.escape(series) + r'\{job=~"\$job"')
                         # Series without a tier label (unrecorded requests have none) filter by model only.
-                        if series not in ("kvledger_records_rejected_total", "kvledger_model_label_folded_records_total",
-                                          "kvledger_build_info", "kvledger_model_info",
-                                          "kvledger_unrecorded_requests_total"):
-                            self.assertRegex(t["expr"], re.escape(series) + r'\{model=~"\$model", tier=~"\$tier"')
+                        # The rejected share divides by every record, whatever its model and tier.
+                        all_records = series == "kvledger_requests_total" and p["title"] == "Rejected share"
+                        if not all_records and series not in (
+                                "kvledger_records_rejected_total", "kvledger_model_label_folded_records_total",
+                                "kvledger_build_info", "kvledger_model_info", "kvledger_unrecorded_requests_total"):
+                            self.assertRegex(t["expr"],
+                                             re.escape(series) + r'\{job=~"\$job", model=~"\$model", tier=~"\$tier"')
 
     # Proves: the rows tell the story in order, from traffic to the profiles.
     def test_row_order(self):
