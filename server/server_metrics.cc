@@ -25,6 +25,11 @@
 namespace kvledger {
 namespace {
 
+// A gauge without labels, registered in `registry`.
+prometheus::Gauge& Unlabelled(prometheus::Registry& registry, const char* name, const char* help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
+}
+
 // Call latency buckets: a unary Record is well under a millisecond; a large batch or a stream's
 // summary takes longer.
 const prometheus::Histogram::BucketBoundaries& RpcBuckets() {
@@ -157,26 +162,10 @@ ServerMetrics::ServerMetrics(const std::string& version)
                            .Help("Connections waiting in the gRPC listener's accept queue at the listener "
                                  "watchdog's latest check (--deaf_listener_seconds).")
                            .Register(registry_)),
-      resident_bytes_(prometheus::BuildGauge()
-                          .Name("process_resident_memory_bytes")
-                          .Help("Resident memory size in bytes.")
-                          .Register(registry_)
-                          .Add({})),
-      virtual_bytes_(prometheus::BuildGauge()
-                         .Name("process_virtual_memory_bytes")
-                         .Help("Virtual memory size in bytes.")
-                         .Register(registry_)
-                         .Add({})),
-      open_fds_(prometheus::BuildGauge()
-                    .Name("process_open_fds")
-                    .Help("Number of open file descriptors.")
-                    .Register(registry_)
-                    .Add({})),
-      max_fds_(prometheus::BuildGauge()
-                   .Name("process_max_fds")
-                   .Help("Maximum number of open file descriptors.")
-                   .Register(registry_)
-                   .Add({})),
+      resident_bytes_(Unlabelled(registry_, "process_resident_memory_bytes", "Resident memory size in bytes.")),
+      virtual_bytes_(Unlabelled(registry_, "process_virtual_memory_bytes", "Virtual memory size in bytes.")),
+      open_fds_(Unlabelled(registry_, "process_open_fds", "Number of open file descriptors.")),
+      max_fds_(Unlabelled(registry_, "process_max_fds", "Maximum number of open file descriptors.")),
       cpu_seconds_(prometheus::BuildCounter()
                        .Name("process_cpu_seconds_total")
                        .Help("Total user and system CPU time spent in seconds.")
