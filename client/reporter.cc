@@ -78,7 +78,7 @@ ResolvedTarget Resolve(absl::string_view target) {
 
 // One channel per replica behind the target, so that a batch's retries go back to the replica that
 // got its first attempt (which deduplicates it by batch id) while that replica is reachable, and move
-// only when it is not, or after kStickFor (a frozen replica keeps its connection up and never
+// only when its connection has failed for kFailingFor, or after kStickFor (a frozen replica keeps its connection up and never
 // answers: the batch then moves, at the risk of counting twice what that replica applied). New batches rotate over the reachable replicas (round_robin) or stay on the
 // first reachable one (pick_first). The target is resolved again every kResolveEvery, so replicas
 // that join get batches and those that leave stop getting them. Used from the sender thread only.
@@ -86,23 +86,27 @@ class ReplicaSet {
  public:
   static constexpr absl::Duration kResolveEvery = absl::Seconds(15);
   static constexpr absl::Duration kStickFor = absl::Seconds(30);
+  // A connection cut (an ambiguous failure) leaves the channel failing until it reconnects: a retry
+  // stays with its replica unless the failure has lasted this long.
+  static constexpr absl::Duration kFailingFor = absl::Seconds(1);
 
   explicit ReplicaSet(const ReporterOptions& options) : options_(options) {}
 
   // The stub for an attempt at `batch_id`.
   v1::Ledger::Stub* Pick(const std::string& batch_id) {
-    if (absl::Now() >= next_resolve_) Refresh();
+    const absl::Time now = absl::Now();
+    if (now >= next_resolve_) Refresh();
     const bool same_batch = batch_id == pinned_batch_;
-    if (same_batch && absl::Now() < pinned_until_ && replicas_.count(pinned_address_) > 0 &&
-        Reachable(replicas_[pinned_address_])) {
+    if (same_batch && now < pinned_until_ && replicas_.count(pinned_address_) > 0 &&
+        FailingFor(replicas_[pinned_address_], now) < kFailingFor) {
       return replicas_[pinned_address_].stub.get();
     }
-    if (!same_batch) pinned_until_ = absl::Now() + kStickFor;
+    if (!same_batch) pinned_until_ = now + kStickFor;
     const size_t n = order_.size();
     size_t chosen = options_.load_balancing_policy == "pick_first" ? 0 : next_++ % n;
     for (size_t i = 0; i < n; ++i) {
       const size_t k = (chosen + i) % n;
-      if (Reachable(replicas_[order_[k]])) {
+      if (FailingFor(replicas_[order_[k]], now) == absl::ZeroDuration()) {
         chosen = k;
         break;
       }
@@ -116,8 +120,17 @@ class ReplicaSet {
   struct Replica {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<v1::Ledger::Stub> stub;
+    absl::Time failing_since = absl::InfiniteFuture();  // when its channel was first seen failing
   };
-  static bool Reachable(const Replica& r) { return r.channel->GetState(true) != GRPC_CHANNEL_TRANSIENT_FAILURE; }
+  // How long the replica's channel has been failing to connect; zero when it is not.
+  static absl::Duration FailingFor(Replica& r, absl::Time now) {
+    if (r.channel->GetState(true) != GRPC_CHANNEL_TRANSIENT_FAILURE) {
+      r.failing_since = absl::InfiniteFuture();
+      return absl::ZeroDuration();
+    }
+    if (r.failing_since == absl::InfiniteFuture()) r.failing_since = now;
+    return now - r.failing_since + absl::Nanoseconds(1);
+  }
 
   std::shared_ptr<grpc::Channel> Channel(const std::string& target, const std::string& host) const {
     grpc::ChannelArguments arguments;

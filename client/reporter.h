@@ -12,7 +12,7 @@
 //   capped, jittered exponential backoff, forever while the reporter runs, with the SAME batch_id
 //   and to the SAME replica while it is reachable: the replica that applied a batch whose reply was
 //   lost answers the retry without counting it again. A retry moves to another replica only when
-//   the first one's connection is failing, or after 30 s of retries (a frozen replica). While a batch is retried the queue keeps filling, and
+//   the first one's connection has been failing for 1 s, or after 30 s of retries (a frozen replica). While a batch is retried the queue keeps filling, and
 //   then drops (counted).
 // - Replicas: the target is resolved by the reporter (host:port, dns:///host:port, ipv4:/ipv6:
 //   lists; again every 15 s, so replicas that join get batches), one connection per replica. Any

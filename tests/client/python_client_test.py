@@ -216,6 +216,10 @@ class ReporterTest(unittest.TestCase):
         self.assertEqual([p.cuts_done for p in proxies], [2, 2, 2])
         counted = [accepted(s) for s in servers]
         self.assertEqual(sum(counted), 1500, counted)
+        # Every cut reply's retry reached the replica that had applied it, which answered from memory.
+        deduplicated = [harness.parse_exposition(s.scrape())[("kvledger_deduplicated_batches_total", frozenset())]
+                        for s in servers]
+        self.assertEqual(deduplicated, [2, 2, 2])
         self.assertTrue(all(c > 0 for c in counted), counted)
         self.assertEqual(reporter.stats()["sent"], 1500)
 

@@ -1,6 +1,7 @@
 """One gRPC channel per replica behind a target, the same rule as the C++ reporter (client/reporter.h):
 a batch's retries go back to the replica that got its first attempt (which deduplicates it by batch
-id) while that replica is reachable, and move only when its connection is failing or after
+id) while that replica is reachable, and move only when its connection has been failing for
+FAILING_FOR_SECONDS, or after
 STICK_FOR_SECONDS (a frozen replica keeps its connection up and never answers: the batch then moves,
 at the risk of counting twice what that replica applied); new batches
 rotate over the reachable replicas ("round_robin") or stay on the first reachable one
@@ -15,6 +16,9 @@ import grpc
 
 RESOLVE_EVERY_SECONDS = 15.0
 STICK_FOR_SECONDS = 30.0
+# A connection cut (an ambiguous failure) leaves the channel failing until it reconnects: a retry
+# stays with its replica unless the failure has lasted this long.
+FAILING_FOR_SECONDS = 1.0
 # grpc_connectivity_state's value for TRANSIENT_FAILURE (grpc.ChannelConnectivity holds (3, "transient failure")).
 _TRANSIENT_FAILURE = grpc.ChannelConnectivity.TRANSIENT_FAILURE.value[0]
 
@@ -64,6 +68,7 @@ class Replicas:
         self._next = 0
         self._pinned = (None, None)  # (key, address) of the last attempt
         self._pinned_until = 0.0     # the key's retries stay with its replica until then
+        self._failing_since = {}     # address -> when its channel was first seen failing, this time
         self._resolve_at = 0.0
 
     def _channel(self, address, host):
@@ -89,14 +94,16 @@ class Replicas:
             self._replicas.pop(address)[0].close()
         self._order = addresses
 
-    def _reachable(self, address):
-        """False while the replica's connection is failing. Read from the channel directly:
-        Channel.subscribe() would start a polling thread, which a fork() of the process must not copy."""
+    def _failing_for(self, address):
+        """Seconds the replica's channel has been failing to connect, 0 when it is not. Read from the channel directly: Channel.subscribe() would start a polling thread,
+        which a fork() of the process must not copy."""
         channel = getattr(self._replicas[address][0], "_channel", None)
         check = getattr(channel, "check_connectivity_state", None)
-        if check is None:
-            return True
-        return check(True) != _TRANSIENT_FAILURE
+        now = time.monotonic()
+        if check is None or check(True) != _TRANSIENT_FAILURE:
+            self._failing_since.pop(address, None)
+            return 0.0
+        return now - self._failing_since.setdefault(address, now) + 1e-9
 
     def pick(self, key):
         """The stub for an attempt of the request identified by `key` (its batch id)."""
@@ -105,14 +112,14 @@ class Replicas:
         pinned_key, pinned_address = self._pinned
         now = time.monotonic()
         if key == pinned_key and now < self._pinned_until and pinned_address in self._replicas \
-                and self._reachable(pinned_address):
+                and self._failing_for(pinned_address) < FAILING_FOR_SECONDS:
             return self._replicas[pinned_address][1]
         if key != pinned_key:
             self._pinned_until = now + STICK_FOR_SECONDS
         n = len(self._order)
         start = 0 if self._policy == "pick_first" else self._next % n
         self._next += 1
-        chosen = next((self._order[(start + i) % n] for i in range(n) if self._reachable(self._order[(start + i) % n])),
+        chosen = next((self._order[(start + i) % n] for i in range(n) if not self._failing_for(self._order[(start + i) % n])),
                       self._order[start])
         self._pinned = (key, chosen)
         return self._replicas[chosen][1]
