@@ -4,14 +4,37 @@
 #include <fstream>
 #include <iterator>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
 
 namespace kvledger::cli {
 
+namespace {
+
+// A gRPC target, not a URL: http://HOST:PORT is most often the metrics port's address.
+absl::Status CheckTarget(const std::string& target) {
+  if (absl::StartsWith(target, "http://") || absl::StartsWith(target, "https://")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--target = ", target, ": a gRPC target is HOST:PORT (or dns:///HOST:PORT), not a URL; the gRPC port is "
+        "kvledger-server's --grpc_address (default 50051), not its metrics port"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckReadable(const std::string& path) {
+  if (!std::ifstream(path)) {
+    return absl::InvalidArgumentError(absl::StrCat("--tls-ca-file = ", path, ": cannot be read"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 void Connection::Register(FlagSet& flags) {
-  flags.String("target", &target, "server HOST:PORT (default 127.0.0.1:50051)");
-  flags.String("tls-ca-file", &tls_ca_file, "PEM CA bundle: connect with TLS and verify the server");
+  flags.CheckedString("target", &target, "server HOST:PORT (default 127.0.0.1:50051)", CheckTarget);
+  flags.CheckedString("tls-ca-file", &tls_ca_file, "PEM CA bundle: connect with TLS and verify the server",
+                      CheckReadable);
   flags.Double("timeout", &timeout_seconds, "per-RPC deadline in seconds (default 10)");
   flags.Choice("lb", &load_balancing_policy, {"round_robin", "pick_first"},
                "round_robin (default: calls spread over every address of the target, e.g. every replica "
@@ -43,6 +66,10 @@ void Connection::SetDeadline(grpc::ClientContext& context) const {
 }
 
 std::string DescribeRpcError(const grpc::Status& status, const std::string& target) {
+  if (absl::StrContains(status.error_message(), "http1.x")) {
+    return absl::StrCat("cannot reach ", target, ": it answers HTTP/1.1, not gRPC (is it kvledger-server's metrics "
+                        "port? the gRPC port is its --grpc_address, default 50051)");
+  }
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
       status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
     return absl::StrCat("cannot reach ", target, ": ", status.error_message(), " (is kvledger-server running?)");

@@ -29,6 +29,15 @@ void FlagSet::String(const char* name, std::string* out, const char* help, bool 
                     }});
 }
 
+void FlagSet::CheckedString(const char* name, std::string* out, const char* help,
+                            std::function<absl::Status(const std::string&)> check) {
+  flags_.push_back({name, help, false, true, false, [out, check = std::move(check)](const std::string& v) {
+                      if (absl::Status s = check(v); !s.ok()) return s;
+                      *out = v;
+                      return absl::OkStatus();
+                    }});
+}
+
 void FlagSet::Choice(const char* name, std::string* out, std::vector<std::string> choices, const char* help) {
   flags_.push_back({name, help, false, true, false,
                     [out, n = std::string(name), choices = std::move(choices)](const std::string& v) {

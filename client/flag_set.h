@@ -19,6 +19,9 @@ class FlagSet {
   FlagSet(std::string command, std::string summary);
 
   void String(const char* name, std::string* out, const char* help, bool required = false);
+  // A string flag whose value `check` accepts (its message names the flag and the rule).
+  void CheckedString(const char* name, std::string* out, const char* help,
+                     std::function<absl::Status(const std::string&)> check);
   void Double(const char* name, std::optional<double>* out, const char* help, bool required = false);
   void Uint64(const char* name, std::optional<uint64_t>* out, const char* help, bool required = false);
   void Int64(const char* name, std::optional<int64_t>* out, const char* help, bool required = false);

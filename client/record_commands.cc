@@ -366,7 +366,8 @@ int Send(const Args& args) {
   v1::RecordResponse response;
   const grpc::Status status = connection.Stub()->Record(&context, *request, &response);
   if (!status.ok()) {
-    std::cerr << "kvledger send: rejected: " << RefusalText(context, status, connection.target) << "\n";
+    std::cerr << "kvledger send: " << (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? "rejected: " : "")
+              << RefusalText(context, status, connection.target) << "\n";
     return RpcExitCode(status);
   }
   std::cout << "accepted\n";

@@ -224,6 +224,12 @@ class UsageTest(unittest.TestCase):
     def test_usage_errors(self):
         for args, message in [
             (["calc", "--alpha", "x"], 'kvledger calc: --alpha = "x": must be a number'),
+            # A URL for a gRPC target, a CA file that is not there: bad flags, before any connection.
+            (["health", "--target", "http://127.0.0.1:9464"],
+             "kvledger health: --target = http://127.0.0.1:9464: a gRPC target is HOST:PORT (or dns:///HOST:PORT), "
+             "not a URL; the gRPC port is kvledger-server's --grpc_address (default 50051), not its metrics port"),
+            (["health", "--tls-ca-file", "/nonexistent/ca.pem"],
+             "kvledger health: --tls-ca-file = /nonexistent/ca.pem: cannot be read"),
             (["calc", "--alpha", "2"], "kvledger calc: --alpha = 2: must be in [0, 1]"),
             (["calc", "--alpha", "1.0000001"], "kvledger calc: --alpha = 1.0000001: must be in [0, 1]"),
             (["calc", "--alpha", "1.00000000000000000001", "--attention", "recurrent", "--checkpoint", "1",

@@ -110,6 +110,14 @@ class EndToEndTest(unittest.TestCase):
         self.assertEqual(self.send_bad.stderr.strip(), "kvledger send: rejected: --logical-match-tokens = 5000: "
                                                        "must be in [0, prompt_tokens = 4096]")
 
+    # Proves: a record sent to the metrics port says so (it answers HTTP/1.1), and is not "rejected".
+    def test_send_to_the_metrics_port(self):
+        sent = self.cli("send", "--target", self.server.metrics_address, "--model", "llama-3.1-8b",
+                        "--prompt-tokens", "10", "--logical-match-tokens", "0", "--timeout", "5")
+        self.assertEqual(sent.returncode, 1)
+        self.assertIn("it answers HTTP/1.1, not gRPC (is it kvledger-server's metrics port?", sent.stderr)
+        self.assertNotIn("rejected", sent.stderr)
+
     # Proves: a batch rejects bad records by index and reason and counts the good ones.
     def test_batch_rejections(self):
         self.assertEqual((self.batch.accepted, self.batch.rejected), (2, 2))
