@@ -7,6 +7,7 @@
 #include <map>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -407,6 +408,24 @@ struct ReplayTally {
   }
 };
 
+// Why a line is not a Record, in the trace's terms: a tier written as its label ("host") is named with
+// the enum name to write instead (docs/trace-format.md).
+std::string UnparseableLine(const std::string& parser_message) {
+  const std::string kInvalid = "(tier): invalid value \"";
+  const size_t at = parser_message.find(kInvalid);
+  if (at != std::string::npos) {
+    const size_t start = at + kInvalid.size();
+    const std::string value = parser_message.substr(start, parser_message.find('"', start) - start);
+    const std::optional<Tier> tier = TierFromLabel(value);
+    if (tier == Tier::kNone) return "tier = \"none\": a miss has no tier; leave the field out";
+    if (tier) {
+      return absl::StrCat("tier = \"", value, "\": write the Tier enum's name, \"TIER_", absl::AsciiStrToUpper(value),
+                          "\" (or its number); a miss has no tier");
+    }
+  }
+  return absl::StrCat("not a Record in JSON: ", parser_message);
+}
+
 // Lines [start, end) as a batch; `line_of` maps its indices to 1-based line numbers.
 v1::RecordBatchRequest ParseLines(const std::vector<std::string>& lines, size_t start, size_t end,
                                   std::vector<size_t>* line_of, ReplayTally& tally) {
@@ -420,7 +439,7 @@ v1::RecordBatchRequest ParseLines(const std::vector<std::string>& lines, size_t 
     auto status = google::protobuf::util::JsonStringToMessage(lines[i], &record);
     if (!status.ok()) {
       ++tally.rejected;
-      tally.Note(i + 1, "unparseable", absl::StrCat("not a Record in JSON: ", std::string(status.message())));
+      tally.Note(i + 1, "unparseable", UnparseableLine(std::string(status.message())));
       continue;
     }
     *batch.add_records() = std::move(record);

@@ -6,6 +6,7 @@ Usage: cli_test.py CLI_BINARY
 import json
 import subprocess
 import sys
+import tempfile
 import unittest
 
 CLI = sys.argv[1]
@@ -217,6 +218,20 @@ class EdgeTest(unittest.TestCase):
                                     "--suffix-prefill-seconds", "1e-320", "--ttft-seconds", "1e-310",
                                     "--queue-seconds", "0", "--output-tokens", "2",
                                     "--decode-seconds", "1e-320").stdout)
+
+
+class ReplayLineTest(unittest.TestCase):
+    # Proves: a trace line with a tier label instead of the enum's name says what to write; the line
+    # is refused before anything is sent (no server needed).
+    def test_tier_labels_say_what_to_write(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as f:
+            f.write('{"model":"llama-3.1-8b","tier":"host","prompt_tokens":100,"logical_match_tokens":50}\n'
+                    '{"model":"llama-3.1-8b","tier":"none","prompt_tokens":100}\n')
+            f.flush()
+            result = run("replay", "--target", "127.0.0.1:1", f.name)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn('line 1: tier = "host": write the Tier enum\'s name, "TIER_HOST" (or its number)', result.stdout)
+        self.assertIn('line 2: tier = "none": a miss has no tier; leave the field out', result.stdout)
 
 
 class UsageTest(unittest.TestCase):
