@@ -11,7 +11,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${KVLEDGER_BUILD_DIR:-$root/build/release}"
 
 "$root/scripts/setup"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DKVLEDGER_BUILD_TESTS=OFF >/dev/null
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DKVLEDGER_BUILD_TESTS=OFF -DKVLEDGER_BUILD_BENCH=ON >/dev/null
 cmake --build "$build" -j"$(nproc)" --target kvledger-server kvledger-noop-server kvledger record_path_bench \
   reporter_latency planning_bench
 
