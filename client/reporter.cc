@@ -78,14 +78,15 @@ ResolvedTarget Resolve(absl::string_view target) {
 
 // One channel per replica behind the target, so that a batch's retries go back to the replica that
 // got its first attempt (which deduplicates it by batch id) while that replica is reachable, and move
-// only when its connection has failed for kFailingFor, or after kStickFor (a frozen replica keeps its connection up and never
-// answers: the batch then moves, at the risk of counting twice what that replica applied). New batches rotate over the reachable replicas (round_robin) or stay on the
-// first reachable one (pick_first). The target is resolved again every kResolveEvery, so replicas
+// only when its connection has failed for kFailingFor, or after options.retry_same_replica_for (a
+// frozen replica keeps its connection up and never answers: the batch then moves, at the risk of
+// counting twice what that replica applied). New batches rotate over the reachable replicas
+// (round_robin) or stay on the first reachable one (pick_first), skipping for kResolveEvery one whose
+// call ran out of time. The target is resolved again every kResolveEvery, so replicas
 // that join get batches and those that leave stop getting them. Used from the sender thread only.
 class ReplicaSet {
  public:
   static constexpr absl::Duration kResolveEvery = absl::Seconds(15);
-  static constexpr absl::Duration kStickFor = absl::Seconds(30);
   // A connection cut (an ambiguous failure) leaves the channel failing until it reconnects: a retry
   // stays with its replica unless the failure has lasted this long.
   static constexpr absl::Duration kFailingFor = absl::Seconds(1);
@@ -101,12 +102,13 @@ class ReplicaSet {
         FailingFor(replicas_[pinned_address_], now) < kFailingFor) {
       return replicas_[pinned_address_].stub.get();
     }
-    if (!same_batch) pinned_until_ = now + kStickFor;
+    if (!same_batch) pinned_until_ = now + options_.retry_same_replica_for;
     const size_t n = order_.size();
     size_t chosen = options_.load_balancing_policy == "pick_first" ? 0 : next_++ % n;
     for (size_t i = 0; i < n; ++i) {
       const size_t k = (chosen + i) % n;
-      if (FailingFor(replicas_[order_[k]], now) == absl::ZeroDuration()) {
+      Replica& r = replicas_[order_[k]];
+      if (FailingFor(r, now) == absl::ZeroDuration() && now >= r.slow_until) {
         chosen = k;
         break;
       }
@@ -116,11 +118,24 @@ class ReplicaSet {
     return replicas_[pinned_address_].stub.get();
   }
 
+  // The outcome of the attempt Pick() last chose for: a replica that let a call run out of time (frozen
+  // or overloaded) gets no new batches for a while; one that answers is trusted again.
+  void Answered(grpc::StatusCode code) {
+    auto it = replicas_.find(pinned_address_);
+    if (it == replicas_.end()) return;
+    if (code == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      it->second.slow_until = absl::Now() + kResolveEvery;
+    } else if (code == grpc::StatusCode::OK) {
+      it->second.slow_until = absl::InfinitePast();
+    }
+  }
+
  private:
   struct Replica {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<v1::Ledger::Stub> stub;
     absl::Time failing_since = absl::InfiniteFuture();  // when its channel was first seen failing
+    absl::Time slow_until = absl::InfinitePast();       // no new batches before (a call timed out)
   };
   // How long the replica's channel has been failing to connect; zero when it is not.
   static absl::Duration FailingFor(Replica& r, absl::Time now) {
@@ -187,6 +202,7 @@ class GrpcTransport final : public BatchTransport {
       current_ = &context;
     }
     grpc::Status status = replicas_.Pick(batch.batch_id())->RecordBatch(&context, batch, response);
+    replicas_.Answered(status.error_code());
     std::lock_guard<std::mutex> lock(mu_);
     current_ = nullptr;
     return status;

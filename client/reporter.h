@@ -12,7 +12,8 @@
 //   capped, jittered exponential backoff, forever while the reporter runs, with the SAME batch_id
 //   and to the SAME replica while it is reachable: the replica that applied a batch whose reply was
 //   lost answers the retry without counting it again. A retry moves to another replica only when
-//   the first one's connection has been failing for 1 s, or after 30 s of retries (a frozen replica). While a batch is retried the queue keeps filling, and
+//   the first one's connection has been failing for 1 s, or after retry_same_replica_for (10 s) of
+//   retries (a frozen replica). A replica whose call ran out of time gets no new batch for 15 s. While a batch is retried the queue keeps filling, and
 //   then drops (counted).
 // - Replicas: the target is resolved by the reporter (host:port, dns:///host:port, ipv4:/ipv6:
 //   lists; again every 15 s, so replicas that join get batches), one connection per replica. Any
@@ -60,6 +61,10 @@ struct ReporterOptions {
   absl::Duration flush_interval = absl::Seconds(1);
   // Deadline of one RecordBatch attempt.
   absl::Duration rpc_timeout = absl::Seconds(5);
+  // How long a batch's retries stay with the replica of its first attempt (which may have applied
+  // it) while that replica's connection is up but its calls fail: a frozen replica holds the sender
+  // this long at most, and the batch then moves (and may count twice).
+  absl::Duration retry_same_replica_for = absl::Seconds(10);
   // Retry backoff: first wait, cap; each wait is drawn uniformly from [wait/2, wait].
   absl::Duration initial_backoff = absl::Milliseconds(50);
   absl::Duration max_backoff = absl::Seconds(5);

@@ -210,6 +210,30 @@ std::pair<int, std::string> HoldLoopbackPort(bool listening) {
   return {fd, "127.0.0.1:" + std::to_string(ntohs(addr.sin_port))};
 }
 
+// Proves: a frozen replica (its port accepts connections, nothing ever answers) costs one batch a
+// short wait: that batch moves after retry_same_replica_for, and new batches skip the replica, so
+// every record is counted once by the two live replicas with a handful of retries.
+TEST(ReporterTest, FrozenReplicaIsSkipped) {
+  auto a = StartServer();
+  auto c = StartServer();
+  const auto [holder, frozen] = HoldLoopbackPort(/*listening=*/true);
+  ReporterOptions options = Options(absl::StrCat("ipv4:", a->grpc_address(), ",", frozen, ",", c->grpc_address()));
+  options.max_batch_size = 10;
+  options.rpc_timeout = absl::Milliseconds(500);
+  options.retry_same_replica_for = absl::Seconds(1);
+  Reporter reporter(options);
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(reporter.Report(HalfHit()));
+    if (i % 10 == 9) {
+      ASSERT_TRUE(reporter.Flush(absl::Seconds(30)));
+    }
+  }
+  EXPECT_EQ(a->accepted_records() + c->accepted_records(), 200u);
+  EXPECT_EQ(reporter.stats().sent, 200u);
+  EXPECT_LE(reporter.stats().retried, 6u);
+  close(holder);
+}
+
 // Proves: with nothing listening, Report() stays fast (a generous bound: the real figures are in
 // docs/performance.md) and shutdown returns promptly, counting every record as dropped.
 TEST(ReporterTest, ServerDownReportStaysFast) {

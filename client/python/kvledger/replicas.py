@@ -1,9 +1,9 @@
 """One gRPC channel per replica behind a target, the same rule as the C++ reporter (client/reporter.h):
 a batch's retries go back to the replica that got its first attempt (which deduplicates it by batch
 id) while that replica is reachable, and move only when its connection has been failing for
-FAILING_FOR_SECONDS, or after
-STICK_FOR_SECONDS (a frozen replica keeps its connection up and never answers: the batch then moves,
-at the risk of counting twice what that replica applied); new batches
+FAILING_FOR_SECONDS, or after retry_same_replica_seconds (a frozen replica keeps its connection up and
+never answers: the batch then moves, at the risk of counting twice what that replica applied); a
+replica whose call ran out of time gets no new batch for RESOLVE_EVERY_SECONDS; new batches
 rotate over the reachable replicas ("round_robin") or stay on the first reachable one
 ("pick_first"). The target is resolved here — host:port, dns:///host:port, ipv4:/ipv6: lists — and
 again every RESOLVE_EVERY_SECONDS, so replicas that join get batches. Any other target (unix:, xds:,
@@ -15,7 +15,6 @@ import time
 import grpc
 
 RESOLVE_EVERY_SECONDS = 15.0
-STICK_FOR_SECONDS = 30.0
 # A connection cut (an ambiguous failure) leaves the channel failing until it reconnects: a retry
 # stays with its replica unless the failure has lasted this long.
 FAILING_FOR_SECONDS = 1.0
@@ -57,12 +56,15 @@ def resolve(target):
 class Replicas:
     """Stubs for the replicas of `target`; used from one thread (the reporter's sender)."""
 
-    def __init__(self, target, stub_class, credentials=None, channel_options=(), load_balancing_policy="round_robin"):
+    def __init__(self, target, stub_class, credentials=None, channel_options=(), load_balancing_policy="round_robin",
+                 retry_same_replica_seconds=10.0):
         self._target = target
         self._stub_class = stub_class
         self._credentials = credentials
         self._options = list(channel_options)
         self._policy = load_balancing_policy
+        self._retry_same_replica_seconds = retry_same_replica_seconds
+        self._slow_until = {}  # address -> no new batches before (a call there ran out of time)
         self._replicas = {}  # address -> (channel, stub)
         self._order = []
         self._next = 0
@@ -115,14 +117,25 @@ class Replicas:
                 and self._failing_for(pinned_address) < FAILING_FOR_SECONDS:
             return self._replicas[pinned_address][1]
         if key != pinned_key:
-            self._pinned_until = now + STICK_FOR_SECONDS
+            self._pinned_until = now + self._retry_same_replica_seconds
         n = len(self._order)
         start = 0 if self._policy == "pick_first" else self._next % n
         self._next += 1
-        chosen = next((self._order[(start + i) % n] for i in range(n) if not self._failing_for(self._order[(start + i) % n])),
-                      self._order[start])
+        usable = (a for a in (self._order[(start + i) % n] for i in range(n))
+                  if not self._failing_for(a) and now >= self._slow_until.get(a, 0.0))
+        chosen = next(usable, self._order[start])
         self._pinned = (key, chosen)
         return self._replicas[chosen][1]
+
+    def answered(self, code):
+        """The outcome (a grpc.StatusCode) of the attempt pick() last chose for: a replica that let a
+        call run out of time (frozen or overloaded) gets no new batches for a while; one that answers is
+        trusted again."""
+        address = self._pinned[1]
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            self._slow_until[address] = time.monotonic() + RESOLVE_EVERY_SECONDS
+        elif code == grpc.StatusCode.OK:
+            self._slow_until.pop(address, None)
 
     def close(self):
         for channel, _ in self._replicas.values():

@@ -55,7 +55,7 @@ class Reporter:
     def __init__(self, target="127.0.0.1:50051", *, max_queue_size=2048, max_batch_size=512,
                  flush_interval_seconds=1.0, rpc_timeout_seconds=5.0, initial_backoff_seconds=0.05,
                  max_backoff_seconds=5.0, shutdown_timeout_seconds=5.0, credentials=None, channel_options=None,
-                 max_engine_stats_keys=1024, load_balancing_policy="round_robin"):
+                 max_engine_stats_keys=1024, load_balancing_policy="round_robin", retry_same_replica_seconds=10.0):
         self.target = target
         self.max_queue_size = max_queue_size
         self.max_batch_size = max_batch_size
@@ -70,6 +70,7 @@ class Reporter:
         # grows to 120 s).
         self._channel_options = channel_options_with(load_balancing_policy, channel_options)
         self._load_balancing_policy = dict(self._channel_options)["grpc.lb_policy_name"]
+        self._retry_same_replica_seconds = retry_same_replica_seconds
         self._reset()
         me = weakref.ref(self)
         if hasattr(os, "register_at_fork"):
@@ -213,7 +214,7 @@ class Reporter:
     def _run(self):
         if self._replicas is None:
             self._replicas = Replicas(self.target, ledger_pb2_grpc.LedgerStub, self._credentials, self._channel_options,
-                                      self._load_balancing_policy)
+                                      self._load_balancing_policy, self._retry_same_replica_seconds)
         while True:
             with self._lock:
                 self._wake.wait_for(lambda: self._closing or self._flush_requested
@@ -246,7 +247,9 @@ class Reporter:
             timeout = self.rpc_timeout_seconds if deadline is None else min(self.rpc_timeout_seconds, deadline - now)
             try:
                 response = self._replicas.pick(request.batch_id).RecordBatch(request, timeout=timeout)
+                self._replicas.answered(grpc.StatusCode.OK)
             except grpc.RpcError as e:
+                self._replicas.answered(e.code())
                 if e.code() not in _TRANSIENT:
                     with self._lock:
                         self._answer_locked(len(batch))
