@@ -2,15 +2,6 @@
 
 namespace kvledger {
 
-const char* DedupEvictionLabel(DedupEviction cause) {
-  switch (cause) {
-    case DedupEviction::kAge: return "age";
-    case DedupEviction::kEntries: return "entries";
-    case DedupEviction::kBytes: return "bytes";
-  }
-  return "age";
-}
-
 BatchDeduplicator::BatchDeduplicator(size_t max_batches, size_t max_bytes, absl::Duration max_age,
                                      std::function<absl::Time()> now)
     : max_batches_(max_batches), max_bytes_(max_bytes), max_age_(max_age), now_(std::move(now)) {}

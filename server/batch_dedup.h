@@ -37,8 +37,6 @@ inline constexpr size_t kDedupEntryOverheadBytes = 160;
 // Why a remembered batch was forgotten: its age, or room (count or bytes) for newer ones — the latter
 // before the age limit, so a retry of it would be counted again.
 enum class DedupEviction : uint8_t { kAge = 0, kEntries = 1, kBytes = 2 };
-inline constexpr std::array kAllDedupEvictions = {DedupEviction::kAge, DedupEviction::kEntries, DedupEviction::kBytes};
-const char* DedupEvictionLabel(DedupEviction cause);  // "age", "entries", "bytes"
 
 class BatchDeduplicator {
  public:

@@ -31,7 +31,6 @@ namespace kvledger {
 
 // Why finished requests did not become records; the wire enum value minus one.
 enum class UnrecordedReason : uint8_t { kAborted = 0, kFailed = 1 };
-inline constexpr std::array kAllUnrecordedReasons = {UnrecordedReason::kAborted, UnrecordedReason::kFailed};
 const char* UnrecordedReasonLabel(UnrecordedReason reason);  // "aborted", "failed"
 
 // Why an engine-statistics entry was rejected: the reason label of kvledger_engine_stats_rejected_total.

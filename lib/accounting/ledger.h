@@ -39,7 +39,6 @@ class Ledger final : public RecordSink {
   // either counted once or rejected; never both, never partly.
   Verdict Record(const RecordFacts& facts) override;
 
-  const ModelRegistry& registry() const { return registry_; }
 
  private:
   ModelRegistry& registry_;

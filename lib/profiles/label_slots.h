@@ -53,7 +53,6 @@ class LabelSlots {
   // Labels of slots 0..n-1 in slot order: the catalog's profiles first, then the names claimed so far
   // (the "other" slot is not included).
   std::vector<ModelLabel> LabelsBySlot() const;
-  uint32_t max_models() const { return max_models_; }
   // Slots 0..known-1 are the catalog's profiles; other names get known..other_slot()-1.
   uint32_t known_slots() const { return known_slots_; }
   uint32_t other_slot() const { return known_slots_ + max_models_; }
