@@ -11,15 +11,14 @@
 namespace kvledger::cli {
 namespace {
 
-std::string Capacity(const PlanConfig& config, size_t tier) {
-  const uint64_t tokens = config.capacity_tokens[tier];
-  if (tier > 0 && tokens == 0) return "-";
-  return tokens == kUnlimitedTokens ? "inf" : absl::StrCat(tokens);
+// A tier's capacity as printed: its tokens, `inf`, or `absent` when there is no such tier.
+std::string Capacity(const PlanConfig& config, size_t tier, const char* absent) {
+  if (!config.HasTier(tier)) return absent;
+  return config.Finite(tier) ? absl::StrCat(config.capacity_tokens[tier]) : "inf";
 }
 
 std::string Bytes(const PlanResult& r, size_t tier) {
-  const uint64_t tokens = r.config.capacity_tokens[tier];
-  if ((tier > 0 && tokens == 0) || tokens == kUnlimitedTokens) return "-";
+  if (!r.config.Finite(tier)) return "-";
   return absl::StrFormat("%.1f GiB", Uint128ToDouble(r.capacity_bytes[tier]) / (1024.0 * 1024 * 1024));
 }
 
@@ -34,8 +33,8 @@ std::string SecondsColumns(const PlanTotals& t) {
 constexpr char kSecondsHeader[] = "    reload s  recompute s  cheaper rc";
 
 void PrintByTier(std::ostream& out, const PlanResult& r) {
-  out << absl::StrFormat("\nby record tier, device %s tokens, host %s, disk %s:\n", Capacity(r.config, 0),
-                         Capacity(r.config, 1), Capacity(r.config, 2));
+  out << absl::StrFormat("\nby record tier, device %s tokens, host %s, disk %s:\n", Capacity(r.config, 0, "-"),
+                         Capacity(r.config, 1, "-"), Capacity(r.config, 2, "-"));
   out << absl::StrFormat("  %-7s %9s %9s %10s %10s %10s%s\n", "tier", "requests", "hits", "token hit", "attention",
                          "prefill", kSecondsHeader);
   for (int tier = 0; tier <= kTierCount; ++tier) {
@@ -48,7 +47,7 @@ void PrintByTier(std::ostream& out, const PlanResult& r) {
   }
   out << "  matched tokens served by";
   for (size_t t = 0; t < kPlanTierCount; ++t) {
-    if (t == 0 || r.config.capacity_tokens[t] > 0) {
+    if (r.config.HasTier(t)) {
       out << " " << TierLabel(kPlanTiers[t]) << " " << Uint128ToString(r.matched_tokens_from[t]);
     }
   }
@@ -68,8 +67,8 @@ void PrintPlanText(std::ostream& out, const Profile& profile, const std::vector<
   out << absl::StrFormat("%14s %11s %12s %12s %10s %10s %10s%s\n", "device tokens", "device KV", "host tokens",
                          "disk tokens", "token hit", "attention", "prefill", kSecondsHeader);
   for (const PlanResult& r : results) {
-    out << absl::StrFormat("%14s %11s %12s %12s %10s %10s %10s %s\n", Capacity(r.config, 0), Bytes(r, 0),
-                           Capacity(r.config, 1), Capacity(r.config, 2), Percent(r.total.TokenHitRatio()),
+    out << absl::StrFormat("%14s %11s %12s %12s %10s %10s %10s %s\n", Capacity(r.config, 0, "-"), Bytes(r, 0),
+                           Capacity(r.config, 1, "-"), Capacity(r.config, 2, "-"), Percent(r.total.TokenHitRatio()),
                            Percent(r.total.AttentionAvoided()), Percent(r.total.PrefillAvoided()),
                            SecondsColumns(r.total));
   }
@@ -83,13 +82,9 @@ void PrintPlanCsv(std::ostream& out, const std::vector<PlanResult>& results) {
   out << "\n";
   for (const PlanResult& r : results) {
     std::string prefix;
+    for (size_t t = 0; t < kPlanTierCount; ++t) absl::StrAppend(&prefix, Capacity(r.config, t, ""), ",");
     for (size_t t = 0; t < kPlanTierCount; ++t) {
-      const std::string tokens = CapacityJson(r.config, t);
-      absl::StrAppend(&prefix, tokens == "null" ? (r.config.capacity_tokens[t] > 0 ? "inf" : "") : tokens, ",");
-    }
-    for (size_t t = 0; t < kPlanTierCount; ++t) {
-      const std::string tokens = CapacityJson(r.config, t);
-      absl::StrAppend(&prefix, tokens == "null" ? "" : Uint128ToString(r.capacity_bytes[t]), ",");
+      absl::StrAppend(&prefix, r.config.Finite(t) ? Uint128ToString(r.capacity_bytes[t]) : "", ",");
     }
     for (int tier = 0; tier <= kTierCount; ++tier) {
       const bool total = tier == kTierCount;

@@ -94,7 +94,7 @@ absl::Status WritePlanPlot(const std::string& path, const Profile& profile, cons
   const PlanResult* unlimited = nullptr;
   for (const PlanResult& r : results) {
     const uint64_t tokens = r.config.capacity_tokens[0];
-    if (tokens == kUnlimitedTokens) unlimited = &r;
+    if (!r.config.Finite(0)) unlimited = &r;
     else if (tokens > 0) finite.push_back(&r);
   }
   if (finite.size() < 2) {

@@ -99,9 +99,9 @@ absl::StatusOr<PlanResult> Plan(const std::vector<TraceRequest>& trace, const Pr
   result.config = config;
   std::vector<uint64_t> capacity_blocks;
   for (size_t t = 0; t < kPlanTierCount; ++t) {
-    if (t > 0 && config.capacity_tokens[t] == 0) break;  // no tier here, nor below
+    if (!config.HasTier(t)) break;  // no tier here, nor below
     capacity_blocks.push_back(config.CapacityBlocks(t));
-    if (config.capacity_tokens[t] != kUnlimitedTokens) {
+    if (config.Finite(t)) {
       result.capacity_bytes[t] = static_cast<Uint128>(config.capacity_tokens[t]) * BytesPerCachedToken(profile.shape());
     }
   }

@@ -38,6 +38,9 @@ struct PlanConfig {
 
   // Blocks a tier holds: floor(capacity / block_tokens) (a partial last block takes a whole block).
   uint64_t CapacityBlocks(size_t tier) const;
+  // Whether the tier is simulated (the device always is), and whether it has a finite capacity.
+  bool HasTier(size_t tier) const { return tier == 0 || capacity_tokens[tier] > 0; }
+  bool Finite(size_t tier) const { return HasTier(tier) && capacity_tokens[tier] != kUnlimitedTokens; }
 };
 
 // Sums over requests; tokens, FLOPs and bytes exact.

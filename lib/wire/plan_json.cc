@@ -1,6 +1,7 @@
 #include "lib/wire/plan_json.h"
 
 #include <charconv>
+#include <optional>
 #include <cmath>
 
 namespace kvledger {
@@ -45,19 +46,13 @@ const std::vector<PlanColumn>& PlanTotalsColumns() {
   return columns;
 }
 
-std::string CapacityJson(const PlanConfig& config, size_t tier) {
-  const uint64_t tokens = config.capacity_tokens[tier];
-  if ((tier > 0 && tokens == 0) || tokens == kUnlimitedTokens) return "null";
-  return Uint128ToString(tokens);
-}
-
 JsonObject PlanResultToJson(const PlanResult& r) {
   JsonObject capacity_tokens, capacity_bytes, matched_from;
   for (size_t t = 0; t < kPlanTierCount; ++t) {
     const char* tier = TierLabel(kPlanTiers[t]);
-    const std::string tokens = CapacityJson(r.config, t);
-    capacity_tokens.Json(tier, tokens);
-    capacity_bytes.Json(tier, tokens == "null" ? tokens : Uint128ToString(r.capacity_bytes[t]));
+    const bool finite = r.config.Finite(t);  // null: unlimited, or no such tier
+    capacity_tokens.Integer(tier, finite ? std::optional<Uint128>(r.config.capacity_tokens[t]) : std::nullopt);
+    capacity_bytes.Integer(tier, finite ? std::optional<Uint128>(r.capacity_bytes[t]) : std::nullopt);
     matched_from.Integer(tier, r.matched_tokens_from[t]);
   }
   JsonObject by_tier;

@@ -20,9 +20,6 @@ struct PlanColumn {
 };
 const std::vector<PlanColumn>& PlanTotalsColumns();
 
-// A capacity as JSON: its tokens, null when unlimited or when the tier is absent.
-std::string CapacityJson(const PlanConfig& config, size_t tier);
-
 // One capacity's result: capacities and the bytes they take per tier (null: unlimited, or no such
 // tier), totals, totals by record tier, and the tokens each cache tier served.
 JsonObject PlanResultToJson(const PlanResult& result);
