@@ -16,9 +16,9 @@ std::string Seconds(bool known, double seconds) {
 
 std::string RateText(const v1::Rate& rate, const char* unit) {
   if (!rate.has_value()) return "unknown (basis none)";
-  if (rate.basis() == v1::BASIS_LIVE) {
-    return absl::StrFormat("%.4g %s (live: %d records, weight %.3g)", rate.value(), unit, rate.samples(),
-                           rate.weight());
+  if (rate.basis() == v1::BASIS_LIVE || rate.basis() == v1::BASIS_FLEET) {
+    return absl::StrFormat("%.4g %s (%s: %d records, weight %.3g)", rate.value(), unit,
+                           BasisLabel(static_cast<Basis>(rate.basis())), rate.samples(), rate.weight());
   }
   return absl::StrFormat("%.4g %s (profile)", rate.value(), unit);
 }

@@ -101,7 +101,8 @@ absl::StatusOr<LiveRates> AskLiveRates(const Connection& connection, const std::
   if (!status.ok()) return absl::UnavailableError(DescribeRpcError(status, connection.target));
   LiveRates live;
   const v1::Rate& compute = advice.compute();
-  if (compute.basis() == v1::BASIS_LIVE && compute.has_value() && compute.value() > 0) {
+  if ((compute.basis() == v1::BASIS_LIVE || compute.basis() == v1::BASIS_FLEET) && compute.has_value() &&
+      compute.value() > 0) {
     live.compute = ComputeTime{Basis::kLive, compute.fixed_seconds(), 1.0 / compute.value(), compute.samples(),
                                compute.weight()};
   }

@@ -139,7 +139,8 @@ HttpResponse Explain(const HttpRequest& r, const ModelRegistry& registry, const 
   return Json(ProtoToJson(FiguresToProto(*figures, subject->record.model()), /*null_unset=*/true));
 }
 
-HttpResponse Advise(const HttpRequest& r, const ModelRegistry& registry, const LiveRates& rates) {
+HttpResponse Advise(const HttpRequest& r, const ModelRegistry& registry, const LiveRates& rates,
+                    const FleetRates* fleet) {
   v1::AdviceRequest request;
   request.set_model(Text(r, "model"));
   std::optional<int64_t> prompt;
@@ -154,7 +155,7 @@ HttpResponse Advise(const HttpRequest& r, const ModelRegistry& registry, const L
     if (!candidate.ok()) return BadRequest(candidate.status().message());
     *request.add_candidates() = *candidate;
   }
-  auto advice = kvledger::Advise(AdviceRequestFromProto(request), registry, &rates);
+  auto advice = kvledger::Advise(AdviceRequestFromProto(request), registry, &rates, fleet);
   if (!advice.ok()) return BadRequest(advice.status().message(), RejectReasonOf(advice.status()));
   return Json(AdviceToJson(AdviceToProto(*advice)));
 }
@@ -291,7 +292,8 @@ absl::StatusOr<std::unique_ptr<PlanningTrace>> LoadPlanningTrace(const std::stri
 }
 
 std::vector<HttpListener::Route> HttpApiRoutes(const ModelRegistry& registry, const Aggregator& aggregator,
-                                               const LiveRates& rates, PlanningTrace* trace) {
+                                               const LiveRates& rates, const FleetRates* fleet,
+                                               PlanningTrace* trace) {
   const ProfileCatalog& catalog = registry.catalog();
   return {
       {"/api/v1/calc", Taking({"alpha", "attention", "window_fraction", "beta", "overhead", "window", "queue_share",
@@ -302,7 +304,7 @@ std::vector<HttpListener::Route> HttpApiRoutes(const ModelRegistry& registry, co
                                   [&catalog](const HttpRequest& r) { return KvBytes(r, catalog); })},
       {"/api/v1/explain", Taking(ExplainParameters(), [&registry, &rates](const HttpRequest& r) { return Explain(r, registry, rates); })},
       {"/api/v1/advise", Taking({"model", "prompt_tokens", "candidate"},
-                                [&registry, &rates](const HttpRequest& r) { return Advise(r, registry, rates); })},
+                                [&registry, &rates, fleet](const HttpRequest& r) { return Advise(r, registry, rates, fleet); })},
       {"/api/v1/profiles", Taking({}, [&catalog](const HttpRequest&) { return Json(ProfilesToJson(catalog)); })},
       {"/api/v1/totals", Taking({}, [&registry, &aggregator](const HttpRequest&) {
                            return TotalsJson(registry, aggregator);

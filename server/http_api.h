@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lib/accounting/aggregator.h"
+#include "lib/accounting/fleet_rates.h"
 #include "lib/accounting/live_rates.h"
 #include "lib/planning/trace.h"
 #include "lib/profiles/model_registry.h"
@@ -30,7 +31,8 @@ absl::StatusOr<std::unique_ptr<PlanningTrace>> LoadPlanningTrace(const std::stri
 
 // The routes; the references (and `trace`, null when none) must outlive the listener serving them.
 std::vector<HttpListener::Route> HttpApiRoutes(const ModelRegistry& registry, const Aggregator& aggregator,
-                                               const LiveRates& rates, PlanningTrace* trace);
+                                               const LiveRates& rates, const FleetRates* fleet,
+                                               PlanningTrace* trace);
 
 }  // namespace kvledger
 

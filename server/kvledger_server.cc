@@ -16,6 +16,7 @@
 #include "lib/base/quote.h"
 #include "lib/profiles/model_registry.h"
 #include "lib/profiles/profile_catalog.h"
+#include "server/fleet_poller.h"
 #include "server/http_api.h"
 #include "server/http_listener.h"
 #include "server/ledger_service.h"
@@ -83,6 +84,9 @@ struct KvledgerServer::State {
   std::unique_ptr<MetricsExposition> exposition;
   std::unique_ptr<PlanningTrace> trace;  // --trace_file, for /api/v1/plan
   std::unique_ptr<HttpListener> http;
+  // --fleet_prometheus_url; last, so the poller stops before what it writes to goes.
+  std::unique_ptr<FleetRates> fleet;
+  std::unique_ptr<FleetPoller> fleet_poller;
   ServerOptions options;
   bool stopped = false;
 };
@@ -230,6 +234,16 @@ absl::Status DeclareSeries(const ServerOptions& options, const ModelRegistry& re
 
 }  // namespace
 
+// --fleet_prometheus_url: the fleet's rates, read by a poller of their own (Validate checked the URL).
+void KvledgerServer::ReadFleetRates(const ServerOptions& options, State& state) {
+  if (options.fleet_prometheus_url.empty()) return;
+  const absl::Duration refresh = absl::Seconds(options.fleet_refresh_seconds);
+  state.fleet = std::make_unique<FleetRates>(4 * absl::ToDoubleSeconds(refresh));
+  state.fleet_poller =
+      std::make_unique<FleetPoller>(*ParsePrometheusUrl("fleet_prometheus_url", options.fleet_prometheus_url),
+                                    options.fleet_job, refresh, *state.fleet, state.metrics.get());
+}
+
 absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const ServerOptions& options,
                                                                       std::unique_ptr<RecordSink> sink) {
   if (auto s = options.Validate(); !s.ok()) return s;
@@ -254,8 +268,10 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   RecordSink& records = state->sink ? *state->sink : static_cast<RecordSink&>(*state->ledger);
   if (!state->sink) state->engine_stats = std::make_unique<EngineStats>(*state->registry, state->rates.get());
   state->metrics = std::make_unique<ServerMetrics>(kVersion);
+  ReadFleetRates(options, *state);
   state->service = std::make_unique<LedgerService>(records, *state->registry, LedgerServiceOptions::From(options),
-                                                   state->rates.get(), state->engine_stats.get(), state->metrics.get());
+                                                   state->rates.get(), state->engine_stats.get(), state->metrics.get(),
+                                                   state->fleet.get());
   int grpc_port = 0;
   auto grpc_server = BuildGrpcServer(options, *state->service, *state->metrics, &grpc_port);
   if (!grpc_server.ok()) return grpc_server.status();
@@ -270,7 +286,7 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   state->exposition = std::make_unique<MetricsExposition>(*state->aggregator, *state->registry, state->rates.get(),
                                                           state->engine_stats.get(), &state->metrics->registry());
   std::vector<HttpListener::Route> routes = {MetricsRoute(state->exposition.get(), state->metrics.get())};
-  for (auto& route : HttpApiRoutes(*state->registry, *state->aggregator, *state->rates, state->trace.get())) routes.push_back(std::move(route));
+  for (auto& route : HttpApiRoutes(*state->registry, *state->aggregator, *state->rates, state->fleet.get(), state->trace.get())) routes.push_back(std::move(route));
   auto http = HttpListener::Start(options.metrics_address, MetricsLimits(options), *std::move(security),
                                   std::move(routes));
   if (!http.ok()) {
@@ -298,6 +314,7 @@ void KvledgerServer::Shutdown(bool patient) {
   // 3. /metrics stays up for a last scrape of everything acknowledged.
   if (patient) absl::SleepFor(absl::Seconds(state_->options.shutdown_scrape_grace_seconds));
   state_->http.reset();
+  state_->fleet_poller.reset();
 }
 
 }  // namespace kvledger

@@ -50,6 +50,7 @@ class KvledgerServer {
 
  private:
   struct State;
+  static void ReadFleetRates(const ServerOptions& options, State& state);
   explicit KvledgerServer(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
   std::string grpc_address_;

@@ -256,10 +256,12 @@ LedgerServiceOptions LedgerServiceOptions::From(const ServerOptions& options) {
 }
 
 LedgerService::LedgerService(RecordSink& sink, const ModelRegistry& registry, const LedgerServiceOptions& options,
-                             const LiveRates* rates, EngineStats* engine_stats, ServerMetrics* metrics)
+                             const LiveRates* rates, EngineStats* engine_stats, ServerMetrics* metrics,
+                             const FleetRates* fleet)
     : sink_(sink),
       registry_(registry),
       rates_(rates),
+      fleet_(fleet),
       engine_stats_(engine_stats),
       metrics_(metrics),
       options_(options),
@@ -405,7 +407,7 @@ grpc::ServerUnaryReactor* LedgerService::Advise(grpc::CallbackServerContext* con
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, TooManyCandidatesMessage(candidates));
       },
       [this, context](const v1::AdviceRequest& asked, v1::Advice* answer) {
-        auto advice = kvledger::Advise(AdviceRequestFromProto(asked), registry_, rates_);
+        auto advice = kvledger::Advise(AdviceRequestFromProto(asked), registry_, rates_, fleet_);
         if (!advice.ok()) return ToGrpcStatus(context, advice.status());
         *answer = AdviceToProto(*advice);
         return grpc::Status::OK;

@@ -17,6 +17,7 @@
 #include "kvledger/v1/ledger.grpc.pb.h"
 #include "lib/accounting/ledger.h"
 #include "lib/accounting/engine_stats.h"
+#include "lib/accounting/fleet_rates.h"
 #include "lib/accounting/live_rates.h"
 #include "lib/accounting/record_sink.h"
 #include "server/batch_dedup.h"
@@ -61,7 +62,7 @@ class LedgerService final : public RawLedgerService {
  public:
   LedgerService(RecordSink& sink, const ModelRegistry& registry, const LedgerServiceOptions& options,
                 const LiveRates* rates = nullptr, EngineStats* engine_stats = nullptr,
-                ServerMetrics* metrics = nullptr);
+                ServerMetrics* metrics = nullptr, const FleetRates* fleet = nullptr);
   ~LedgerService() override;
 
   grpc::ServerUnaryReactor* Record(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
@@ -104,6 +105,7 @@ class LedgerService final : public RawLedgerService {
   RecordSink& sink_;
   const ModelRegistry& registry_;
   const LiveRates* const rates_;
+  const FleetRates* const fleet_;  // --fleet_prometheus_url; null without
   EngineStats* const engine_stats_;
   ServerMetrics* const metrics_;
   const LedgerServiceOptions options_;

@@ -56,6 +56,12 @@ ABSL_FLAG(uint32_t, max_connection_idle_seconds, kDefaults.max_connection_idle_s
 ABSL_FLAG(uint32_t, max_connection_age_seconds, kDefaults.max_connection_age_seconds, "A connection is closed gracefully after this long (clients reconnect and rebalance)");
 ABSL_FLAG(uint32_t, keepalive_min_ping_seconds, kDefaults.keepalive_min_ping_seconds, "Least interval between client keepalive pings; more often closes the connection");
 ABSL_FLAG(uint32_t, stream_idle_seconds, kDefaults.stream_idle_seconds, "A stream that sends no batch for this long ends with its summary (0 = never)");
+ABSL_FLAG(std::string, fleet_prometheus_url, "",
+          "http://HOST[:PORT][/PATH] of a Prometheus evaluating the kvledger.fleet rules: Advise answers from the "
+          "fleet's live rates (empty: this replica's own)");
+ABSL_FLAG(std::string, fleet_job, kDefaults.fleet_job, "The job label of this fleet's series in --fleet_prometheus_url");
+ABSL_FLAG(uint32_t, fleet_refresh_seconds, kDefaults.fleet_refresh_seconds,
+          "Seconds between reads of --fleet_prometheus_url");
 ABSL_FLAG(bool, live_compute_model, kDefaults.live_compute_model,
           "Learn each model's prefill compute-time model (a fixed cost per pass + a rate) from the records; false: "
           "recompute estimates come from the profiles' prefill_flops_per_second only");
@@ -206,6 +212,9 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.stream_idle_seconds = absl::GetFlag(FLAGS_stream_idle_seconds);
   options.advice_half_life_seconds = absl::GetFlag(FLAGS_advice_half_life_seconds);
   options.live_compute_model = absl::GetFlag(FLAGS_live_compute_model);
+  options.fleet_prometheus_url = absl::GetFlag(FLAGS_fleet_prometheus_url);
+  options.fleet_job = absl::GetFlag(FLAGS_fleet_job);
+  options.fleet_refresh_seconds = absl::GetFlag(FLAGS_fleet_refresh_seconds);
   options.shutdown_drain_seconds = absl::GetFlag(FLAGS_shutdown_drain_seconds);
   options.shutdown_scrape_grace_seconds = absl::GetFlag(FLAGS_shutdown_scrape_grace_seconds);
   options.batch_dedup_entries = absl::GetFlag(FLAGS_batch_dedup_entries);

@@ -171,6 +171,16 @@ ServerMetrics::ServerMetrics(const std::string& version)
                        .Help("Total user and system CPU time spent in seconds.")
                        .Register(registry_)
                        .Add({})),
+      fleet_fetches_family_(prometheus::BuildCounter()
+                                .Name("kvledger_fleet_rates_fetches_total")
+                                .Help("Fetches of the fleet's live rates from Prometheus (--fleet_prometheus_url), "
+                                      "by result: ok or error.")
+                                .Register(registry_)),
+      fleet_success_family_(prometheus::BuildGauge()
+                                .Name("kvledger_fleet_rates_last_success_timestamp_seconds")
+                                .Help("When the fleet's live rates were last read from Prometheus, in seconds "
+                                      "since the Unix epoch.")
+                                .Register(registry_)),
       dedup_entries_(prometheus::BuildGauge()
                          .Name("kvledger_batch_dedup_entries")
                          .Help("Batch ids remembered now to answer RecordBatch retries (--batch_dedup_entries).")
@@ -298,6 +308,16 @@ void ServerMetrics::DedupWindow(size_t entries, size_t bytes, const std::array<u
     if (evictions[i] <= dedup_evictions_seen_[i]) continue;  // a concurrent call reported newer totals
     dedup_evictions_[i]->Increment(static_cast<double>(evictions[i] - dedup_evictions_seen_[i]));
     dedup_evictions_seen_[i] = evictions[i];
+  }
+}
+
+void ServerMetrics::FleetRatesFetched(bool ok) {
+  MutexLock lock(&mu_);  // once per fetch: the lock is not on a hot path
+  fleet_fetches_family_.Add({{"result", ok ? "ok" : "error"}}).Increment();
+  fleet_fetches_family_.Add({{"result", ok ? "error" : "ok"}});  // both results exported from the first fetch
+  if (ok) {
+    fleet_success_family_.Add({}).Set(
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   }
 }
 

@@ -76,6 +76,9 @@ class ServerMetrics {
   // The batch-id window now: entries, bytes, and its evictions so far by cause (age, entries, bytes —
   // the order of DedupEviction); counters advance to the largest totals seen.
   void DedupWindow(size_t entries, size_t bytes, const std::array<uint64_t, 3>& evictions);
+  // A fetch of the fleet's rates (--fleet_prometheus_url) succeeded or failed (the families appear
+  // with the first fetch).
+  void FleetRatesFetched(bool ok);
 
  private:
   prometheus::Registry registry_;
@@ -96,6 +99,8 @@ class ServerMetrics {
   prometheus::Gauge& max_fds_;
   prometheus::Counter& cpu_seconds_;
   double cpu_seconds_seen_ ABSL_GUARDED_BY(mu_) = 0;
+  prometheus::Family<prometheus::Counter>& fleet_fetches_family_;
+  prometheus::Family<prometheus::Gauge>& fleet_success_family_;
   prometheus::Gauge& dedup_entries_;
   prometheus::Gauge& dedup_bytes_;
   std::array<prometheus::Counter*, 3> dedup_evictions_{};

@@ -1,10 +1,14 @@
 #include "server/server_options.h"
 
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "lib/base/quote.h"
 #include "lib/planning/plan.h"
+#include "server/fleet_poller.h"
 
 namespace kvledger {
 namespace {
@@ -75,6 +79,7 @@ absl::Status ServerOptions::Validate() const {
                          Bound{"shutdown_drain_seconds", shutdown_drain_seconds, 0, 3600},
                          Bound{"stream_idle_seconds", stream_idle_seconds, 0, 86400},
                          Bound{"advice_half_life_seconds", advice_half_life_seconds, 1, 86400},
+                         Bound{"fleet_refresh_seconds", fleet_refresh_seconds, 1, 3600},
                          Bound{"shutdown_scrape_grace_seconds", shutdown_scrape_grace_seconds, 0, 3600},
                          Bound{"batch_dedup_bytes", batch_dedup_bytes, uint64_t{64} << 10, uint64_t{4} << 30},
                          Bound{"batch_dedup_entries", batch_dedup_entries, 0, 10000000},
@@ -101,6 +106,15 @@ absl::Status ServerOptions::Validate() const {
   }
   if (!tls_client_ca_file.empty() && tls_cert_file.empty()) {
     return absl::InvalidArgumentError("--tls_client_ca_file: needs --tls_cert_file and --tls_key_file");
+  }
+  if (!fleet_prometheus_url.empty()) {
+    if (auto url = ParsePrometheusUrl("fleet_prometheus_url", fleet_prometheus_url); !url.ok()) return url.status();
+  }
+  if (fleet_job.empty() || !std::all_of(fleet_job.begin(), fleet_job.end(), [](char c) {
+        return absl::ascii_isalnum(c) || c == '_' || c == '-' || c == '.' || c == ':';
+      })) {
+    return absl::InvalidArgumentError(absl::StrCat("--fleet_job = ", Quoted(fleet_job),
+                                                   ": must be a job label of letters, digits, _ - . or :"));
   }
   if (metrics_auth_user.empty() != metrics_auth_password_file.empty()) {
     return absl::InvalidArgumentError(

@@ -86,6 +86,13 @@ struct ServerOptions {
   // profiles' stated prefill_flops_per_second only, and every counter is a pure function of the
   // accepted records, whatever their order.
   bool live_compute_model = true;
+  // Advise from the fleet's live rates (server/fleet_poller.h): a Prometheus that evaluates the
+  // shipped kvledger.fleet rules, http://HOST[:PORT][/PATH]; empty = this replica's rates only. The
+  // rules' series of job fleet_job are read every fleet_refresh_seconds; a table older than 4 refresh
+  // periods is not used.
+  std::string fleet_prometheus_url;
+  std::string fleet_job = "kvledger";
+  uint32_t fleet_refresh_seconds = 15;
   // Shutdown (SIGTERM): gRPC health reports NOT_SERVING for drain_seconds while calls are still
   // served (so balancers move traffic away), then open streams get their summaries, new calls are
   // refused and calls in flight get 5 s; then /metrics stays up scrape_grace_seconds more, so the

@@ -12,6 +12,8 @@ const char* BasisLabel(Basis basis) {
       return "profile";
     case Basis::kRecord:
       return "record";
+    case Basis::kFleet:
+      return "fleet";
     case Basis::kNone:
       break;
   }

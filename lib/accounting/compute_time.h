@@ -22,9 +22,10 @@
 namespace kvledger {
 
 // Where an estimate's rate comes from; the wire enum kvledger.v1.Basis has the same values. Advice
-// orders kNone < kProfile < kLive by strength; kRecord is never a rate of Advise.
-enum class Basis : uint8_t { kNone = 0, kProfile = 1, kLive = 2, kRecord = 3 };
-const char* BasisLabel(Basis basis);  // "none", "profile", "live", "record"
+// orders kNone < kProfile < kLive < kFleet by strength (kFleet: every replica's live evidence, read
+// back from Prometheus, fleet_rates.h); kRecord is never a rate of Advise.
+enum class Basis : uint8_t { kNone = 0, kProfile = 1, kLive = 2, kRecord = 3, kFleet = 4 };
+const char* BasisLabel(Basis basis);  // "none", "profile", "live", "record", "fleet"
 
 // A fitted or stated compute-time model.
 struct ComputeTime {
@@ -81,12 +82,34 @@ class DecayedSums {
   double weight() const { return weight_; }
   uint64_t samples() const { return samples_; }
 
+  // The N sums, then the weight and the sample count: what a replica exports so that the fleet's
+  // sums are the replicas' added (docs/operations.md, "Advise across replicas").
+  std::array<double, N + 2> Parts() const {
+    std::array<double, N + 2> parts{};
+    for (int i = 0; i < N; ++i) parts[i] = sums_[i];
+    parts[N] = weight_;
+    parts[N + 1] = static_cast<double>(samples_);
+    return parts;
+  }
+  // Sums made of Parts() (of one replica or added over several), decayed to one instant.
+  static DecayedSums FromParts(const std::array<double, N + 2>& parts) {
+    DecayedSums sums;
+    for (int i = 0; i < N; ++i) sums.sums_[i] = parts[i];
+    sums.weight_ = parts[N];
+    sums.samples_ = parts[N + 1] > 0 ? static_cast<uint64_t>(parts[N + 1]) : 0;
+    return sums;
+  }
+
  private:
   std::array<double, N> sums_{};
   double weight_ = 0;
   double at_ = 0;  // the time the sums are decayed to
   uint64_t samples_ = 0;
 };
+
+// The names of DecayedAffineFit::Parts(), as exported (the `term` label): x is in 1e12 FLOPs.
+inline constexpr std::array<const char*, 6> kComputeFitParts = {"tflops",         "seconds", "tflops_squared",
+                                                                "tflops_seconds", "weight",  "samples"};
 
 // Decayed sums of (FLOPs, seconds) samples for a weighted least-squares line. Plain value; the
 // caller serializes access.
@@ -109,6 +132,14 @@ class DecayedAffineFit {
 
   uint64_t samples() const { return sums_.samples(); }
   double weight() const { return sums_.weight(); }
+
+  // Named by kComputeFitParts.
+  std::array<double, 6> Parts() const { return sums_.Parts(); }
+  static DecayedAffineFit FromParts(const std::array<double, 6>& parts) {
+    DecayedAffineFit fit;
+    fit.sums_ = DecayedSums<4>::FromParts(parts);
+    return fit;
+  }
 
  private:
   // x in units of 1e12 FLOPs, to keep x^2 well inside a double's exponent and precision.

@@ -156,6 +156,27 @@ std::vector<LiveRates::Entry> LiveRates::Snapshot() const {
   return entries;
 }
 
+LiveRates::Sums LiveRates::SumsNow() const {
+  const double now = clock_();
+  std::vector<DecayedRate> reload(static_cast<size_t>(slot_count_) * kTierCount);
+  std::vector<DecayedAffineFit> compute(compute_model_ ? slot_count_ : 0);
+  for (const auto& shard : shards_) {
+    MutexLock lock(&shard.mu);
+    for (size_t i = 0; i < reload.size(); ++i) shard.cells.reload[i].AddDecayedTo(reload[i], now, half_life_);
+    for (size_t i = 0; i < compute.size(); ++i) shard.cells.compute[i].AddDecayedTo(compute[i], now, half_life_);
+  }
+  Sums sums;
+  for (size_t i = 0; i < reload.size(); ++i) {
+    const auto parts = reload[i].Parts();
+    if (parts.back() == 0) continue;  // no sample
+    sums.reload.push_back({static_cast<uint32_t>(i / kTierCount), static_cast<Tier>(i % kTierCount), parts});
+  }
+  for (size_t slot = 0; slot < compute.size(); ++slot) {
+    if (compute[slot].samples() > 0) sums.compute.push_back({static_cast<uint32_t>(slot), compute[slot].Parts()});
+  }
+  return sums;
+}
+
 double MonotonicSeconds() {
   // The coarse monotonic clock: a few milliseconds of resolution, plenty against a half-life of
   // minutes, for a fraction of a fine clock read on the record path.

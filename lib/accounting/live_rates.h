@@ -35,6 +35,9 @@ struct RateEvidence {
   double weight = 0;   // their decayed weight now: 1 for a sample this instant, 0.5 one half-life ago
 };
 
+// The names of DecayedRate::Parts(), as exported (the `term` label).
+inline constexpr std::array<const char*, 4> kReloadParts = {"bytes", "seconds", "weight", "samples"};
+
 // Decayed sums of one rate. Plain value; the caller serializes access.
 class DecayedRate {
  public:
@@ -49,6 +52,14 @@ class DecayedRate {
   // Empty when no sample was ever seen, or when the rate is not finite (seconds too small to be a
   // measurement, e.g. 5e-324): never an infinite rate.
   std::optional<RateEvidence> Evidence() const;
+
+  // Named by kReloadParts.
+  std::array<double, 4> Parts() const { return sums_.Parts(); }
+  static DecayedRate FromParts(const std::array<double, 4>& parts) {
+    DecayedRate rate;
+    rate.sums_ = DecayedSums<2>::FromParts(parts);
+    return rate;
+  }
 
  private:
   DecayedSums<2> sums_;  // amount, seconds
@@ -89,6 +100,23 @@ class LiveRates {
     double fixed_seconds = 0;
   };
   std::vector<Entry> Snapshot() const;
+
+  // The decayed sums behind every rate with a sample, merged over the shards and decayed to now:
+  // what the fleet adds up (fleet_rates.h). Compute sums only with the compute model on.
+  struct Sums {
+    struct Reload {
+      uint32_t model_slot;
+      Tier tier;
+      std::array<double, 4> parts;  // kReloadParts
+    };
+    struct Compute {
+      uint32_t model_slot;
+      std::array<double, 6> parts;  // kComputeFitParts
+    };
+    std::vector<Reload> reload;
+    std::vector<Compute> compute;
+  };
+  Sums SumsNow() const;
 
   double half_life_seconds() const { return half_life_; }
   uint32_t slot_count() const { return slot_count_; }

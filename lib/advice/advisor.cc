@@ -30,14 +30,17 @@ double ProfileBandwidth(const Profile& profile, Tier tier) {
   return 0;
 }
 
-// Live when this replica has seen the rate, else the profile's figure when it states one (> 0).
-RateUsed Choose(const std::optional<RateEvidence>& live, double stated) {
+// The fleet's rate when there is one (fleet_rates.h), else this replica's live rate, else the
+// profile's figure when it states one (> 0).
+RateUsed Choose(const std::optional<RateEvidence>& fleet, const std::optional<RateEvidence>& live, double stated) {
   RateUsed used;
-  if (live && live->rate > 0) {
-    used.basis = Basis::kLive;
-    used.rate = live->rate;
-    used.samples = live->samples;
-    used.weight = live->weight;
+  const bool from_fleet = fleet && fleet->rate > 0;
+  if (from_fleet || (live && live->rate > 0)) {
+    const RateEvidence& e = from_fleet ? *fleet : *live;
+    used.basis = from_fleet ? Basis::kFleet : Basis::kLive;
+    used.rate = e.rate;
+    used.samples = e.samples;
+    used.weight = e.weight;
   } else if (stated > 0) {
     used.basis = Basis::kProfile;
     used.rate = stated;
@@ -138,16 +141,31 @@ absl::Status CheckCandidate(const AdviceCandidateInput& in, const std::string& a
   return absl::OkStatus();
 }
 
+// Where one request's rates come from: the fleet's by model label, this replica's by label slot.
+struct Rates {
+  const FleetRates* fleet = nullptr;
+  const LiveRates* live = nullptr;  // null when the model has no slot of its own
+  const std::string& model;
+  uint32_t slot = 0;
+
+  std::optional<ComputeTime> ComputeModel() const {
+    std::optional<ComputeTime> fit = fleet != nullptr ? fleet->ComputeModel(model) : std::nullopt;
+    if (!fit && live != nullptr) fit = live->ComputeModel(slot);
+    return fit;
+  }
+};
+
 // One candidate costed from its figures and the rates (docs/cost-model.md §10).
 CandidateAdvice Costed(const AdviceCandidateInput& in, const RecordFigures& figures, const Profile& profile,
-                       const LiveRates* live, uint32_t slot, const RateUsed& compute) {
+                       const Rates& rates, const RateUsed& compute) {
   CandidateAdvice c;
   c.tier = figures.tier;
   c.logical_match_tokens = figures.logical_match_tokens;
   c.reused_tokens = figures.reused_tokens;
   c.reused_bytes = figures.reused_bytes;
   c.reused_flops = figures.ReusedPrefillFlops();
-  c.bandwidth = Choose(live != nullptr ? live->ReloadBandwidth(slot, c.tier) : std::nullopt,
+  c.bandwidth = Choose(rates.fleet != nullptr ? rates.fleet->ReloadBandwidth(rates.model, c.tier) : std::nullopt,
+                       rates.live != nullptr ? rates.live->ReloadBandwidth(rates.slot, c.tier) : std::nullopt,
                        ProfileBandwidth(profile, c.tier));
   c.reload_seconds = Seconds(c.reused_bytes, c.bandwidth);
   c.recompute_seconds = Seconds(c.reused_flops, compute);
@@ -184,7 +202,7 @@ void RecommendTier(Advice& advice) {
 }  // namespace
 
 absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegistry& registry,
-                              const LiveRates* rates) {
+                              const LiveRates* rates, const FleetRates* fleet) {
   if (request.candidates.size() > kMaxAdviceCandidates) {
     return absl::InvalidArgumentError(TooManyCandidatesMessage(request.candidates.size()));
   }
@@ -196,16 +214,14 @@ absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegi
   auto baseline = Evaluate(whole, model);
   if (!baseline.ok()) return RejectionStatus(baseline.rejection());
   const Profile& profile = *model->profile;
-  // Live rates are kept per label slot; a model without its own slot has none.
+  // Live rates are kept per label slot; a model without its own slot has none (the fleet's may).
   const bool own_slot = model->label && !model->label->folded;
-  const LiveRates* live = own_slot ? rates : nullptr;
-  const uint32_t slot = own_slot ? model->label->slot : 0;
+  const Rates sources{fleet, own_slot ? rates : nullptr, request.model, own_slot ? model->label->slot : 0};
   Advice advice;
   advice.model = request.model;
   advice.prompt_tokens = baseline->prompt_tokens;
   advice.prefill_flops = baseline->prefill_baseline_flops;
-  advice.compute = ComputeRate(ModelComputeTime(live != nullptr ? live->ComputeModel(slot) : std::nullopt,
-                                                profile.prefill_flops_per_second()));
+  advice.compute = ComputeRate(ModelComputeTime(sources.ComputeModel(), profile.prefill_flops_per_second()));
   advice.recompute_all_seconds = PassSeconds(advice.prefill_flops, advice.compute);
   for (size_t i = 0; i < request.candidates.size(); ++i) {
     const AdviceCandidateInput& in = request.candidates[i];
@@ -218,7 +234,7 @@ absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegi
     facts.recoverable_tokens = in.recoverable_tokens;
     auto figures = Evaluate(facts, model);
     if (!figures.ok()) return RejectionStatus(figures.rejection(), at);
-    advice.candidates.push_back(Costed(in, *figures, profile, live, slot, advice.compute));
+    advice.candidates.push_back(Costed(in, *figures, profile, sources, advice.compute));
   }
   RecommendTier(advice);
   RankReplicas(advice);

@@ -11,7 +11,8 @@
 // and recomputing from scratch costs c + F(N) / compute(model). Reusing only part of a candidate's
 // prefix is never better than all or none of it (§10), so these are the only choices.
 //
-// A rate is live (decayed records of this replica; for compute, the ready fit), else the profile's
+// A rate is the fleet's (every replica's live evidence, fleet_rates.h, when the replica reads it),
+// else live (decayed records of this replica; for compute, the ready fit), else the profile's
 // stated figure (no fixed cost), else unknown: an estimate that needs an unknown rate is absent,
 // never guessed.
 #ifndef KVLEDGER_LIB_ADVICE_ADVISOR_H_
@@ -24,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "lib/accounting/compute_time.h"
+#include "lib/accounting/fleet_rates.h"
 #include "lib/accounting/live_rates.h"
 #include "lib/accounting/record_facts.h"
 #include "lib/profiles/model_registry.h"
@@ -99,9 +101,9 @@ struct Advice {
 std::string TooManyCandidatesMessage(size_t candidates);
 
 // Validates the request (INVALID_ARGUMENT naming the field, its value and the rule, as for a
-// record) and advises. `rates` may be null (no live rates).
+// record) and advises. `rates` may be null (no live rates), and `fleet` (no fleet rates).
 absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegistry& registry,
-                              const LiveRates* rates);
+                              const LiveRates* rates, const FleetRates* fleet = nullptr);
 
 }  // namespace kvledger
 

@@ -1,0 +1,128 @@
+#include "lib/accounting/fleet_rates.h"
+
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "lib/cost_model/number_format.h"
+
+namespace kvledger {
+namespace {
+
+// The index of `term` in `names`, or -1.
+template <size_t N>
+int TermIndex(const std::string& term, const std::array<const char*, N>& names) {
+  for (size_t i = 0; i < N; ++i) {
+    if (term == names[i]) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+absl::Status BadSample(const char* rule, size_t index, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(rule, " sample ", index, ": ", what));
+}
+
+// Adds each sample's value into parts[key][term].
+template <typename Key, size_t N, typename KeyOf>
+absl::Status AddSamples(const char* rule, const std::vector<LabeledSample>& samples,
+                        const std::array<const char*, N>& names, KeyOf key_of,
+                        absl::flat_hash_map<Key, std::array<double, N>>& parts) {
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const LabeledSample& s = samples[i];
+    const std::string* term = s.Label("term");
+    if (term == nullptr) return BadSample(rule, i, "no term label");
+    const int index = TermIndex(*term, names);
+    if (index < 0) return BadSample(rule, i, absl::StrCat("term = \"", *term, "\": not a term of this rule"));
+    if (!std::isfinite(s.value) || s.value < 0) {
+      return BadSample(rule, i, absl::StrCat("value = ", FormatDouble(s.value), ": must be finite and >= 0"));
+    }
+    absl::StatusOr<Key> key = key_of(s);
+    if (!key.ok()) return BadSample(rule, i, key.status().message());
+    parts[*key][static_cast<size_t>(index)] += s.value;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ModelOf(const LabeledSample& s) {
+  const std::string* model = s.Label("model");
+  if (model == nullptr) return absl::InvalidArgumentError("no model label");
+  return *model;
+}
+
+absl::StatusOr<std::pair<std::string, Tier>> ModelTierOf(const LabeledSample& s) {
+  absl::StatusOr<std::string> model = ModelOf(s);
+  if (!model.ok()) return model.status();
+  const std::string* label = s.Label("tier");
+  const std::optional<Tier> tier = label != nullptr ? TierFromLabel(*label) : std::nullopt;
+  if (!tier || !IsSourceTier(*tier)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tier = \"", label != nullptr ? *label : "", "\": must be device, host, disk or remote"));
+  }
+  return std::make_pair(*std::move(model), *tier);
+}
+
+}  // namespace
+
+const std::string* LabeledSample::Label(const std::string& name) const {
+  for (const auto& [key, value] : labels) {
+    if (key == name) return &value;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<FleetRates::Table> FleetRates::FromSamples(const std::vector<LabeledSample>& reload,
+                                                          const std::vector<LabeledSample>& compute) {
+  absl::flat_hash_map<std::pair<std::string, Tier>, std::array<double, kReloadParts.size()>> reload_parts;
+  absl::flat_hash_map<std::string, std::array<double, kComputeFitParts.size()>> compute_parts;
+  if (absl::Status s = AddSamples("reload", reload, kReloadParts, ModelTierOf, reload_parts); !s.ok()) return s;
+  if (absl::Status s = AddSamples("compute", compute, kComputeFitParts, ModelOf, compute_parts); !s.ok()) return s;
+  Table table;
+  for (const auto& [key, parts] : reload_parts) table.reload.emplace(key, DecayedRate::FromParts(parts));
+  for (const auto& [key, parts] : compute_parts) table.compute.emplace(key, DecayedAffineFit::FromParts(parts));
+  return table;
+}
+
+FleetRates::FleetRates(double max_age_seconds, LiveRates::Clock clock)
+    : max_age_(max_age_seconds), clock_(std::move(clock)) {}
+
+void FleetRates::Update(Table table) {
+  auto fresh = std::make_shared<const Table>(std::move(table));
+  const double now = clock_();
+  MutexLock lock(&mu_);
+  table_ = std::move(fresh);
+  updated_at_ = now;
+}
+
+std::shared_ptr<const FleetRates::Table> FleetRates::Fresh() const {
+  const double now = clock_();
+  MutexLock lock(&mu_);
+  if (table_ == nullptr || now - updated_at_ > max_age_) return nullptr;
+  return table_;
+}
+
+std::optional<RateEvidence> FleetRates::ReloadBandwidth(const std::string& model, Tier tier) const {
+  const auto table = Fresh();
+  if (table == nullptr) return std::nullopt;
+  const auto it = table->reload.find(std::make_pair(model, tier));
+  if (it == table->reload.end()) return std::nullopt;
+  return it->second.Evidence();
+}
+
+std::optional<ComputeTime> FleetRates::ComputeModel(const std::string& model) const {
+  const auto table = Fresh();
+  if (table == nullptr) return std::nullopt;
+  const auto it = table->compute.find(model);
+  if (it == table->compute.end()) return std::nullopt;
+  std::optional<ComputeTime> fit = it->second.Fit();
+  if (fit) fit->basis = Basis::kFleet;
+  return fit;
+}
+
+std::optional<double> FleetRates::AgeSeconds() const {
+  const double now = clock_();
+  MutexLock lock(&mu_);
+  if (table_ == nullptr) return std::nullopt;
+  return now - updated_at_;
+}
+
+}  // namespace kvledger

@@ -1,0 +1,72 @@
+// Fleet rates (docs/operations.md, "Advise across replicas"): the live rates of every replica at
+// once. Each replica exports the decayed sums behind its live rates (LiveRates::SumsNow, the gauges
+// kvledger_live_reload_sums and kvledger_live_compute_fit_sums); the recording rules of the group
+// kvledger.fleet add them over the replicas; a replica given --fleet_prometheus_url reads the added
+// sums back and answers Advise from them. Sums add where rates do not: the fleet's bandwidth is
+// Σ bytes / Σ seconds over every replica's samples and its compute model the least-squares line
+// through all of them, as if one replica had accounted every record. Keyed by model label, so a
+// replica that never saw a model answers for it too.
+//
+// Thread-safe: the table is replaced whole.
+#ifndef KVLEDGER_LIB_ACCOUNTING_FLEET_RATES_H_
+#define KVLEDGER_LIB_ACCOUNTING_FLEET_RATES_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "lib/accounting/live_rates.h"
+#include "lib/base/mutex.h"
+
+namespace kvledger {
+
+// One sample of a Prometheus instant vector: its labels and value.
+struct LabeledSample {
+  std::vector<std::pair<std::string, std::string>> labels;
+  double value = 0;
+  const std::string* Label(const std::string& name) const;  // null when absent
+};
+
+class FleetRates {
+ public:
+  struct Table {
+    absl::flat_hash_map<std::pair<std::string, Tier>, DecayedRate> reload;  // (model, tier)
+    absl::flat_hash_map<std::string, DecayedAffineFit> compute;             // model
+  };
+  // The table of the fleet rules' samples: `reload` labelled {model, tier, term} (kReloadParts),
+  // `compute` labelled {model, term} (kComputeFitParts). Samples of one series are added (e.g. one
+  // per cluster label). A sample without those labels, with an unknown tier or term, or a value that
+  // is negative or not finite, is an error naming it.
+  static absl::StatusOr<Table> FromSamples(const std::vector<LabeledSample>& reload,
+                                           const std::vector<LabeledSample>& compute);
+
+  // A table older than `max_age_seconds` (by `clock`) is not used: the replica answers from its own
+  // rates again.
+  explicit FleetRates(double max_age_seconds, LiveRates::Clock clock = MonotonicSeconds);
+
+  void Update(Table table);
+  // The fleet's rate or compute model (basis kFleet), or nothing: no fresh table, or no fleet
+  // evidence for the model (and tier).
+  std::optional<RateEvidence> ReloadBandwidth(const std::string& model, Tier tier) const;
+  std::optional<ComputeTime> ComputeModel(const std::string& model) const;
+  // Seconds since the last Update, none before the first.
+  std::optional<double> AgeSeconds() const;
+
+ private:
+  std::shared_ptr<const Table> Fresh() const;
+
+  const double max_age_;
+  const LiveRates::Clock clock_;
+  mutable Mutex mu_;
+  std::shared_ptr<const Table> table_ ABSL_GUARDED_BY(mu_);
+  double updated_at_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace kvledger
+
+#endif  // KVLEDGER_LIB_ACCOUNTING_FLEET_RATES_H_
