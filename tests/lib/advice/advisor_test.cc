@@ -155,6 +155,43 @@ TEST(AdvisorTest, LiveRatesFromRecords) {
   EXPECT_EQ(advice->recommendation(), "host");  // 0.0537 s of reload beats 0.25 s
 }
 
+// The fleet's rates (fleet_rates.h) win over this replica's live ones where the fleet has evidence,
+// also for a model this replica never saw; where it has none, the replica's own rates answer.
+TEST(AdvisorTest, FleetRatesFirst) {
+  const ProfileCatalog catalog = CatalogWithRates();
+  ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
+  Aggregator aggregator(registry.slots().slot_count());
+  LiveRates rates(registry.slots().slot_count(), 300, [] { return 0.0; }, /*refit_seconds=*/0);
+  Ledger ledger(registry, aggregator, &rates);
+  RecordFacts f;
+  f.model = "llama-3.1-8b";
+  f.tier_value = 3;  // disk: 536870912 B in 0.25 s here
+  f.prompt_tokens = 8192;
+  f.logical_match_tokens = 4096;
+  f.reload_seconds = 0.25;
+  ASSERT_TRUE(ledger.Record(f).ok());
+  DecayedRate host;  // the fleet: host only, 1 GiB in 0.5 s
+  host.Observe(1073741824.0, 0.5, 0, 300);
+  FleetRates::Table table;
+  table.reload.emplace(std::make_pair(std::string("llama-3.1-8b"), Tier::kHost), host);
+  FleetRates fleet(60, [] { return 0.0; });
+  fleet.Update(std::move(table));
+  auto advice = Advise(Request({Candidate(3, 4096, std::nullopt), Candidate(2, 4096, std::nullopt)}), registry,
+                       &rates, &fleet);
+  ASSERT_TRUE(advice.ok());
+  EXPECT_EQ(advice->candidates[0].bandwidth.basis, Basis::kLive);  // no fleet evidence for disk
+  EXPECT_DOUBLE_EQ(*advice->candidates[0].bandwidth.rate, 2147483648.0);
+  EXPECT_EQ(advice->candidates[1].bandwidth.basis, Basis::kFleet);
+  EXPECT_DOUBLE_EQ(*advice->candidates[1].bandwidth.rate, 2147483648.0);
+  EXPECT_EQ(advice->candidates[1].bandwidth.samples, 1u);
+  // Without its own slot (a registry of one label, taken by another model) the fleet still answers.
+  ModelRegistry other(catalog, 1, UnknownModelPolicy::kReject);
+  ASSERT_TRUE(other.Resolve("qwen3-8b").ok());
+  auto unseen = Advise(Request({Candidate(2, 4096, std::nullopt)}), other, nullptr, &fleet);
+  ASSERT_TRUE(unseen.ok());
+  EXPECT_EQ(unseen->candidates[0].bandwidth.basis, Basis::kFleet);
+}
+
 // A fixed cost per pass is paid by every choice once: recomputing everything costs c + F(N) / C,
 // reloading costs the reload + c + the rest / C, and recomputing the prefix instead adds only its
 // FLOPs / C.
