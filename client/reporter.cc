@@ -152,6 +152,10 @@ class ReplicaSet {
     // A restarted server is found again within a second or two (gRPC's default backoff grows to 120 s).
     arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
     arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(absl::ToInt64Milliseconds(options_.keepalive_time)));
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                     static_cast<int>(absl::ToInt64Milliseconds(options_.keepalive_timeout)));
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     if (!host.empty()) arguments.SetSslTargetNameOverride(host);  // certificates name the host, not its address
     if (target == options_.target) arguments.SetLoadBalancingPolicyName(options_.load_balancing_policy);
     auto credentials = options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials();

@@ -65,6 +65,12 @@ struct ReporterOptions {
   // it) while that replica's connection is up but its calls fail: a frozen replica holds the sender
   // this long at most, and the batch then moves (and may count twice).
   absl::Duration retry_same_replica_for = absl::Seconds(10);
+  // HTTP/2 keepalive on every replica's connection, idle ones too: a ping this often, and a
+  // connection whose ping is not answered within keepalive_timeout is closed, so a replica that
+  // vanished or froze is seen failing (and skipped) before a batch waits on it. At least the
+  // server's --keepalive_min_ping_seconds (30 s), else it closes the connection.
+  absl::Duration keepalive_time = absl::Seconds(60);
+  absl::Duration keepalive_timeout = absl::Seconds(10);
   // Retry backoff: first wait, cap; each wait is drawn uniformly from [wait/2, wait].
   absl::Duration initial_backoff = absl::Milliseconds(50);
   absl::Duration max_backoff = absl::Seconds(5);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/flag_set.h"
 #include "lib/wire/json_writer.h"
@@ -15,7 +16,7 @@
 int main(int argc, char** argv) {
   using kvledger::cli::FlagSet;
   std::optional<uint64_t> records, queue_size;
-  std::optional<double> flush_timeout, shutdown_timeout;
+  std::optional<double> flush_timeout, shutdown_timeout, per_second;
   std::string target = "127.0.0.1:50051", model = "llama-3.1-8b";
   FlagSet flags("reporter_example", "Sends synthetic records through kvledger::Reporter and prints its Stats as JSON.");
   flags.Uint64("records", &records, "records to report", true);
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   flags.String("model", &model, "model of the records (default llama-3.1-8b)");
   flags.Uint64("queue-size", &queue_size, "reporter queue size (default 65536; records beyond a full queue are dropped)");
   flags.Double("flush-timeout", &flush_timeout, "seconds Flush() may take (default 3)");
+  flags.Double("records-per-second", &per_second, "report at this pace rather than all at once");
   flags.Double("shutdown-timeout", &shutdown_timeout, "seconds shutdown may keep sending (default 1)");
   if (int code = kvledger::cli::ParseOrExit(flags, std::vector<std::string>(argv + 1, argv + argc), "reporter_example");
       code >= 0) {
@@ -36,7 +38,9 @@ int main(int argc, char** argv) {
   kvledger::Reporter reporter(options);
   kvledger::v1::Record r;
   r.set_model(model);
+  const absl::Time start = absl::Now();
   for (uint64_t i = 0; i < *records; ++i) {
+    if (per_second && *per_second > 0) absl::SleepFor(start + absl::Seconds(static_cast<double>(i) / *per_second) - absl::Now());
     const int64_t n = 1024 + static_cast<int64_t>(i % 7) * 512;
     r.set_prompt_tokens(n);
     r.set_logical_match_tokens(i % 5 == 0 ? 0 : n / 2);

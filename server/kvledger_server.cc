@@ -129,6 +129,9 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> BuildGrpcServer(const ServerOption
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                              static_cast<int>(options.keepalive_min_ping_seconds * 1000));
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+  // Keepalive pings on an idle connection are allowed at that interval too (reporters ping theirs to
+  // see a vanished replica), rather than only while calls are open.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   grpc::ResourceQuota quota("kvledger");
   quota.Resize(static_cast<size_t>(options.grpc_memory_quota_bytes));
   builder.SetResourceQuota(quota);

@@ -15,6 +15,8 @@ import time
 import grpc
 
 RESOLVE_EVERY_SECONDS = 15.0
+KEEPALIVE_OPTIONS = (("grpc.keepalive_time_ms", 60000), ("grpc.keepalive_timeout_ms", 10000),
+                     ("grpc.keepalive_permit_without_calls", 1))
 # A connection cut (an ambiguous failure) leaves the channel failing until it reconnects: a retry
 # stays with its replica unless the failure has lasted this long.
 FAILING_FOR_SECONDS = 1.0
@@ -74,7 +76,11 @@ class Replicas:
         self._resolve_at = 0.0
 
     def _channel(self, address, host):
-        options = list(self._options)
+        # Keepalive on idle connections too (the server allows a ping every 30 s): a replica that
+        # vanished or froze is seen failing, and skipped, before a batch waits on it. Options the
+        # caller gave win.
+        given = {name for name, _ in self._options}
+        options = list(self._options) + [(name, value) for name, value in KEEPALIVE_OPTIONS if name not in given]
         if host and self._credentials is not None:  # certificates name the host, not its address
             options.append(("grpc.ssl_target_name_override", host))
         if self._credentials is None:
