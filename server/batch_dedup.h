@@ -1,9 +1,13 @@
 // Remembers the batch ids of recently applied RecordBatch requests, so that a client that retries a
 // batch whose reply it never saw (a cut connection, a deadline) gets the original outcome instead of
 // having the batch counted twice. Bounded by count, by bytes and by age; one replica's memory only — a
-// retry that reaches another replica is counted again (docs/integration.md, "Failure semantics"). An
-// outcome is kept serialized (its wire bytes), with at most kMaxRememberedRejections rejection details.
-// Who can flush the window, and what protects it: docs/security.md.
+// retry that reaches another replica is counted again (docs/integration.md, "Failure semantics").
+//
+// Compact: a batch is remembered by the first 128 bits of the SHA-256 of its id (two ids sharing them
+// is a chance of 2^-128 per pair), and a batch whose every record was accepted by its count alone
+// (kDedupEntryBytes in all). Only a batch with rejections keeps its serialized outcome, with at most
+// kMaxRememberedRejections rejection details. Who can flush the window, and what protects it:
+// docs/security.md.
 //
 // Thread-safe.
 #ifndef KVLEDGER_SERVER_BATCH_DEDUP_H_
@@ -14,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -30,9 +35,11 @@ namespace kvledger {
 inline constexpr size_t kMaxBatchIdBytes = 128;
 // Rejection details a remembered outcome keeps (the counts stay exact).
 inline constexpr int kMaxRememberedRejections = 100;
-// What one remembered batch costs besides its id and outcome bytes: the map slot, the order entry and
-// the strings' headers (measured with the window full, docs/security.md).
-inline constexpr size_t kDedupEntryOverheadBytes = 160;
+// What one remembered batch costs, counted against the byte bound: the map slot (at the table's
+// lowest load), its order entry and its share of the deque's blocks; a batch with rejections adds its
+// outcome's bytes and their string (tests/server/batch_dedup_test.cc measures the heap against it).
+inline constexpr size_t kDedupEntryBytes = 112;
+inline constexpr size_t kDedupOutcomeOverheadBytes = 64;
 
 // Why a remembered batch was forgotten: its age, or room (count or bytes) for newer ones — the latter
 // before the age limit, so a retry of it would be counted again.
@@ -64,13 +71,24 @@ class BatchDeduplicator {
   size_t size() const { return stats().entries; }
 
  private:
-  struct Entry {
-    bool done = false;
-    std::string outcome;  // the serialized reply
+  // The first 128 bits of SHA-256(batch id).
+  struct Key {
+    uint64_t hi = 0, lo = 0;
+    bool operator==(const Key& o) const { return hi == o.hi && lo == o.lo; }
+    template <typename H>
+    friend H AbslHashValue(H h, const Key& k) {
+      return H::combine(std::move(h), k.hi, k.lo);
+    }
   };
+  struct Entry {
+    uint32_t accepted = 0;  // at most --max_batch_records
+    bool done = false;
+    std::unique_ptr<std::string> outcome;  // the serialized reply, only when something was rejected
+  };
+  static Key KeyOf(const std::string& batch_id);
   void EvictLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static size_t Cost(const std::string& batch_id, const Entry& entry) {
-    return batch_id.size() * 2 + entry.outcome.size() + kDedupEntryOverheadBytes;  // the id is held twice
+  static size_t Cost(const Entry& entry) {
+    return kDedupEntryBytes + (entry.outcome ? entry.outcome->size() + kDedupOutcomeOverheadBytes : 0);
   }
 
   const size_t max_batches_;
@@ -78,9 +96,13 @@ class BatchDeduplicator {
   const absl::Duration max_age_;
   const std::function<absl::Time()> now_;
   mutable Mutex mu_;
-  absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<Key, Entry> entries_ ABSL_GUARDED_BY(mu_);
   // The remembered (finished) batches, oldest first.
-  std::deque<std::pair<absl::Time, std::string>> order_ ABSL_GUARDED_BY(mu_);
+  struct Remembered {
+    int64_t at_nanos;  // absl::ToUnixNanos of when it was finished
+    Key key;
+  };
+  std::deque<Remembered> order_ ABSL_GUARDED_BY(mu_);
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::array<uint64_t, 3> evictions_ ABSL_GUARDED_BY(mu_){};
 };

@@ -57,9 +57,9 @@ struct ServerOptions {
   uint64_t http_parked_bytes = uint64_t{64} << 20;
   // RecordBatch batch ids remembered for deduplication: the most recent this many (0 = off), at
   // most this old.
-  // 262,144 ids of ~230 bytes each (a 32-character id held twice, a small outcome, the map slot)
-  // fit the 64 MiB: at 2,000 batches a second per replica that is 2 minutes of retries.
-  uint32_t batch_dedup_entries = 262144;
+  // 524,288 all-accepted batches of 112 bytes each (server/batch_dedup.h) fit the 64 MiB: at 2,000
+  // batches a second per replica that is over 4 minutes of retries.
+  uint32_t batch_dedup_entries = 524288;
   uint32_t batch_dedup_bytes = 64 << 20;
   uint32_t batch_dedup_seconds = 600;
   // Resource bounds (docs/security.md): records per batch (larger batches are refused whole),
