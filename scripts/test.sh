@@ -4,34 +4,52 @@
 # Reporter's queue, accounting and registry tests under ThreadSanitizer. The tests
 # are the C++ unit and in-process gRPC tests, the CLI tests, and the end-to-end test with the
 # Python grpcio client, promtool and a real Prometheus. Last, the libFuzzer targets (clang) run for
-# a fixed time each. Exits non-zero on any failure.
-set -euo pipefail
+# a fixed time each. Every stage runs and reports its result; exits non-zero at the end if any failed.
+set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_root="${KVLEDGER_BUILD_DIR:-$root/build}"
 
-"$root/scripts/setup"
-total=0
+"$root/scripts/setup" || { echo "test.sh: setup failed" >&2; exit 1; }
 
-# ctest_in DIR [ARGS...]: runs ctest in DIR and adds its test count to $total.
+# Every stage runs, whatever the one before it did; each says its result, and the script fails at
+# the end if any failed.
+summary=()
+failed=0
+
+# ctest_in DIR [ARGS...]: runs ctest in DIR; its summary line is kept in DIR/ctest.log.
 ctest_in() {
   local dir="$1"
   shift
-  local log="$dir/ctest.log"
-  (cd "$dir" && ctest --output-on-failure -j"$(nproc)" --timeout 600 "$@") | tee "$log"
-  total=$((total + $(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -n 1)))
+  (cd "$dir" && ctest --output-on-failure -j"$(nproc)" --timeout 600 "$@") | tee "$dir/ctest.log"
 }
 
-run_suite() {  # run_suite NAME CMAKE_ARGS...
-  local dir="$build_root/$1"
+# stage NAME DIR COMMAND...: runs COMMAND (which builds DIR and runs ctest in it, returning non-zero
+# at the first step that fails) and records the result.
+stage() {
+  local name="$1" dir="$2"
+  shift 2
+  echo "test.sh: === $name ==="
+  rm -f "$dir/ctest.log"
+  local result
+  if "$@"; then result="passed"; else result="FAILED"; failed=1; fi
+  local counts
+  counts="$(sed -n 's/.*\(tests passed, [0-9]* tests failed out of [0-9]*\).*/\1/p' "$dir/ctest.log" 2>/dev/null | tail -n 1)"
+  summary+=("$name: $result${counts:+ ($counts)}")
+  echo "test.sh: $name: $result"
+}
+
+configure_build_test() {  # configure_build_test DIR CMAKE_ARGS...
+  local dir="$1"
   shift
-  echo "test.sh: === $(basename "$dir") build ==="
-  cmake -S "$root" -B "$dir" -DKVLEDGER_WERROR=ON "$@" >/dev/null
-  cmake --build "$dir" -j"$(nproc)"
+  cmake -S "$root" -B "$dir" -DKVLEDGER_WERROR=ON "$@" >/dev/null || return 1
+  cmake --build "$dir" -j"$(nproc)" || return 1
   ctest_in "$dir"
 }
 
-run_suite test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVLEDGER_SANITIZE=OFF
-run_suite sanitize -DCMAKE_BUILD_TYPE=Debug -DKVLEDGER_SANITIZE=ON
+stage "test build" "$build_root/test" configure_build_test "$build_root/test" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DKVLEDGER_SANITIZE=OFF
+stage "sanitize (ASan + UBSan)" "$build_root/sanitize" configure_build_test "$build_root/sanitize" \
+  -DCMAKE_BUILD_TYPE=Debug -DKVLEDGER_SANITIZE=ON
 
 # ThreadSanitizer: the Reporter's lock-free queue and sender thread with many producers (fake
 # transports, so no uninstrumented gRPC code runs in the tested threads), the accounting and
@@ -40,19 +58,29 @@ run_suite sanitize -DCMAKE_BUILD_TYPE=Debug -DKVLEDGER_SANITIZE=ON
 # which TSan sees. The in-process gRPC service tests are not run under TSan: Debian's gRPC and
 # abseil are not instrumented, so every hand-off between gRPC's threads is reported as a race
 # (docs/security.md, "Sanitizers").
-echo "test.sh: === tsan build ==="
-tsan="$build_root/tsan"
-cmake -S "$root" -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVLEDGER_WERROR=ON -DKVLEDGER_TSAN=ON \
-  -DKVLEDGER_BUILD_BENCH=OFF >/dev/null
-cmake --build "$tsan" -j"$(nproc)" --target reporter_queue_test accounting_test profiles_test server_test
-export TSAN_OPTIONS="halt_on_error=1"
-ctest_in "$tsan" -R '^(ReporterQueueTest|AggregatorTest|LedgerTest|ModelRegistryTest|DeriveTest|BatchDeduplicatorTest|LiveRatesTest|DecayedRateTest|EngineStatsTest)\.'
+tsan_stage() {
+  local tsan="$build_root/tsan"
+  cmake -S "$root" -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVLEDGER_WERROR=ON -DKVLEDGER_TSAN=ON \
+    -DKVLEDGER_BUILD_BENCH=OFF >/dev/null || return 1
+  cmake --build "$tsan" -j"$(nproc)" --target reporter_queue_test accounting_test profiles_test server_test || return 1
+  TSAN_OPTIONS="halt_on_error=1" ctest_in "$tsan" \
+    -R '^(ReporterQueueTest|AggregatorTest|LedgerTest|ModelRegistryTest|DeriveTest|BatchDeduplicatorTest|LiveRatesTest|DecayedRateTest|EngineStatsTest|FleetRatesTest)\.'
+}
+stage "tsan" "$build_root/tsan" tsan_stage
 
-echo "test.sh: === fuzz (libFuzzer, ${KVLEDGER_FUZZ_SECONDS:-20} s per target) ==="
-fuzz="$build_root/fuzz"
-CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVLEDGER_WERROR=ON \
-  -DKVLEDGER_FUZZ=ON -DKVLEDGER_FUZZ_SECONDS="${KVLEDGER_FUZZ_SECONDS:-20}" >/dev/null
-cmake --build "$fuzz" -j"$(nproc)" --target record_fuzzer profile_fuzzer
-ctest_in "$fuzz" -R '^fuzz\.'
+fuzz_stage() {
+  local fuzz="$build_root/fuzz"
+  CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVLEDGER_WERROR=ON \
+    -DKVLEDGER_FUZZ=ON -DKVLEDGER_FUZZ_SECONDS="${KVLEDGER_FUZZ_SECONDS:-20}" >/dev/null || return 1
+  cmake --build "$fuzz" -j"$(nproc)" --target record_fuzzer profile_fuzzer || return 1
+  ctest_in "$fuzz" -R '^fuzz\.'
+}
+stage "fuzz (libFuzzer, ${KVLEDGER_FUZZ_SECONDS:-20} s per target)" "$build_root/fuzz" fuzz_stage
 
-echo "test.sh: $total passed, 0 failed"
+echo "test.sh: results"
+for line in "${summary[@]}"; do echo "test.sh:   $line"; done
+if [ "$failed" -ne 0 ]; then
+  echo "test.sh: FAILED" >&2
+  exit 1
+fi
+echo "test.sh: every stage passed"
