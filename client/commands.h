@@ -9,13 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "lib/base/exit_status.h"
+
 namespace kvledger::cli {
 
 using Args = std::vector<std::string>;
 
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailed = 1;
-inline constexpr int kExitBadInput = 2;
+using kvledger::kExitBadInput;  // lib/base/exit_status.h
+using kvledger::kExitFailed;
+using kvledger::kExitOk;
 
 
 int Calc(const Args& args);     // alpha-only calculator (offline)

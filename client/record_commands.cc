@@ -98,7 +98,7 @@ std::string RecordFlagName(absl::string_view field) {
 // said which field it is (trailing metadata kvledger-reject-field); other failures as they are.
 std::string RefusalText(const grpc::ClientContext& context, const grpc::Status& status, const std::string& target) {
   const auto& trailers = context.GetServerTrailingMetadata();
-  const auto field = trailers.find("kvledger-reject-field");
+  const auto field = trailers.find(kRejectFieldMetadata);
   if (status.error_code() != grpc::StatusCode::INVALID_ARGUMENT || field == trailers.end()) {
     return DescribeRpcError(status, target);
   }

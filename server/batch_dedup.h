@@ -24,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "lib/base/enum_table.h"
 #include "lib/base/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -44,6 +45,10 @@ inline constexpr size_t kDedupOutcomeOverheadBytes = 64;
 // Why a remembered batch was forgotten: its age, or room (count or bytes) for newer ones — the latter
 // before the age limit, so a retry of it would be counted again.
 enum class DedupEviction : uint8_t { kAge = 0, kEntries = 1, kBytes = 2 };
+inline constexpr EnumTable<DedupEviction, 3> kDedupEvictionLabels = {
+    {{DedupEviction::kAge, "age"}, {DedupEviction::kEntries, "entries"}, {DedupEviction::kBytes, "bytes"}}};
+static_assert(IsDense(kDedupEvictionLabels));
+inline constexpr size_t kDedupEvictionCount = kDedupEvictionLabels.size();
 
 class BatchDeduplicator {
  public:
@@ -55,7 +60,7 @@ class BatchDeduplicator {
   struct Stats {
     size_t entries = 0;
     size_t bytes = 0;
-    std::array<uint64_t, 3> evictions{};  // by DedupEviction
+    std::array<uint64_t, kDedupEvictionCount> evictions{};  // by DedupEviction
   };
 
   // max_batches 0 turns deduplication off (every Claim is kNew). `now` is the clock (tests fake it).
@@ -104,7 +109,7 @@ class BatchDeduplicator {
   };
   std::deque<Remembered> order_ ABSL_GUARDED_BY(mu_);
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  std::array<uint64_t, 3> evictions_ ABSL_GUARDED_BY(mu_){};
+  std::array<uint64_t, kDedupEvictionCount> evictions_ ABSL_GUARDED_BY(mu_){};
 };
 
 }  // namespace kvledger

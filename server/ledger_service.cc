@@ -13,12 +13,6 @@
 namespace kvledger {
 namespace {
 
-// A refused record's or request's reason (RejectReasonLabel) travels in this trailing metadata key,
-// beside the INVALID_ARGUMENT message, as RecordBatch's rejections carry it in their `reason`.
-// With a record's rejection, the field the message begins with, as data, in the second key: a
-// client that names fields otherwise (the CLI's flags) renders the message from it.
-constexpr char kRejectReasonMetadata[] = "kvledger-reject-reason";
-constexpr char kRejectFieldMetadata[] = "kvledger-reject-field";
 
 // The server's one conversion of a verdict to a gRPC status.
 grpc::Status ToGrpcStatus(grpc::CallbackServerContext* context, const Verdict& verdict) {

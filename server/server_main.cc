@@ -39,7 +39,7 @@ ABSL_FLAG(uint32_t, trace_block_tokens, kvledger::ServerOptions().trace_block_to
           "Tokens per hash_ids block of --trace_file");
 ABSL_FLAG(std::string, declare_series, "",
           "PROFILE[:TIER],...: series exported at 0 before their first record (PROFILE alone: tiers none and device)");
-ABSL_FLAG(std::string, unknown_model, "reject", "reject | generic: what to do with a model that has no profile");
+ABSL_FLAG(std::string, unknown_model, kvledger::UnknownModelPolicyName(kDefaults.unknown_model), "reject | generic: what to do with a model that has no profile");
 ABSL_FLAG(std::string, tls_cert_file, "", "PEM certificate chain for gRPC TLS");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for gRPC TLS");
 ABSL_FLAG(std::string, tls_client_ca_file, "", "PEM CA bundle: require and verify client certificates (mTLS)");
@@ -72,7 +72,7 @@ ABSL_FLAG(uint32_t, shutdown_drain_seconds, kDefaults.shutdown_drain_seconds,
           "On SIGTERM: seconds gRPC health reports NOT_SERVING while calls are still served");
 ABSL_FLAG(uint32_t, shutdown_scrape_grace_seconds, kDefaults.shutdown_scrape_grace_seconds,
           "On SIGTERM: seconds /metrics stays up after the last call, for a final scrape");
-ABSL_FLAG(uint32_t, deaf_listener_seconds, 30,
+ABSL_FLAG(uint32_t, deaf_listener_seconds, kDefaults.deaf_listener_seconds,
           "Exit with status 3 when connections wait this long in the gRPC listener's accept queue unaccepted "
           "(the listener went deaf, e.g. after running out of file descriptors), so a supervisor restarts "
           "the process (0 = never)");
@@ -216,6 +216,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.fleet_job = absl::GetFlag(FLAGS_fleet_job);
   options.fleet_refresh_seconds = absl::GetFlag(FLAGS_fleet_refresh_seconds);
   options.shutdown_drain_seconds = absl::GetFlag(FLAGS_shutdown_drain_seconds);
+  options.deaf_listener_seconds = absl::GetFlag(FLAGS_deaf_listener_seconds);
   options.shutdown_scrape_grace_seconds = absl::GetFlag(FLAGS_shutdown_scrape_grace_seconds);
   options.batch_dedup_entries = absl::GetFlag(FLAGS_batch_dedup_entries);
   options.batch_dedup_bytes = absl::GetFlag(FLAGS_batch_dedup_bytes);
@@ -226,8 +227,8 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
 
 // With --deaf_listener_seconds > 0: a watchdog that ends the process with status 3 when the gRPC
 // listener goes deaf (docs/security.md); null when it is off or cannot run (said on stderr).
-std::unique_ptr<ListenerWatchdog> WatchListener(const char* program, KvledgerServer& server) {
-  const uint32_t deaf_seconds = absl::GetFlag(FLAGS_deaf_listener_seconds);
+std::unique_ptr<ListenerWatchdog> WatchListener(const char* program, KvledgerServer& server,
+                                                uint32_t deaf_seconds) {
   if (deaf_seconds == 0) return nullptr;
   const std::string& address = server.grpc_address();
   uint32_t port = 0;
@@ -271,18 +272,18 @@ int ServerMain(int argc, char** argv, const char* program, const char* summary, 
   }
   if (const auto unknown = UnknownFlag(argc, argv)) {
     std::cerr << program << ": --" << *unknown << ": no such flag (see --help)\n";
-    return kExitBadFlags;
+    return kExitBadInput;
   }
   absl::SetProgramUsageMessage(summary);
   const auto positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
     std::cerr << program << ": unexpected argument '" << positional[1] << "' (see --help)\n";
-    return kExitBadFlags;
+    return kExitBadInput;
   }
   const absl::StatusOr<ServerOptions> options = OptionsFromFlags();
   if (!options.ok()) {
     std::cerr << program << ": " << options.status().message() << "\n";
-    return kExitBadFlags;
+    return kExitBadInput;
   }
   google::protobuf::SetLogHandler(&RateLimitedProtobufLog);
   // Block the stop signals in every thread (gRPC's included); this thread waits for them.
@@ -299,14 +300,14 @@ int ServerMain(int argc, char** argv, const char* program, const char* summary, 
   if (!server.ok()) {
     std::cerr << program << ": " << server.status().message() << "\n";
     // A flag's file that is unusable is a bad flag; an address that cannot be bound is not.
-    return server.status().code() == absl::StatusCode::kInvalidArgument ? kExitBadFlags : kExitCannotStart;
+    return server.status().code() == absl::StatusCode::kInvalidArgument ? kExitBadInput : kExitFailed;
   }
   std::cerr << program << " " << kVersion << " listening: grpc=" << (*server)->grpc_address()
             << " metrics=http://" << (*server)->metrics_address() << "/metrics profiles="
             << (*server)->profile_count()
             << " open_files_limit=" << (descriptor_limit.ok() ? absl::StrCat(*descriptor_limit) : "unknown")
             << std::endl;
-  const std::unique_ptr<ListenerWatchdog> watchdog = WatchListener(program, **server);
+  const std::unique_ptr<ListenerWatchdog> watchdog = WatchListener(program, **server, options->deaf_listener_seconds);
   const int signal = WaitForStop(stop_signals);
   std::cerr << program << ": signal " << signal << ", shutting down" << std::endl;
   (*server)->Shutdown(/*patient=*/signal == SIGTERM);  // Ctrl-C at a terminal stops at once

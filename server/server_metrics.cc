@@ -196,8 +196,9 @@ ServerMetrics::ServerMetrics(const std::string& version)
                         .Help("Batch ids forgotten, by cause: age (--batch_dedup_seconds), or room for newer ones "
                               "(entries, bytes) before their age: a retry of those is counted again.")
                         .Register(registry_);
-  const std::array<const char*, 3> causes = {"age", "entries", "bytes"};  // DedupEviction's order
-  for (size_t i = 0; i < causes.size(); ++i) dedup_evictions_[i] = &evictions.Add({{"cause", causes[i]}});
+  for (const auto& [cause, label] : kDedupEvictionLabels) {
+    dedup_evictions_[static_cast<size_t>(cause)] = &evictions.Add({{"cause", label}});
+  }
   prometheus::BuildGauge()
       .Name("kvledger_build_info")
       .Help("Build facts, value 1.")

@@ -23,6 +23,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "grpcpp/support/server_interceptor.h"
 #include "grpcpp/support/status.h"
+#include "server/batch_dedup.h"
 #include "lib/base/mutex.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -75,7 +76,7 @@ class ServerMetrics {
   void WatchdogChecked(int64_t queued_connections);
   // The batch-id window now: entries, bytes, and its evictions so far by cause (age, entries, bytes —
   // the order of DedupEviction); counters advance to the largest totals seen.
-  void DedupWindow(size_t entries, size_t bytes, const std::array<uint64_t, 3>& evictions);
+  void DedupWindow(size_t entries, size_t bytes, const std::array<uint64_t, kDedupEvictionCount>& evictions);
   // A fetch of the fleet's rates (--fleet_prometheus_url) succeeded or failed (the families appear
   // with the first fetch).
   void FleetRatesFetched(bool ok);
@@ -103,9 +104,9 @@ class ServerMetrics {
   prometheus::Family<prometheus::Gauge>& fleet_success_family_;
   prometheus::Gauge& dedup_entries_;
   prometheus::Gauge& dedup_bytes_;
-  std::array<prometheus::Counter*, 3> dedup_evictions_{};
+  std::array<prometheus::Counter*, kDedupEvictionCount> dedup_evictions_{};
   Mutex mu_;
-  std::array<uint64_t, 3> dedup_evictions_seen_ ABSL_GUARDED_BY(mu_){};
+  std::array<uint64_t, kDedupEvictionCount> dedup_evictions_seen_ ABSL_GUARDED_BY(mu_){};
   absl::flat_hash_map<std::string, std::unique_ptr<Method>> methods_ ABSL_GUARDED_BY(mu_);
 };
 

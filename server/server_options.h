@@ -99,6 +99,9 @@ struct ServerOptions {
   // last scrape sees every acknowledged record.
   uint32_t shutdown_drain_seconds = 5;
   uint32_t shutdown_scrape_grace_seconds = 20;
+  // kvledger-server's listener watchdog (server/listener_watchdog.h): connections left unaccepted in
+  // the gRPC accept queue this long end the process with kExitDeafListener (0 = never watch).
+  uint32_t deaf_listener_seconds = 30;
 
   // INVALID_ARGUMENT naming the flag when a value is unusable.
   absl::Status Validate() const;

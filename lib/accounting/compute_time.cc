@@ -4,22 +4,6 @@
 
 namespace kvledger {
 
-const char* BasisLabel(Basis basis) {
-  switch (basis) {
-    case Basis::kLive:
-      return "live";
-    case Basis::kProfile:
-      return "profile";
-    case Basis::kRecord:
-      return "record";
-    case Basis::kFleet:
-      return "fleet";
-    case Basis::kNone:
-      break;
-  }
-  return "none";
-}
-
 std::optional<ComputeTime> DecayedAffineFit::Fit() const {
   const double w = sums_.weight(), sx = sums_.sum(0), sy = sums_.sum(1), sxx2 = sums_.sum(2), sxy = sums_.sum(3);
   if (sums_.samples() == 0 || !(w >= kComputeFitMinWeight)) return std::nullopt;

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "lib/base/enum_table.h"
 #include "lib/cost_model/exact_int.h"
 
 namespace kvledger {
@@ -25,7 +26,13 @@ namespace kvledger {
 // orders kNone < kProfile < kLive < kFleet by strength (kFleet: every replica's live evidence, read
 // back from Prometheus, fleet_rates.h); kRecord is never a rate of Advise.
 enum class Basis : uint8_t { kNone = 0, kProfile = 1, kLive = 2, kRecord = 3, kFleet = 4 };
-const char* BasisLabel(Basis basis);  // "none", "profile", "live", "record", "fleet"
+inline constexpr EnumTable<Basis, 5> kBasisLabels = {{{Basis::kNone, "none"},
+                                                     {Basis::kProfile, "profile"},
+                                                     {Basis::kLive, "live"},
+                                                     {Basis::kRecord, "record"},
+                                                     {Basis::kFleet, "fleet"}}};
+static_assert(IsDense(kBasisLabels));
+inline const char* BasisLabel(Basis basis) { return LabelOf(kBasisLabels, basis, "none"); }
 
 // A fitted or stated compute-time model.
 struct ComputeTime {

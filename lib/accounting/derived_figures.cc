@@ -14,15 +14,6 @@ double Fraction(Uint128 part, Uint128 whole) {
 
 }  // namespace
 
-const char* BoundaryLabel(Boundary boundary) {
-  switch (boundary) {
-    case Boundary::kLogical: return "logical";
-    case Boundary::kRecoverable: return "recoverable";
-    case Boundary::kReused: return "reused";
-  }
-  return "unknown";
-}
-
 double RecordFigures::AttentionRemaining() const {
   return Fraction(attention_baseline_flops - ReusedAttentionFlops(), attention_baseline_flops);
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "lib/base/enum_table.h"
 #include "lib/accounting/compute_time.h"
 #include "lib/accounting/record_facts.h"
 #include "lib/cost_model/exact_int.h"
@@ -19,8 +20,12 @@ namespace kvledger {
 
 // The three boundaries avoided work is reported at (the `boundary` label).
 enum class Boundary : uint8_t { kLogical = 0, kRecoverable = 1, kReused = 2 };
-inline constexpr int kBoundaryCount = 3;
-const char* BoundaryLabel(Boundary boundary);  // "logical", "recoverable", "reused"
+inline constexpr EnumTable<Boundary, 3> kBoundaryLabels = {
+    {{Boundary::kLogical, "logical"}, {Boundary::kRecoverable, "recoverable"}, {Boundary::kReused, "reused"}}};
+static_assert(IsDense(kBoundaryLabels));
+inline constexpr int kBoundaryCount = static_cast<int>(kBoundaryLabels.size());
+inline constexpr std::array kAllBoundaries = ValuesOf(kBoundaryLabels);
+inline const char* BoundaryLabel(Boundary boundary) { return LabelOf(kBoundaryLabels, boundary, "unknown"); }
 
 enum class BoundarySourceKind : uint8_t { kEngine = 1, kStateBoundaries = 2, kModel = 3 };
 

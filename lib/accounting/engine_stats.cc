@@ -9,29 +9,6 @@
 
 namespace kvledger {
 
-const char* UnrecordedReasonLabel(UnrecordedReason reason) {
-  switch (reason) {
-    case UnrecordedReason::kAborted: return "aborted";
-    case UnrecordedReason::kFailed: return "failed";
-  }
-  return "aborted";
-}
-
-const char* EngineStatsRejectReasonLabel(EngineStatsRejectReason reason) {
-  switch (reason) {
-    case EngineStatsRejectReason::kInvalidModel: return "invalid_model";
-    case EngineStatsRejectReason::kUnknownModel: return "unknown_model";
-    case EngineStatsRejectReason::kInvalidTier: return "invalid_tier";
-    case EngineStatsRejectReason::kInvalidBytes: return "invalid_bytes";
-    case EngineStatsRejectReason::kInvalidSeconds: return "invalid_seconds";
-    case EngineStatsRejectReason::kInvalidTransfers: return "invalid_transfers";
-    case EngineStatsRejectReason::kInvalidReason: return "invalid_reason";
-    case EngineStatsRejectReason::kInvalidRequests: return "invalid_requests";
-    case EngineStatsRejectReason::kInvalidLogicalMatchTokens: return "invalid_logical_match_tokens";
-  }
-  return "invalid_model";
-}
-
 std::optional<EngineStatsRejection> EngineStats::Reject(EngineStatsRejectReason reason, std::string message) {
   MutexLock lock(&mu_);
   ++totals_.rejected[static_cast<size_t>(reason)];

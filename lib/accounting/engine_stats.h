@@ -21,6 +21,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
+#include "lib/base/enum_table.h"
 #include "lib/accounting/live_rates.h"
 #include "lib/accounting/record_facts.h"
 #include "lib/base/mutex.h"
@@ -31,7 +32,12 @@ namespace kvledger {
 
 // Why finished requests did not become records; the wire enum value minus one.
 enum class UnrecordedReason : uint8_t { kAborted = 0, kFailed = 1 };
-const char* UnrecordedReasonLabel(UnrecordedReason reason);  // "aborted", "failed"
+inline constexpr EnumTable<UnrecordedReason, 2> kUnrecordedReasonLabels = {
+    {{UnrecordedReason::kAborted, "aborted"}, {UnrecordedReason::kFailed, "failed"}}};
+static_assert(IsDense(kUnrecordedReasonLabels));
+inline const char* UnrecordedReasonLabel(UnrecordedReason reason) {
+  return LabelOf(kUnrecordedReasonLabels, reason, "aborted");
+}
 
 // Why an engine-statistics entry was rejected: the reason label of kvledger_engine_stats_rejected_total.
 enum class EngineStatsRejectReason : uint8_t {
@@ -45,8 +51,22 @@ enum class EngineStatsRejectReason : uint8_t {
   kInvalidRequests,
   kInvalidLogicalMatchTokens,
 };
-inline constexpr int kEngineStatsRejectReasonCount = 9;
-const char* EngineStatsRejectReasonLabel(EngineStatsRejectReason reason);  // e.g. "invalid_seconds"
+inline constexpr EnumTable<EngineStatsRejectReason, 9> kEngineStatsRejectReasonLabels = {{
+    {EngineStatsRejectReason::kInvalidModel, "invalid_model"},
+    {EngineStatsRejectReason::kUnknownModel, "unknown_model"},
+    {EngineStatsRejectReason::kInvalidTier, "invalid_tier"},
+    {EngineStatsRejectReason::kInvalidBytes, "invalid_bytes"},
+    {EngineStatsRejectReason::kInvalidSeconds, "invalid_seconds"},
+    {EngineStatsRejectReason::kInvalidTransfers, "invalid_transfers"},
+    {EngineStatsRejectReason::kInvalidReason, "invalid_reason"},
+    {EngineStatsRejectReason::kInvalidRequests, "invalid_requests"},
+    {EngineStatsRejectReason::kInvalidLogicalMatchTokens, "invalid_logical_match_tokens"},
+}};
+static_assert(IsDense(kEngineStatsRejectReasonLabels));
+inline constexpr int kEngineStatsRejectReasonCount = static_cast<int>(kEngineStatsRejectReasonLabels.size());
+inline const char* EngineStatsRejectReasonLabel(EngineStatsRejectReason reason) {
+  return LabelOf(kEngineStatsRejectReasonLabels, reason, "invalid_model");
+}
 
 struct EngineStatsRejection {
   EngineStatsRejectReason reason;

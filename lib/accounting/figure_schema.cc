@@ -2,18 +2,6 @@
 
 namespace kvledger {
 
-const char* CauseLabel(Cause cause) { return cause == Cause::kAlignment ? "alignment" : "restore"; }
-
-const char* TtftPartLabel(TtftPart part) {
-  switch (part) {
-    case TtftPart::kQueue: return "queue";
-    case TtftPart::kReload: return "reload";
-    case TtftPart::kSuffixPrefill: return "suffix_prefill";
-    case TtftPart::kRest: return "rest";
-  }
-  return "unknown";
-}
-
 const char* DimensionLabelName(Dimension d) {
   switch (d) {
     case Dimension::kCause: return "cause";

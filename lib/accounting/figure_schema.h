@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "lib/base/enum_table.h"
 #include "lib/accounting/derived_figures.h"
 #include "lib/cost_model/exact_int.h"
 
@@ -28,16 +29,20 @@ inline Uint128 ToNanoUnits(double value) {
 
 // Why tokens inside the logical match were computed again.
 enum class Cause : uint8_t { kAlignment = 0, kRestore = 1 };
-inline constexpr std::array kAllCauses = {Cause::kAlignment, Cause::kRestore};
-const char* CauseLabel(Cause cause);  // "alignment", "restore"
-
-inline constexpr std::array kAllBoundaries = {Boundary::kLogical, Boundary::kRecoverable, Boundary::kReused};
+inline constexpr EnumTable<Cause, 2> kCauseLabels = {{{Cause::kAlignment, "alignment"}, {Cause::kRestore, "restore"}}};
+static_assert(IsDense(kCauseLabels));
+inline constexpr std::array kAllCauses = ValuesOf(kCauseLabels);
+inline const char* CauseLabel(Cause cause) { return LabelOf(kCauseLabels, cause, "unknown"); }
 
 // The parts of a TTFT (docs/cost-model.md §12), the `part` label.
 enum class TtftPart : uint8_t { kQueue = 0, kReload = 1, kSuffixPrefill = 2, kRest = 3 };
-inline constexpr std::array kAllTtftParts = {TtftPart::kQueue, TtftPart::kReload, TtftPart::kSuffixPrefill,
-                                             TtftPart::kRest};
-const char* TtftPartLabel(TtftPart part);  // "queue", "reload", "suffix_prefill", "rest"
+inline constexpr EnumTable<TtftPart, 4> kTtftPartLabels = {{{TtftPart::kQueue, "queue"},
+                                                           {TtftPart::kReload, "reload"},
+                                                           {TtftPart::kSuffixPrefill, "suffix_prefill"},
+                                                           {TtftPart::kRest, "rest"}}};
+static_assert(IsDense(kTtftPartLabels));
+inline constexpr std::array kAllTtftParts = ValuesOf(kTtftPartLabels);
+inline const char* TtftPartLabel(TtftPart part) { return LabelOf(kTtftPartLabels, part, "unknown"); }
 inline Uint128 TtftPartNanoUnits(const TtftParts& p, int i) {
   const std::array<Uint128, 4> values = {p.queue, p.reload, p.suffix_prefill, p.rest};
   return values[static_cast<size_t>(i)];

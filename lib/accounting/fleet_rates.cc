@@ -56,7 +56,7 @@ absl::StatusOr<std::pair<std::string, Tier>> ModelTierOf(const LabeledSample& s)
   const std::optional<Tier> tier = label != nullptr ? TierFromLabel(*label) : std::nullopt;
   if (!tier || !IsSourceTier(*tier)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tier = \"", label != nullptr ? *label : "", "\": must be device, host, disk or remote"));
+        absl::StrCat("tier = \"", label != nullptr ? *label : "", "\": must be ", SourceTierList()));
   }
   return std::make_pair(*std::move(model), *tier);
 }

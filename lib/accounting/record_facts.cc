@@ -5,19 +5,6 @@
 
 namespace kvledger {
 
-const char* TierLabel(Tier tier) {
-  switch (tier) {
-    case Tier::kNone: return "none";
-    case Tier::kDevice: return "device";
-    case Tier::kHost: return "host";
-    case Tier::kDisk: return "disk";
-    case Tier::kRemote: return "remote";
-    case Tier::kMixed: return "mixed";
-    case Tier::kUnknown: return "unknown";
-  }
-  return "none";
-}
-
 namespace {
 
 // "a, b, c or d" from the labels of `tiers`, in order.
@@ -31,12 +18,6 @@ std::string LabelList(const Tiers& tiers) {
   return out;
 }
 
-std::array<Tier, kTierCount> AllTiers() {
-  std::array<Tier, kTierCount> all{};
-  for (int t = 0; t < kTierCount; ++t) all[static_cast<size_t>(t)] = static_cast<Tier>(t);
-  return all;
-}
-
 }  // namespace
 
 const char* SourceTierList() {
@@ -44,15 +25,10 @@ const char* SourceTierList() {
   return list.c_str();
 }
 
-std::optional<Tier> TierFromLabel(absl::string_view label) {
-  for (int t = 0; t < kTierCount; ++t) {
-    if (label == TierLabel(static_cast<Tier>(t))) return static_cast<Tier>(t);
-  }
-  return std::nullopt;
-}
+std::optional<Tier> TierFromLabel(absl::string_view label) { return ValueOf(kTierLabels, label); }
 
 const char* TierLabelList() {
-  static const std::string list = LabelList(AllTiers());
+  static const std::string list = LabelList(ValuesOf(kTierLabels));
   return list.c_str();
 }
 

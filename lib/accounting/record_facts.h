@@ -9,14 +9,23 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "lib/base/enum_table.h"
 
 namespace kvledger {
 
 // Exported tier label values, indexed by the wire enum value (0 = a miss with no tier). kMixed and
 // kUnknown are hits the reporter cannot attribute to one tier (docs/integration.md).
 enum class Tier : uint8_t { kNone = 0, kDevice = 1, kHost = 2, kDisk = 3, kRemote = 4, kMixed = 5, kUnknown = 6 };
-inline constexpr int kTierCount = 7;
-const char* TierLabel(Tier tier);  // "none", "device", "host", "disk", "remote", "mixed", "unknown"
+inline constexpr EnumTable<Tier, 7> kTierLabels = {{{Tier::kNone, "none"},
+                                                   {Tier::kDevice, "device"},
+                                                   {Tier::kHost, "host"},
+                                                   {Tier::kDisk, "disk"},
+                                                   {Tier::kRemote, "remote"},
+                                                   {Tier::kMixed, "mixed"},
+                                                   {Tier::kUnknown, "unknown"}}};
+static_assert(IsDense(kTierLabels));
+inline constexpr int kTierCount = static_cast<int>(kTierLabels.size());
+inline const char* TierLabel(Tier tier) { return LabelOf(kTierLabels, tier, "none"); }
 // The tiers data is reloaded from: the ones that have a bandwidth, and that advice chooses among.
 inline constexpr std::array kSourceTiers = {Tier::kDevice, Tier::kHost, Tier::kDisk, Tier::kRemote};
 inline constexpr bool IsSourceTier(Tier tier) { return tier >= Tier::kDevice && tier <= Tier::kRemote; }

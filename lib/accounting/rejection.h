@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "lib/base/enum_table.h"
 
 namespace kvledger {
 
@@ -34,20 +35,30 @@ enum class RejectReason : uint8_t {
   kInvalidOutputTokens,
   kInvalidDecodeSeconds,
 };
-inline constexpr std::array kAllRejectReasons = {
-    RejectReason::kInvalidRequestId,          RejectReason::kInvalidModel,
-    RejectReason::kUnknownModel,              RejectReason::kInvalidTier,
-    RejectReason::kInvalidPromptTokens,       RejectReason::kInvalidLogicalMatchTokens,
-    RejectReason::kInvalidRecoverableTokens,  RejectReason::kInvalidRecomputeTokens,
-    RejectReason::kInvalidReloadSeconds,      RejectReason::kInvalidSuffixPrefillSeconds,
-    RejectReason::kInvalidTtftSeconds,        RejectReason::kInvalidStateBoundaries,
-    RejectReason::kInvalidPredictedMatchTokens, RejectReason::kInvalidQueueSeconds,
-    RejectReason::kInvalidOutputTokens,       RejectReason::kInvalidDecodeSeconds,
-};
-inline constexpr int kRejectReasonCount = static_cast<int>(kAllRejectReasons.size());
+inline constexpr EnumTable<RejectReason, 16> kRejectReasonLabels = {{
+    {RejectReason::kInvalidRequestId, "invalid_request_id"},
+    {RejectReason::kInvalidModel, "invalid_model"},
+    {RejectReason::kUnknownModel, "unknown_model"},
+    {RejectReason::kInvalidTier, "invalid_tier"},
+    {RejectReason::kInvalidPromptTokens, "invalid_prompt_tokens"},
+    {RejectReason::kInvalidLogicalMatchTokens, "invalid_logical_match_tokens"},
+    {RejectReason::kInvalidRecoverableTokens, "invalid_recoverable_tokens"},
+    {RejectReason::kInvalidRecomputeTokens, "invalid_recompute_tokens"},
+    {RejectReason::kInvalidReloadSeconds, "invalid_reload_seconds"},
+    {RejectReason::kInvalidSuffixPrefillSeconds, "invalid_suffix_prefill_seconds"},
+    {RejectReason::kInvalidTtftSeconds, "invalid_ttft_seconds"},
+    {RejectReason::kInvalidStateBoundaries, "invalid_state_boundaries"},
+    {RejectReason::kInvalidPredictedMatchTokens, "invalid_predicted_match_tokens"},
+    {RejectReason::kInvalidQueueSeconds, "invalid_queue_seconds"},
+    {RejectReason::kInvalidOutputTokens, "invalid_output_tokens"},
+    {RejectReason::kInvalidDecodeSeconds, "invalid_decode_seconds"},
+}};
+static_assert(IsDense(kRejectReasonLabels));
+inline constexpr std::array kAllRejectReasons = ValuesOf(kRejectReasonLabels);
+inline constexpr int kRejectReasonCount = static_cast<int>(kRejectReasonLabels.size());
 
 // Label value, e.g. "invalid_prompt_tokens".
-const char* RejectReasonLabel(RejectReason reason);
+inline const char* RejectReasonLabel(RejectReason reason) { return LabelOf(kRejectReasonLabels, reason, "invalid"); }
 
 struct Rejection {
   RejectReason reason;

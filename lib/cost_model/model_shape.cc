@@ -7,18 +7,6 @@
 
 namespace kvledger {
 
-const char* MixerKindName(MixerKind kind) {
-  switch (kind) {
-    case MixerKind::kFullCausal:
-      return "full";
-    case MixerKind::kSlidingWindow:
-      return "sliding_window";
-    case MixerKind::kLinear:
-      return "linear";
-  }
-  return "unknown";
-}
-
 Uint128 GroupMixingFlops(const LayerGroupShape& group, uint64_t tokens) {
   const Uint128 layers = group.num_layers;
   switch (group.kind) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/base/enum_table.h"
 #include "lib/cost_model/exact_int.h"
 
 namespace kvledger {
@@ -21,8 +22,10 @@ enum class MixerKind {
   kLinear,         // recurrent/linear attention: work linear in tokens, resumable at checkpoints
 };
 
-// "full", "sliding_window", "linear".
-const char* MixerKindName(MixerKind kind);
+inline constexpr EnumTable<MixerKind, 3> kMixerKindNames = {
+    {{MixerKind::kFullCausal, "full"}, {MixerKind::kSlidingWindow, "sliding_window"}, {MixerKind::kLinear, "linear"}}};
+static_assert(IsDense(kMixerKindNames));
+inline const char* MixerKindName(MixerKind kind) { return LabelOf(kMixerKindNames, kind, "unknown"); }
 
 // Constants for one layer group, each per single layer of the group.
 struct LayerGroupShape {

@@ -8,9 +8,14 @@
 namespace kvledger {
 
 std::optional<UnknownModelPolicy> UnknownModelPolicyFromName(absl::string_view name) {
-  if (name == "reject") return UnknownModelPolicy::kReject;
-  if (name == "generic") return UnknownModelPolicy::kGeneric;
+  for (UnknownModelPolicy policy : {UnknownModelPolicy::kReject, UnknownModelPolicy::kGeneric}) {
+    if (name == UnknownModelPolicyName(policy)) return policy;
+  }
   return std::nullopt;
+}
+
+const char* UnknownModelPolicyName(UnknownModelPolicy policy) {
+  return policy == UnknownModelPolicy::kGeneric ? "generic" : "reject";
 }
 
 ModelRegistry::ModelRegistry(const ProfileCatalog& catalog, uint32_t max_models, UnknownModelPolicy policy)

@@ -20,6 +20,7 @@ enum class UnknownModelPolicy { kReject, kGeneric };
 // The policy's names as the server's --unknown_model and the CLI's --unknown-model take them.
 inline constexpr char kUnknownModelPolicyNames[] = "reject or generic";
 std::optional<UnknownModelPolicy> UnknownModelPolicyFromName(absl::string_view name);
+const char* UnknownModelPolicyName(UnknownModelPolicy policy);  // "reject", "generic"
 
 // What the record path learns about a model name in one lookup.
 struct Resolution {

@@ -8,6 +8,13 @@
 
 namespace kvledger {
 
+// A refused record's or request's reason (RejectReasonLabel) travels in this trailing metadata key,
+// beside the INVALID_ARGUMENT message, as RecordBatch's rejections carry it in their `reason`.
+// With a record's rejection, the field the message begins with, as data, in the second key: a
+// client that names fields otherwise (the CLI's flags) renders the message from it.
+inline constexpr char kRejectReasonMetadata[] = "kvledger-reject-reason";
+inline constexpr char kRejectFieldMetadata[] = "kvledger-reject-field";
+
 // The facts view into `record`, which must outlive them.
 RecordFacts FactsFromProto(const v1::Record& record);
 // The record the facts describe: FactsFromProto's inverse (unset optional facts stay absent).
