@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "google/protobuf/descriptor.h"
 #include "client/commands.h"
 #include "lib/base/quote.h"
 #include "client/connection.h"
@@ -27,52 +28,80 @@
 namespace kvledger::cli {
 namespace {
 
-// Record fields as flags, named after the proto fields.
+// What --help says of a record field's flag; a field not listed here is still a flag, said to be
+// the record's field of that name.
+constexpr std::pair<const char*, const char*> kRecordFlagHelp[] = {
+    {"request_id", "opaque request id"},
+    {"model", "model profile name, e.g. llama-3.1-8b"},
+    {"tier", "device | host | disk | remote | mixed | unknown | none (default device; none for a miss)"},
+    {"prompt_tokens", "N: prompt length"},
+    {"logical_match_tokens", "P_match: prefix the cache index matched"},
+    {"recoverable_tokens", "P_rec reported by the engine (default: modelled)"},
+    {"recompute_tokens", "R: matched tokens computed again (default P_match - P_rec)"},
+    {"reload_seconds", "reload latency (default: not measured)"},
+    {"suffix_prefill_seconds", "suffix prefill latency (default: not measured)"},
+    {"ttft_seconds", "time to first token (default: not measured)"},
+    {"state_boundaries", "GROUP=TOKENS per state group, repeatable"},
+    {"predicted_match_tokens", "the prefix a router predicted this engine held (default: no prediction)"},
+    {"queue_seconds", "scheduling wait, arrival to prefill (default: not measured)"},
+    {"output_tokens", "tokens generated (default: not reported)"},
+    {"decode_seconds", "first output token to last (default: not measured)"},
+};
+
+std::string RecordFlagHelp(const std::string& field) {
+  for (const auto& [name, help] : kRecordFlagHelp) {
+    if (field == name) return help;
+  }
+  return absl::StrCat("the record's ", field, " (default: not given)");
+}
+
+// Record fields as flags, named after the proto fields (--prompt-tokens for prompt_tokens), made
+// from the Record message's descriptor, as the HTTP API makes its parameters: a field added to
+// record.proto is a flag of send and explain without a change here.
 struct RecordFlags {
-  std::string request_id, model, tier;  // tier empty: not given (SetTier's default)
-  std::optional<int64_t> prompt_tokens, logical_match_tokens, recoverable_tokens, recompute_tokens,
-      predicted_match_tokens, output_tokens;
-  std::optional<double> reload_seconds, suffix_prefill_seconds, ttft_seconds, queue_seconds, decode_seconds;
+  std::string tier;  // empty: not given (SetTier's default)
   std::vector<std::string> state_boundaries;
+  std::map<std::string, std::optional<int64_t>> ints;
+  std::map<std::string, std::optional<double>> doubles;
+  std::map<std::string, std::string> strings;
+
+  const std::optional<int64_t>& Int(const std::string& field) { return ints[field]; }
 
   // With `with_alpha` (explain), --alpha may give the match instead of --logical-match-tokens.
   void Register(FlagSet& flags, bool with_alpha = false) {
-    flags.String("model", &model, "model profile name, e.g. llama-3.1-8b", true);
-    flags.String("tier", &tier,
-                 "device | host | disk | remote | mixed | unknown | none (default device; none for a miss)");
-    flags.Int64("prompt-tokens", &prompt_tokens, "N: prompt length", true);
-    flags.Int64("logical-match-tokens", &logical_match_tokens, "P_match: prefix the cache index matched", !with_alpha);
-    flags.Int64("recoverable-tokens", &recoverable_tokens, "P_rec reported by the engine (default: modelled)");
-    flags.Int64("recompute-tokens", &recompute_tokens, "R: matched tokens computed again (default P_match - P_rec)");
-    flags.Double("reload-seconds", &reload_seconds, "reload latency (default: not measured)");
-    flags.Double("suffix-prefill-seconds", &suffix_prefill_seconds, "suffix prefill latency (default: not measured)");
-    flags.Double("ttft-seconds", &ttft_seconds, "time to first token (default: not measured)");
-    flags.Double("queue-seconds", &queue_seconds, "scheduling wait, arrival to prefill (default: not measured)");
-    flags.Int64("output-tokens", &output_tokens, "tokens generated (default: not reported)");
-    flags.Double("decode-seconds", &decode_seconds, "first output token to last (default: not measured)");
-    flags.Repeated("state-boundary", &state_boundaries, "GROUP=TOKENS per state group, repeatable");
-    flags.Int64("predicted-match-tokens", &predicted_match_tokens,
-                "the prefix a router predicted this engine held (default: no prediction)");
-    flags.String("request-id", &request_id, "opaque request id");
+    const google::protobuf::Descriptor* record = v1::Record::descriptor();
+    for (int i = 0; i < record->field_count(); ++i) {
+      const google::protobuf::FieldDescriptor* f = record->field(i);
+      const std::string& field = f->name();
+      const std::string flag = FlagName(field).substr(2), help = RecordFlagHelp(field);
+      const bool required = field == "model" || field == "prompt_tokens" || (field == "logical_match_tokens" && !with_alpha);
+      if (field == "tier") {
+        flags.String("tier", &tier, help.c_str());
+      } else if (field == "state_boundaries") {
+        flags.Repeated("state-boundary", &state_boundaries, help.c_str());
+      } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_INT64) {
+        flags.Int64(flag.c_str(), &ints[field], help.c_str(), required);
+      } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE) {
+        flags.Double(flag.c_str(), &doubles[field], help.c_str(), required);
+      } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING && !f->is_repeated()) {
+        flags.String(flag.c_str(), &strings[field], help.c_str(), required);
+      }
+    }
   }
 
   // INVALID_ARGUMENT naming the flag for a bad tier or state boundary.
   absl::StatusOr<v1::Record> ToProto() const {
     v1::Record r;
-    r.set_request_id(request_id);
-    r.set_model(model);
-    r.set_prompt_tokens(*prompt_tokens);
-    r.set_logical_match_tokens(logical_match_tokens.value_or(0));
+    const google::protobuf::Descriptor* record = v1::Record::descriptor();
+    const google::protobuf::Reflection* set = r.GetReflection();
+    for (const auto& [field, value] : ints) {
+      if (value) set->SetInt64(&r, record->FindFieldByName(field), *value);
+    }
+    for (const auto& [field, value] : doubles) {
+      if (value) set->SetDouble(&r, record->FindFieldByName(field), *value);
+    }
+    for (const auto& [field, value] : strings) set->SetString(&r, record->FindFieldByName(field), value);
     if (absl::Status s = SetTier(r, tier, FlagName); !s.ok()) return s;
-    if (recoverable_tokens) r.set_recoverable_tokens(*recoverable_tokens);
-    if (recompute_tokens) r.set_recompute_tokens(*recompute_tokens);
-    if (reload_seconds) r.set_reload_seconds(*reload_seconds);
-    if (suffix_prefill_seconds) r.set_suffix_prefill_seconds(*suffix_prefill_seconds);
-    if (ttft_seconds) r.set_ttft_seconds(*ttft_seconds);
-    if (predicted_match_tokens) r.set_predicted_match_tokens(*predicted_match_tokens);
-    if (queue_seconds) r.set_queue_seconds(*queue_seconds);
-    if (output_tokens) r.set_output_tokens(*output_tokens);
-    if (decode_seconds) r.set_decode_seconds(*decode_seconds);
     for (const auto& text : state_boundaries) {
       std::pair<std::string, std::string> kv = absl::StrSplit(text, absl::MaxSplits('=', 1));
       int64_t tokens;
@@ -322,7 +351,7 @@ int Explain(const Args& args) {
   if (int code = ParseOrExit(flags, args, "explain"); code >= 0) return code;
   if (!alpha.empty()) inputs.alpha = alpha;
   inputs.tier = record.tier;
-  const bool match_given = record.logical_match_tokens.has_value();
+  const bool match_given = record.Int("logical_match_tokens").has_value();
   if (!inputs.alpha && !match_given) {
     std::cerr << "kvledger explain: --logical-match-tokens or --alpha: required\n";
     return kExitBadInput;

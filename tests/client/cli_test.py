@@ -101,6 +101,25 @@ class ExplainTest(unittest.TestCase):
                          "kvledger explain: --logical-match-tokens = 11: must be in [0, prompt_tokens = 10]")
 
 
+class RecordFlagsTest(unittest.TestCase):
+    # Proves: every field of the Record message is a flag of send and explain (--state-boundary for
+    # the repeated state_boundaries), so a field added to record.proto reaches the CLI unasked.
+    def test_every_record_field_is_a_flag(self):
+        import os  # noqa: PLC0415
+        import re  # noqa: PLC0415
+        proto = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "proto", "kvledger", "v1",
+                             "record.proto")
+        with open(proto) as f:
+            message = re.search(r"^message Record \{(.*?)^\}", f.read(), re.S | re.M).group(1)
+        fields = re.findall(r"^\s+(?:optional |repeated )?\w+ (\w+) = \d+;", message, re.M)
+        self.assertIn("decode_seconds", fields)
+        for command in ("send", "explain"):
+            usage = run(command, "--help").stdout
+            for field in fields:
+                flag = "--state-boundary" if field == "state_boundaries" else "--" + field.replace("_", "-")
+                self.assertIn(f"  {flag} ", usage, (command, field))
+
+
 class ExplainInputsTest(unittest.TestCase):
     # explain takes the match as a hit ratio (floor(0.3 x 1000) = 300, exactly) and costs a what-if
     # page size: 500 matched tokens on 256-token pages reuse 256.
