@@ -1,6 +1,7 @@
 """Helpers for tests that start real kvledger binaries and a real Prometheus: polling with a
 deadline, ports read back from servers that bound port 0, process lifecycle. Only loopback
 addresses are used."""
+import faulthandler
 import json
 import os
 import re
@@ -11,6 +12,11 @@ import urllib.parse
 import urllib.request
 
 DEADLINE_SECONDS = 30
+
+# A test that hangs says where: every thread's stack is printed once it has run this long, before
+# ctest's own timeout (120 s for the shortest) kills it without a word. A test that is only slow
+# prints it too and goes on.
+faulthandler.dump_traceback_later(int(os.environ.get("KVLEDGER_TEST_HANG_SECONDS", "110")), exit=False)
 
 
 def poll(what, fn, deadline=DEADLINE_SECONDS, interval=0.05):
