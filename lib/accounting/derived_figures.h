@@ -64,14 +64,18 @@ struct WholeRequest {
   std::optional<double> overhead_with_wait;
   // TTFT - reload charged + estimated recompute: TTFT, suffix, estimate and reload paid known.
   std::optional<double> ttft_without_reuse_seconds;
+  std::optional<Uint128> ttft_without_reuse_nanounits;  // the same, as counted (the double is made from it)
   std::optional<double> time_per_output_token_seconds;  // decode_seconds / (output_tokens - 1)
   // TTFT + decode; within it the prefill as served (reload charged + suffix prefill); and the same
   // request without reuse (TTFT - reload charged + estimate + decode) with its prefill (suffix +
   // estimate). Each share lies in [0, 1].
+  // Each is computed once, in the nanounits the counters add; the seconds are made from them.
   std::optional<double> e2e_seconds;
   std::optional<double> e2e_prefill_seconds;
   std::optional<double> e2e_without_reuse_seconds;
   std::optional<double> e2e_without_reuse_prefill_seconds;
+  std::optional<Uint128> e2e_nanounits, e2e_prefill_nanounits, e2e_without_reuse_nanounits,
+      e2e_without_reuse_prefill_nanounits;
   std::optional<double> kv_byte_seconds;  // Little's law, §12
 };
 

@@ -275,10 +275,7 @@ inline constexpr std::array<CounterSpec, 46> kCounters = {{
      "Estimated TTFT seconds had nothing been reused, queueing held fixed (TTFT - reload as the TTFT holds it + "
      "estimated recompute), over the records of kvledger_ttft_reuse_requests_total.",
      Dimension::kNone, true,
-     [](const RecordFigures& d, int) -> Uint128 {
-       if (!d.whole.ttft_without_reuse_seconds) return 0;
-       return ToNanoUnits(*d.ttft_seconds) - ChargedReload(d) + ToNanoUnits(*d.estimated_recompute_seconds);
-     }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.whole.ttft_without_reuse_nanounits.value_or(0); }},
     {Counter::kDecodeRequests, "kvledger_decode_requests_total",
      "Records with decode_seconds and at least 2 output tokens: the records the decode counters cover.",
      Dimension::kNone, false,
@@ -301,16 +298,12 @@ inline constexpr std::array<CounterSpec, 46> kCounters = {{
      Dimension::kNone, false, [](const RecordFigures& d, int) -> Uint128 { return d.whole.e2e_prefill_seconds ? 1 : 0; }},
     {Counter::kE2eSeconds, "kvledger_e2e_seconds_total",
      "End-to-end seconds (TTFT + decode), over the records of kvledger_e2e_requests_total.", Dimension::kNone, true,
-     [](const RecordFigures& d, int) -> Uint128 {
-       return d.whole.e2e_prefill_seconds ? ToNanoUnits(*d.ttft_seconds) + ToNanoUnits(*d.whole.decode_seconds) : 0;
-     }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.whole.e2e_prefill_nanounits ? *d.whole.e2e_nanounits : 0; }},
     {Counter::kE2ePrefillSeconds, "kvledger_e2e_prefill_seconds_total",
      "Seconds of reload and suffix prefill the TTFT holds (overlapping parts charged once), over the records of "
      "kvledger_e2e_requests_total: its share of kvledger_e2e_seconds_total is the prefill's share as served.",
      Dimension::kNone, true,
-     [](const RecordFigures& d, int) -> Uint128 {
-       return d.whole.e2e_prefill_seconds ? ChargedReload(d) + ChargedSuffix(d) : 0;
-     }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.whole.e2e_prefill_nanounits.value_or(0); }},
     {Counter::kE2eWithoutReuseRequests, "kvledger_e2e_without_reuse_requests_total",
      "Records of kvledger_e2e_requests_total with a recompute estimate: the records the prefill's share of the "
      "end-to-end latency without reuse covers.",
@@ -320,19 +313,12 @@ inline constexpr std::array<CounterSpec, 46> kCounters = {{
      "Estimated end-to-end seconds had nothing been reused (TTFT - reload charged + estimated recompute + "
      "decode), over the records of kvledger_e2e_without_reuse_requests_total.",
      Dimension::kNone, true,
-     [](const RecordFigures& d, int) -> Uint128 {
-       if (!d.whole.e2e_without_reuse_seconds) return 0;
-       return ToNanoUnits(*d.ttft_seconds) - ChargedReload(d) + ToNanoUnits(*d.estimated_recompute_seconds) +
-              ToNanoUnits(*d.whole.decode_seconds);
-     }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.whole.e2e_without_reuse_nanounits.value_or(0); }},
     {Counter::kE2eWithoutReusePrefillSeconds, "kvledger_e2e_without_reuse_prefill_seconds_total",
      "The prefill within it (suffix prefill + estimated recompute), over the records of "
      "kvledger_e2e_without_reuse_requests_total: the most any cache could save of the request without reuse.",
      Dimension::kNone, true,
-     [](const RecordFigures& d, int) -> Uint128 {
-       if (!d.whole.e2e_without_reuse_seconds) return 0;
-       return ChargedSuffix(d) + ToNanoUnits(*d.estimated_recompute_seconds);
-     }},
+     [](const RecordFigures& d, int) -> Uint128 { return d.whole.e2e_without_reuse_prefill_nanounits.value_or(0); }},
     {Counter::kKvHeldRequests, "kvledger_kv_held_requests_total",
      "Records with TTFT, output tokens and decode seconds: the records kvledger_kv_byte_seconds_total covers.",
      Dimension::kNone, false, [](const RecordFigures& d, int) -> Uint128 { return d.whole.kv_byte_seconds ? 1 : 0; }},

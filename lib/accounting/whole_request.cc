@@ -49,16 +49,22 @@ double KvByteSeconds(const ModelShape& shape, const RecordFigures& d, double ttf
 
 double Seconds(Uint128 nanounits) { return Uint128ToDouble(nanounits) / kNanoUnitsPerUnit; }
 
-// The prefill's share of the end-to-end latency, as served and (with an estimate) without reuse.
-void DeriveShares(const RecordFacts& facts, RecordFigures& d) {
+// The end-to-end latency, and the prefill's share of it as served and (with an estimate) without
+// reuse: each once, in nanounits, and its seconds from that.
+void DeriveShares(RecordFigures& d) {
   WholeRequest& w = d.whole;
-  if (!w.e2e_seconds || !w.reload_charged_nanounits) return;
-  const TtftParts charged{0, *w.reload_charged_nanounits,
-                          std::min(ToNanoUnits(*facts.suffix_prefill_seconds), ToNanoUnits(*facts.ttft_seconds)), 0};
-  w.e2e_prefill_seconds = Seconds(charged.reload + charged.suffix_prefill);
+  w.e2e_nanounits = ToNanoUnits(*d.ttft_seconds) + ToNanoUnits(*w.decode_seconds);
+  w.e2e_seconds = Seconds(*w.e2e_nanounits);
+  if (!w.reload_charged_nanounits) return;
+  const Uint128 reload = ChargedReload(d), suffix = ChargedSuffix(d);
+  w.e2e_prefill_nanounits = reload + suffix;
+  w.e2e_prefill_seconds = Seconds(*w.e2e_prefill_nanounits);
   if (!d.estimated_recompute_seconds) return;
-  w.e2e_without_reuse_seconds = *w.e2e_seconds - Seconds(charged.reload) + *d.estimated_recompute_seconds;
-  w.e2e_without_reuse_prefill_seconds = Seconds(charged.suffix_prefill) + *d.estimated_recompute_seconds;
+  const Uint128 estimate = ToNanoUnits(*d.estimated_recompute_seconds);
+  w.e2e_without_reuse_nanounits = *w.e2e_nanounits - reload + estimate;
+  w.e2e_without_reuse_seconds = Seconds(*w.e2e_without_reuse_nanounits);
+  w.e2e_without_reuse_prefill_nanounits = suffix + estimate;
+  w.e2e_without_reuse_prefill_seconds = Seconds(*w.e2e_without_reuse_prefill_nanounits);
 }
 
 }  // namespace
@@ -81,14 +87,14 @@ void DeriveWholeRequest(const RecordFacts& facts, const ModelShape& shape, Recor
     if (std::isfinite(h)) w.overhead_with_wait = h;
   }
   if (estimate && w.reload_charged_nanounits && *facts.ttft_seconds > 0) {
-    w.ttft_without_reuse_seconds = *facts.ttft_seconds - Seconds(*w.reload_charged_nanounits) + *estimate;
+    w.ttft_without_reuse_nanounits = ToNanoUnits(*facts.ttft_seconds) - ChargedReload(d) + ToNanoUnits(*estimate);
+    w.ttft_without_reuse_seconds = Seconds(*w.ttft_without_reuse_nanounits);
   }
   if (w.decode_seconds && w.output_tokens && *w.output_tokens >= 2) {
     w.time_per_output_token_seconds = *w.decode_seconds / static_cast<double>(*w.output_tokens - 1);
   }
   if (!facts.ttft_seconds || !w.decode_seconds) return;
-  w.e2e_seconds = *facts.ttft_seconds + *w.decode_seconds;
-  DeriveShares(facts, d);
+  DeriveShares(d);
   w.kv_byte_seconds = KvByteSeconds(shape, d, *facts.ttft_seconds, *w.output_tokens, *w.decode_seconds);
 }
 

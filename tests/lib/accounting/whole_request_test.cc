@@ -8,6 +8,9 @@
 namespace kvledger {
 namespace {
 
+// Half a nanounit: the figures derived from an estimate are made in whole nanoseconds, as counted.
+constexpr double kNs = 0.5e-9;
+
 class WholeRequestTest : public ::testing::Test {
  protected:
   const ProfileCatalog catalog_ = ProfileCatalog::Builtin();
@@ -59,15 +62,22 @@ TEST_F(WholeRequestTest, WorkedExample) {
   // h = 0.02 / full; with the wait (0.02 + 0.1) / full.
   EXPECT_NEAR(*d.overhead_fraction, 0.02 / full, 1e-15);
   EXPECT_NEAR(*w.overhead_with_wait, 0.12 / full, 1e-15);
-  // TTFT without reuse = 0.5 - 0.02 + recompute.
-  EXPECT_NEAR(*w.ttft_without_reuse_seconds, 0.48 + recompute, 1e-15);
+  // TTFT without reuse = 0.5 - 0.02 + recompute: as counted, in whole nanoseconds (kNs).
+  EXPECT_NEAR(*w.ttft_without_reuse_seconds, 0.48 + recompute, kNs);
   EXPECT_DOUBLE_EQ(*w.time_per_output_token_seconds, 4.0 / 200);
   EXPECT_DOUBLE_EQ(*w.e2e_seconds, 4.5);
   // The prefill as served, (0.02 + 0.3) / 4.5 = 7.1 %; without reuse (0.3 + 0.2625) / (4.5 - 0.02 +
   // 0.2625) = 11.9 %: both shares of one stated request, both in [0, 1].
   EXPECT_NEAR(*w.e2e_prefill_seconds, 0.32, 1e-15);
-  EXPECT_NEAR(*w.e2e_without_reuse_seconds, 4.48 + recompute, 1e-15);
-  EXPECT_NEAR(*w.e2e_without_reuse_prefill_seconds, 0.3 + recompute, 1e-15);
+  EXPECT_NEAR(*w.e2e_without_reuse_seconds, 4.48 + recompute, kNs);
+  EXPECT_NEAR(*w.e2e_without_reuse_prefill_seconds, 0.3 + recompute, kNs);
+  // Explain's seconds are the counters' nanounits: one formula each.
+  Totals counted;
+  counted.Add(d);
+  EXPECT_EQ(counted.counter(Counter::kTtftWithoutReuseSeconds), *w.ttft_without_reuse_nanounits);
+  EXPECT_EQ(counted.counter(Counter::kE2eWithoutReuseSeconds), *w.e2e_without_reuse_nanounits);
+  EXPECT_EQ(counted.counter(Counter::kE2eWithoutReusePrefillSeconds), *w.e2e_without_reuse_prefill_nanounits);
+  EXPECT_DOUBLE_EQ(*w.e2e_without_reuse_seconds, Uint128ToDouble(*w.e2e_without_reuse_nanounits) / 1e9);
   // Little's law (§12): 131072 bytes per token (2 x 32 layers x 8 KV heads x 128 x 2 bytes).
   // Reused 4096 tokens over the 0.5 s TTFT + 8192 prompt tokens over 4 s of decode + 200 output tokens
   // growing linearly over 4 s (average 100).
@@ -91,7 +101,7 @@ TEST_F(WholeRequestTest, OverlapHasOneRule) {
   EXPECT_EQ(d.whole.ttft_parts->rest, Uint128{0});
   EXPECT_EQ(*d.whole.ttft_overlap_nanounits, Uint128{250'000'000});
   EXPECT_NEAR(*d.whole.overhead_with_wait, 0.2 / *d.whole.estimated_full_prefill_seconds, 1e-15);
-  EXPECT_NEAR(*d.whole.ttft_without_reuse_seconds, 0.5 + *d.estimated_recompute_seconds, 1e-15);
+  EXPECT_NEAR(*d.whole.ttft_without_reuse_seconds, 0.5 + *d.estimated_recompute_seconds, kNs);
   EXPECT_NEAR(*d.whole.e2e_prefill_seconds, 0.3, 1e-15);  // no reload charged twice
   Totals t;
   t.Add(d);
@@ -105,7 +115,7 @@ TEST_F(WholeRequestTest, OverlapHasOneRule) {
   f.reload_seconds = 0.6;
   const RecordFigures long_reload = Run(f);
   EXPECT_EQ(long_reload.whole.ttft_parts->reload, Uint128{100'000'000});
-  EXPECT_NEAR(*long_reload.whole.ttft_without_reuse_seconds, 0.4 + *long_reload.estimated_recompute_seconds, 1e-15);
+  EXPECT_NEAR(*long_reload.whole.ttft_without_reuse_seconds, 0.4 + *long_reload.estimated_recompute_seconds, kNs);
 }
 
 // The two shares stay in [0, 1] on every shape, the reproductions among them (once 119 %
