@@ -287,7 +287,8 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
     return security.status();
   }
   state->exposition = std::make_unique<MetricsExposition>(*state->aggregator, *state->registry, state->rates.get(),
-                                                          state->engine_stats.get(), &state->metrics->registry());
+                                                          state->engine_stats.get(),
+                                                          std::vector<const prometheus::Collectable*>{&state->metrics->registry()});
   std::vector<HttpListener::Route> routes = {MetricsRoute(state->exposition.get(), state->metrics.get())};
   for (auto& route : HttpApiRoutes(*state->registry, *state->aggregator, *state->rates, state->fleet.get(), state->trace.get())) routes.push_back(std::move(route));
   auto http = HttpListener::Start(options.metrics_address, MetricsLimits(options), *std::move(security),

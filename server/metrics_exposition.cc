@@ -342,18 +342,12 @@ void MetricsExposition::CollectEach(const std::function<void(MetricFamily&)>& em
     served.fill(s, f);
     emit(f);
   }
-  if (own_ != nullptr) {
-    for (MetricFamily& f : own_->Collect()) {
+  for (const prometheus::Collectable* collectable : collectables_) {
+    for (MetricFamily& f : collectable->Collect()) {
       f.help = EscapeHelp(f.help);
       emit(f);
     }
   }
-}
-
-std::vector<MetricFamily> MetricsExposition::Collect() const {
-  std::vector<MetricFamily> families;
-  CollectEach([&](MetricFamily& f) { families.push_back(std::move(f)); });
-  return families;
 }
 
 std::string MetricsExposition::Text() const {

@@ -1,8 +1,9 @@
-// The Prometheus side of the figures (docs/operations.md, "Metrics"), on prometheus-cpp's data
-// model: a prometheus::Collectable that turns an Aggregator snapshot (and the live rates and engine
-// statistics) into MetricFamily values at scrape time, one family per row of
-// lib/accounting/figure_schema.h plus the rows of kServedFamilies (metrics_exposition.cc), and
-// prometheus::TextSerializer writes them. Nothing on the record path touches it. Thread-safe.
+// The /metrics writer (docs/operations.md, "Metrics"), on prometheus-cpp's data model: it turns an
+// Aggregator snapshot (and the live rates and engine statistics) into MetricFamily values at scrape
+// time, one family per row of lib/accounting/figure_schema.h plus the rows of kServedFamilies
+// (metrics_exposition.cc), then the families of every prometheus::Collectable it was handed (the
+// server's own registry), as prometheus-cpp's Exposer writes its list; prometheus::TextSerializer
+// writes them, family by family. Nothing on the record path touches it. Thread-safe.
 //
 // Values pass through doubles, as everywhere in Prometheus (float64 samples): integers are exact up
 // to 2^53 and print in full; larger ones print with 16 significant digits. The exact integer totals
@@ -12,6 +13,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lib/accounting/aggregator.h"
@@ -25,17 +27,21 @@ namespace kvledger {
 
 inline constexpr char kExpositionContentType[] = "text/plain; version=0.0.4; charset=utf-8";
 
-class MetricsExposition final : public prometheus::Collectable {
+class MetricsExposition final {
  public:
-  // All references must outlive the exposition; `rates`, `engine_stats` and `own` may be null.
-  // `own` holds the server's operational metrics (ServerMetrics), written after the figures.
+  // All references must outlive the exposition; `rates` and `engine_stats` may be null.
+  // `collectables` (e.g. the server's operational metrics, ServerMetrics) are written after the
+  // figures, in order.
   MetricsExposition(const Aggregator& aggregator, const ModelRegistry& registry, const LiveRates* rates = nullptr,
-                    const EngineStats* engine_stats = nullptr, const prometheus::Collectable* own = nullptr)
-      : aggregator_(aggregator), registry_(registry), rates_(rates), engine_stats_(engine_stats), own_(own) {}
+                    const EngineStats* engine_stats = nullptr,
+                    std::vector<const prometheus::Collectable*> collectables = {})
+      : aggregator_(aggregator),
+        registry_(registry),
+        rates_(rates),
+        engine_stats_(engine_stats),
+        collectables_(std::move(collectables)) {}
 
-  // Every family at once (prometheus::Collectable).
-  std::vector<prometheus::MetricFamily> Collect() const override;
-  // The same families one at a time, from one snapshot; `emit` may move from each. Per populated
+  // Every family one at a time, from one snapshot; `emit` may move from each. Per populated
   // (model, tier): every counter of the schema, the ratio histograms, and each latency histogram
   // once the cell has observed that latency.
   void CollectEach(const std::function<void(prometheus::MetricFamily&)>& emit) const;
@@ -51,7 +57,7 @@ class MetricsExposition final : public prometheus::Collectable {
   const ModelRegistry& registry_;
   const LiveRates* const rates_;
   const EngineStats* const engine_stats_;
-  const prometheus::Collectable* const own_;
+  const std::vector<const prometheus::Collectable*> collectables_;
 };
 
 }  // namespace kvledger

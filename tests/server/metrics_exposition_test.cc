@@ -21,7 +21,7 @@ class MetricsExpositionTest : public ::testing::Test {
         aggregator_(registry_.slots().slot_count()),
         ledger_(registry_, aggregator_),
         metrics_("9.9.9"),
-        exposition_(aggregator_, registry_, nullptr, nullptr, &metrics_.registry()) {}
+        exposition_(aggregator_, registry_, nullptr, nullptr, {&metrics_.registry()}) {}
 
   std::string Text() { return exposition_.Text(); }
   static RecordFacts HalfHit(const char* model) {
