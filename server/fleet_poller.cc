@@ -139,7 +139,9 @@ absl::StatusOr<std::string> HttpGet(const PrometheusUrl& url, const std::string&
                        "\r\nAccept: application/json\r\nUser-Agent: kvledger-server\r\n\r\n"),
       deadline);
   close(fd);
-  if (!answer.ok()) return absl::UnavailableError(absl::StrCat(url.host, ":", url.port, ": ", answer.status().message()));
+  if (!answer.ok()) {
+    return absl::UnavailableError(absl::StrCat(url.host, ":", url.port, ": ", answer.status().message()));
+  }
   const size_t head_end = answer->find("\r\n\r\n");
   const absl::string_view status_line = absl::string_view(*answer).substr(0, answer->find("\r\n"));
   if (head_end == std::string::npos || !absl::StartsWith(status_line, "HTTP/1.")) {

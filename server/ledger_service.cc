@@ -14,20 +14,25 @@ namespace kvledger {
 namespace {
 
 
+// An absl::Status as the gRPC status of the same code (the two enumerations share their values): every
+// refusal of the service is made as an absl::Status and leaves through here.
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+// The same, with its reject reason, if it carries one, in the trailing metadata.
+grpc::Status ToGrpcStatus(grpc::CallbackServerContext* context, const absl::Status& status) {
+  if (const auto reason = RejectReasonOf(status)) context->AddTrailingMetadata(kRejectReasonMetadata, *reason);
+  return ToGrpcStatus(status);
+}
+
 // The server's one conversion of a verdict to a gRPC status.
 grpc::Status ToGrpcStatus(grpc::CallbackServerContext* context, const Verdict& verdict) {
   if (verdict.ok()) return grpc::Status::OK;
   context->AddTrailingMetadata(kRejectReasonMetadata, RejectReasonLabel(verdict.rejection().reason));
   if (!verdict.rejection().field.empty()) context->AddTrailingMetadata(kRejectFieldMetadata, verdict.rejection().field);
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, verdict.rejection().message);
-}
-
-// An absl::Status as the gRPC status of the same code (the two enumerations share their values),
-// its reject reason, if it carries one, in the trailing metadata.
-grpc::Status ToGrpcStatus(grpc::CallbackServerContext* context, const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  if (const auto reason = RejectReasonOf(status)) context->AddTrailingMetadata(kRejectReasonMetadata, *reason);
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+  return ToGrpcStatus(absl::InvalidArgumentError(verdict.rejection().message));
 }
 
 // Accounts every record of `batch` into `response` (indices within the batch).
@@ -101,12 +106,19 @@ grpc::ServerUnaryReactor* ServeUnary(grpc::CallbackServerContext* context, const
 }
 
 // A unary call's refusal for too many entries is never reached where entries are not counted.
-grpc::Status NoEntries(size_t) { return grpc::Status(grpc::StatusCode::INTERNAL, "entries are not counted"); }
+grpc::Status NoEntries(size_t) { return ToGrpcStatus(absl::InternalError("entries are not counted")); }
+
+// A batch_id past kMaxBatchIdBytes: nothing of the `what` (batch, request) counted.
+grpc::Status BatchIdTooLong(const std::string& id, absl::string_view what) {
+  return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat("batch_id (", id.size(), " bytes): must be at most ",
+                                                              kMaxBatchIdBytes, " bytes; nothing of the ", what,
+                                                              " was counted")));
+}
 
 // Adds one engine-statistics entry's outcome to `response`.
-void AddOutcome(const std::optional<EngineStatsRejection>& rejected, int index, size_t max_rejections,
+void AddOutcome(const EngineStatsVerdict& verdict, int index, size_t max_rejections,
                 v1::EngineStatsResponse* response) {
-  if (!rejected) {
+  if (verdict.ok()) {
     response->set_accepted(response->accepted() + 1);
     return;
   }
@@ -114,8 +126,8 @@ void AddOutcome(const std::optional<EngineStatsRejection>& rejected, int index, 
   if (static_cast<size_t>(response->rejections_size()) >= max_rejections) return;
   v1::Rejection* listed = response->add_rejections();
   listed->set_index(static_cast<uint64_t>(index));
-  listed->set_reason(EngineStatsRejectReasonLabel(rejected->reason));
-  listed->set_message(rejected->message);
+  listed->set_reason(EngineStatsRejectReasonLabel(verdict.rejection().reason));
+  listed->set_message(verdict.rejection().message);
 }
 
 }  // namespace
@@ -328,9 +340,10 @@ grpc::ServerUnaryReactor* LedgerService::Record(grpc::CallbackServerContext* con
 
 grpc::Status LedgerService::Oversized(size_t records, absl::string_view what) {
   if (metrics_ != nullptr) metrics_->BatchOversized(records);
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                      absl::StrCat("records: ", records, " records in one batch: must be at most ",
-                                   options_.max_batch_records, " (--max_batch_records); ", what));
+  return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat("records: ", records,
+                                                              " records in one batch: must be at most ",
+                                                              options_.max_batch_records, " (--max_batch_records); ",
+                                                              what)));
 }
 
 std::optional<grpc::Status> LedgerService::Claim(const std::string& key, v1::RecordBatchResponse* remembered) {
@@ -339,8 +352,7 @@ std::optional<grpc::Status> LedgerService::Claim(const std::string& key, v1::Rec
       if (metrics_ != nullptr) metrics_->BatchDeduplicated();
       return grpc::Status::OK;
     case BatchDeduplicator::Claim::kInProgress:
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                          "batch_id is being applied by another call; retry for its outcome");
+      return ToGrpcStatus(absl::UnavailableError("batch_id is being applied by another call; retry for its outcome"));
     case BatchDeduplicator::Claim::kNew:
       break;
   }
@@ -350,9 +362,7 @@ std::optional<grpc::Status> LedgerService::Claim(const std::string& key, v1::Rec
 grpc::Status LedgerService::ApplyBatch(const v1::RecordBatchRequest& batch, v1::RecordBatchResponse* outcome) {
   const std::string& id = batch.batch_id();
   if (id.size() > kMaxBatchIdBytes) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("batch_id (", id.size(), " bytes): must be at most ", kMaxBatchIdBytes,
-                                     " bytes; nothing of the batch was counted"));
+    return BatchIdTooLong(id, "batch");
   }
   if (batch.records_size() == 0) return grpc::Status::OK;  // nothing to count twice: not remembered
   if (std::optional<grpc::Status> answered = Claim(id, outcome)) return *answered;
@@ -398,7 +408,7 @@ grpc::ServerUnaryReactor* LedgerService::Advise(grpc::CallbackServerContext* con
   return ServeUnary<v1::AdviceRequest, v1::Advice>(
       context, *request, response, advice_limits_, parts_budget_,
       [](size_t candidates) {
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, TooManyCandidatesMessage(candidates));
+        return ToGrpcStatus(absl::InvalidArgumentError(TooManyCandidatesMessage(candidates)));
       },
       [this, context](const v1::AdviceRequest& asked, v1::Advice* answer) {
         auto advice = kvledger::Advise(AdviceRequestFromProto(asked), registry_, rates_, fleet_);
@@ -414,10 +424,9 @@ grpc::ServerUnaryReactor* LedgerService::RecordEngineStats(grpc::CallbackServerC
   return ServeUnary<v1::EngineStatsRequest, v1::EngineStatsResponse>(
       context, *request, response, engine_stats_limits_, parts_budget_,
       [this](size_t entries) {
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            absl::StrCat("transfers + unrecorded: ", entries, " entries in one request: must be "
-                                         "at most ", options_.max_batch_records,
-                                         " (--max_batch_records); nothing of it was counted"));
+        return ToGrpcStatus(absl::InvalidArgumentError(
+            absl::StrCat("transfers + unrecorded: ", entries, " entries in one request: must be at most ",
+                         options_.max_batch_records, " (--max_batch_records); nothing of it was counted")));
       },
       [this](const v1::EngineStatsRequest& stats, v1::EngineStatsResponse* outcome) {
         return ApplyEngineStats(stats, outcome);
@@ -440,9 +449,7 @@ grpc::Status LedgerService::ApplyEngineStats(const v1::EngineStatsRequest& reque
                                              v1::EngineStatsResponse* response) {
   const std::string& id = request.batch_id();
   if (id.size() > kMaxBatchIdBytes) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("batch_id (", id.size(), " bytes): must be at most ", kMaxBatchIdBytes,
-                                     " bytes; nothing of the request was counted"));
+    return BatchIdTooLong(id, "request");
   }
   if (request.transfers_size() + request.unrecorded_size() == 0) return grpc::Status::OK;
   // Remembered in the one batch-id window, apart from RecordBatch's ids; the outcomes have the same
@@ -468,7 +475,7 @@ void LedgerService::AccountEngineStats(const v1::EngineStatsRequest& request, v1
   for (int i = 0; i < request.transfers_size(); ++i) {
     const v1::TransferObservation& t = request.transfers(i);
     if (engine_stats_ == nullptr) {
-      AddOutcome(std::nullopt, i, max_listed, response);
+      AddOutcome(EngineStatsVerdict(), i, max_listed, response);
       continue;
     }
     AddOutcome(engine_stats_->AddTransfer({t.model(), t.tier(), t.bytes(), t.seconds(), t.transfers()},
@@ -478,7 +485,7 @@ void LedgerService::AccountEngineStats(const v1::EngineStatsRequest& request, v1
   for (int i = 0; i < request.unrecorded_size(); ++i) {
     const v1::UnrecordedRequests& u = request.unrecorded(i);
     if (engine_stats_ == nullptr) {
-      AddOutcome(std::nullopt, i, max_listed, response);
+      AddOutcome(EngineStatsVerdict(), i, max_listed, response);
       continue;
     }
     AddOutcome(engine_stats_->AddUnrecorded({u.model(), u.reason(), u.requests(), u.logical_match_tokens()},

@@ -9,13 +9,13 @@
 
 namespace kvledger {
 
-std::optional<EngineStatsRejection> EngineStats::Reject(EngineStatsRejectReason reason, std::string message) {
+EngineStatsVerdict EngineStats::Reject(EngineStatsRejectReason reason, std::string message) {
   MutexLock lock(&mu_);
   ++totals_.rejected[static_cast<size_t>(reason)];
-  return EngineStatsRejection{reason, std::move(message)};
+  return EngineStatsVerdict(reason, "", std::move(message));
 }
 
-std::optional<EngineStatsRejection> EngineStats::Label(absl::string_view model, absl::string_view where,
+EngineStatsVerdict EngineStats::Label(absl::string_view model, absl::string_view where,
                                                        LabelSlot* label) {
   if (std::string problem = ModelNameProblem(model, absl::StrCat(where, "model")); !problem.empty()) {
     return Reject(EngineStatsRejectReason::kInvalidModel, std::move(problem));
@@ -25,10 +25,10 @@ std::optional<EngineStatsRejection> EngineStats::Label(absl::string_view model, 
     return Reject(EngineStatsRejectReason::kUnknownModel, absl::StrCat(where, resolved.status().message()));
   }
   *label = resolved->label ? *resolved->label : registry_.ClaimLabel(model, resolved->profile);
-  return std::nullopt;
+  return {};
 }
 
-std::optional<EngineStatsRejection> EngineStats::AddTransfer(const TransferFacts& f, absl::string_view where) {
+EngineStatsVerdict EngineStats::AddTransfer(const TransferFacts& f, absl::string_view where) {
   if (!IsSourceTierValue(f.tier_value)) {
     return Reject(EngineStatsRejectReason::kInvalidTier,
                   absl::StrCat(where, "tier = ", f.tier_value, ": must be the tier the data came from: ",
@@ -48,7 +48,7 @@ std::optional<EngineStatsRejection> EngineStats::AddTransfer(const TransferFacts
                   absl::StrCat(where, "transfers = ", f.transfers, ": must be <= 2^40"));
   }
   LabelSlot label;
-  if (auto rejected = Label(f.model, where, &label)) return rejected;
+  if (EngineStatsVerdict labelled = Label(f.model, where, &label); !labelled.ok()) return labelled;
   const Tier tier = static_cast<Tier>(f.tier_value);
   {
     MutexLock lock(&mu_);
@@ -61,10 +61,10 @@ std::optional<EngineStatsRejection> EngineStats::AddTransfer(const TransferFacts
   if (rates_ != nullptr && !label.folded) {
     rates_->ObserveTransfer(label.slot, tier, static_cast<double>(f.bytes), f.seconds);
   }
-  return std::nullopt;
+  return {};
 }
 
-std::optional<EngineStatsRejection> EngineStats::AddUnrecorded(const UnrecordedFacts& f, absl::string_view where) {
+EngineStatsVerdict EngineStats::AddUnrecorded(const UnrecordedFacts& f, absl::string_view where) {
   if (f.reason_value != 1 && f.reason_value != 2) {
     return Reject(EngineStatsRejectReason::kInvalidReason,
                   absl::StrCat(where, "reason = ", f.reason_value,
@@ -80,13 +80,13 @@ std::optional<EngineStatsRejection> EngineStats::AddUnrecorded(const UnrecordedF
                                ": must be <= requests * 2^31 = ", Uint128ToString(Uint128{f.requests} * kMaxTokens)));
   }
   LabelSlot label;
-  if (auto rejected = Label(f.model, where, &label)) return rejected;
+  if (EngineStatsVerdict labelled = Label(f.model, where, &label); !labelled.ok()) return labelled;
   const auto reason = static_cast<UnrecordedReason>(f.reason_value - 1);
   MutexLock lock(&mu_);
   UnrecordedTotals& t = totals_.unrecorded[{label.slot, reason}];
   t.requests += Uint128{f.requests};
   t.logical_match_tokens += f.logical_match_tokens;
-  return std::nullopt;
+  return {};
 }
 
 EngineStats::Snapshot EngineStats::Totals() const {

@@ -21,6 +21,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
+#include "lib/accounting/rejection.h"
 #include "lib/base/enum_table.h"
 #include "lib/accounting/live_rates.h"
 #include "lib/accounting/record_facts.h"
@@ -68,10 +69,8 @@ inline const char* EngineStatsRejectReasonLabel(EngineStatsRejectReason reason) 
   return LabelOf(kEngineStatsRejectReasonLabels, reason, "invalid_model");
 }
 
-struct EngineStatsRejection {
-  EngineStatsRejectReason reason;
-  std::string message;  // "transfers[2].seconds = -1: must be ..."
-};
+// An entry's verdict; the message names the entry, e.g. "transfers[2].seconds = -1: must be ...".
+using EngineStatsVerdict = BasicVerdict<EngineStatsRejectReason>;
 
 // One TransferObservation as the domain sees it; `model` views into the caller's message.
 struct TransferFacts {
@@ -102,8 +101,8 @@ class EngineStats {
 
   // Validates and counts one entry; `where` prefixes messages ("transfers[2]."). A rejected entry
   // is counted by reason and changes nothing else.
-  std::optional<EngineStatsRejection> AddTransfer(const TransferFacts& facts, absl::string_view where);
-  std::optional<EngineStatsRejection> AddUnrecorded(const UnrecordedFacts& facts, absl::string_view where);
+  EngineStatsVerdict AddTransfer(const TransferFacts& facts, absl::string_view where);
+  EngineStatsVerdict AddUnrecorded(const UnrecordedFacts& facts, absl::string_view where);
 
   struct TransferTotals {
     Uint128 bytes = 0;
@@ -122,9 +121,9 @@ class EngineStats {
   Snapshot Totals() const;
 
  private:
-  std::optional<EngineStatsRejection> Reject(EngineStatsRejectReason reason, std::string message);
+  EngineStatsVerdict Reject(EngineStatsRejectReason reason, std::string message);
   // The label slot of a valid model name, or the rejection (unknown model under kReject).
-  std::optional<EngineStatsRejection> Label(absl::string_view model, absl::string_view where, LabelSlot* label);
+  EngineStatsVerdict Label(absl::string_view model, absl::string_view where, LabelSlot* label);
 
   ModelRegistry& registry_;
   LiveRates* const rates_;

@@ -60,8 +60,11 @@ inline constexpr int kRejectReasonCount = static_cast<int>(kRejectReasonLabels.s
 // Label value, e.g. "invalid_prompt_tokens".
 inline const char* RejectReasonLabel(RejectReason reason) { return LabelOf(kRejectReasonLabels, reason, "invalid"); }
 
-struct Rejection {
-  RejectReason reason;
+// Why one entry was refused: a reason from a bounded set (RejectReason for records,
+// EngineStatsRejectReason for engine statistics), and the message.
+template <typename Reason>
+struct BasicRejection {
+  Reason reason;
   std::string message;  // names the field, the value and the rule, the field first
   // The field whose value broke the rule, as data: the record field ("prompt_tokens",
   // "state_boundaries") the message begins with. A surface that calls the field otherwise (the CLI's
@@ -76,21 +79,27 @@ struct Rejection {
   }
 };
 
-// The verdict on one record: accepted (ok) or rejected.
-class [[nodiscard]] Verdict {
+using Rejection = BasicRejection<RejectReason>;
+
+// The verdict on one entry (a record, an engine-statistics entry): accepted (ok) or rejected. The one
+// error model of the accounting; absl::Status only where a refusal leaves the domain (ToStatus,
+// RejectionStatus).
+template <typename Reason>
+class [[nodiscard]] BasicVerdict {
  public:
-  Verdict() = default;  // accepted
-  Verdict(Rejection rejection) : rejection_(std::move(rejection)) {}  // NOLINT: implicit by design
+  BasicVerdict() = default;  // accepted
+  BasicVerdict(BasicRejection<Reason> rejection) : rejection_(std::move(rejection)) {}  // NOLINT: implicit by design
   // `message` begins with `field` (see Rejection::field).
-  Verdict(RejectReason reason, std::string field, std::string message)
-      : rejection_(Rejection{reason, std::move(message), std::move(field)}) {}
+  BasicVerdict(Reason reason, std::string field, std::string message)
+      : rejection_(BasicRejection<Reason>{reason, std::move(message), std::move(field)}) {}
 
   bool ok() const { return !rejection_.has_value(); }
-  const Rejection& rejection() const { return *rejection_; }
+  const BasicRejection<Reason>& rejection() const { return *rejection_; }
 
  private:
-  std::optional<Rejection> rejection_;
+  std::optional<BasicRejection<Reason>> rejection_;
 };
+using Verdict = BasicVerdict<RejectReason>;
 
 // A value, or why the record was rejected.
 template <typename T>

@@ -143,9 +143,9 @@ TEST(EngineStatsExpositionTest, TransfersUnrecordedAndMixedTiers) {
   EngineStats engine(registry, &rates);
   const MetricsExposition exposition(aggregator, registry, &rates, &engine);
 
-  ASSERT_FALSE(engine.AddTransfer({"llama-3.1-8b", 2, 3'000'000'000, 0.25, 3}, ""));
-  ASSERT_FALSE(engine.AddUnrecorded({"llama-3.1-8b", 2, 4, 1024}, ""));
-  ASSERT_TRUE(engine.AddTransfer({"llama-3.1-8b", 6, 1, 1, 0}, "transfers[1]."));  // unknown: rejected
+  ASSERT_TRUE(engine.AddTransfer({"llama-3.1-8b", 2, 3'000'000'000, 0.25, 3}, "").ok());
+  ASSERT_TRUE(engine.AddUnrecorded({"llama-3.1-8b", 2, 4, 1024}, "").ok());
+  ASSERT_FALSE(engine.AddTransfer({"llama-3.1-8b", 6, 1, 1, 0}, "transfers[1].").ok());  // unknown: rejected
   RecordFacts mixed;
   mixed.model = "llama-3.1-8b";
   mixed.tier_value = 5;

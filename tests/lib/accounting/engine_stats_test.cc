@@ -16,11 +16,10 @@ class EngineStatsTest : public ::testing::Test {
   static TransferFacts Transfer(uint64_t bytes, double seconds, int tier = 2) {
     return TransferFacts{"llama-3.1-8b", tier, bytes, seconds, 0};
   }
-  void ExpectRejected(const std::optional<EngineStatsRejection>& r, EngineStatsRejectReason reason,
-                      const std::string& message) {
-    ASSERT_TRUE(r.has_value()) << message;
-    EXPECT_EQ(r->reason, reason);
-    EXPECT_EQ(r->message, message);
+  void ExpectRejected(const EngineStatsVerdict& r, EngineStatsRejectReason reason, const std::string& message) {
+    ASSERT_FALSE(r.ok()) << message;
+    EXPECT_EQ(r.rejection().reason, reason);
+    EXPECT_EQ(r.rejection().message, message);
   }
   ProfileCatalog catalog_ = ProfileCatalog::Builtin();
   ModelRegistry registry_{catalog_, 1, UnknownModelPolicy::kReject};
@@ -33,14 +32,14 @@ class EngineStatsTest : public ::testing::Test {
 // Proves: transfers sum exactly per (model, tier) (seconds in nanounits), count operations, and
 // feed the live bandwidth; unrecorded requests sum per (model, reason).
 TEST_F(EngineStatsTest, TotalsAreExactSums) {
-  EXPECT_FALSE(stats_.AddTransfer(Transfer(1'000'000'000, 0.1), "transfers[0]."));
+  EXPECT_TRUE(stats_.AddTransfer(Transfer(1'000'000'000, 0.1), "transfers[0].").ok());
   TransferFacts two = Transfer(3'000'000'000, 0.2);
   two.transfers = 7;
-  EXPECT_FALSE(stats_.AddTransfer(two, "transfers[1]."));
-  EXPECT_FALSE(stats_.AddTransfer(Transfer(5, 0.000000001, 4), "transfers[2]."));
-  EXPECT_FALSE(stats_.AddUnrecorded({"llama-3.1-8b", 1, 3, 0}, "unrecorded[0]."));
-  EXPECT_FALSE(stats_.AddUnrecorded({"llama-3.1-8b", 2, 2, 8192}, "unrecorded[1]."));
-  EXPECT_FALSE(stats_.AddUnrecorded({"llama-3.1-8b", 2, 1, 4096}, "unrecorded[2]."));
+  EXPECT_TRUE(stats_.AddTransfer(two, "transfers[1].").ok());
+  EXPECT_TRUE(stats_.AddTransfer(Transfer(5, 0.000000001, 4), "transfers[2].").ok());
+  EXPECT_TRUE(stats_.AddUnrecorded({"llama-3.1-8b", 1, 3, 0}, "unrecorded[0].").ok());
+  EXPECT_TRUE(stats_.AddUnrecorded({"llama-3.1-8b", 2, 2, 8192}, "unrecorded[1].").ok());
+  EXPECT_TRUE(stats_.AddUnrecorded({"llama-3.1-8b", 2, 1, 4096}, "unrecorded[2].").ok());
 
   const EngineStats::Snapshot s = stats_.Totals();
   const auto& host = s.transfers.at({slot_, Tier::kHost});
@@ -65,8 +64,8 @@ TEST_F(EngineStatsTest, CountersNeverWrap) {
   TransferFacts most = Transfer(1, 0.1);
   most.transfers = kMaxUnrecordedRequests;
   for (int i = 0; i < (1 << 24); ++i) {
-    ASSERT_FALSE(stats_.AddTransfer(most, "transfers[0]."));
-    ASSERT_FALSE(stats_.AddUnrecorded({"llama-3.1-8b", 1, kMaxUnrecordedRequests, 0}, "unrecorded[0]."));
+    ASSERT_TRUE(stats_.AddTransfer(most, "transfers[0].").ok());
+    ASSERT_TRUE(stats_.AddUnrecorded({"llama-3.1-8b", 1, kMaxUnrecordedRequests, 0}, "unrecorded[0].").ok());
   }
   const EngineStats::Snapshot s = stats_.Totals();
   EXPECT_EQ(s.transfers.at({slot_, Tier::kHost}).transfers, Uint128{1} << 64);
@@ -90,9 +89,9 @@ TEST_F(EngineStatsTest, EveryRuleNamesTheEntryFieldValueAndRule) {
   TransferFacts unknown = Transfer(1, 0.1);
   unknown.model = "gpt-5";
   const auto rejected = stats_.AddTransfer(unknown, "transfers[5].");
-  ASSERT_TRUE(rejected.has_value());
-  EXPECT_EQ(rejected->reason, EngineStatsRejectReason::kUnknownModel);
-  EXPECT_EQ(rejected->message.rfind("transfers[5].model = \"gpt-5\"", 0), 0u) << rejected->message;
+  ASSERT_FALSE(rejected.ok());
+  EXPECT_EQ(rejected.rejection().reason, EngineStatsRejectReason::kUnknownModel);
+  EXPECT_EQ(rejected.rejection().message.rfind("transfers[5].model = \"gpt-5\"", 0), 0u) << rejected.rejection().message;
   TransferFacts bad_name = Transfer(1, 0.1);
   bad_name.model = "two words";
   ExpectRejected(stats_.AddTransfer(bad_name, "transfers[6]."), EngineStatsRejectReason::kInvalidModel,
@@ -119,8 +118,8 @@ TEST_F(EngineStatsTest, EveryRuleNamesTheEntryFieldValueAndRule) {
 TEST_F(EngineStatsTest, ConcurrentWritersSumExactly) {
   auto feed = [&] {
     for (int i = 0; i < 1000; ++i) {
-      ASSERT_FALSE(stats_.AddTransfer(Transfer(1000, 0.001), ""));
-      ASSERT_FALSE(stats_.AddUnrecorded({"llama-3.1-8b", 1, 1, 0}, ""));
+      ASSERT_TRUE(stats_.AddTransfer(Transfer(1000, 0.001), "").ok());
+      ASSERT_TRUE(stats_.AddUnrecorded({"llama-3.1-8b", 1, 1, 0}, "").ok());
     }
   };
   std::thread one(feed), two(feed);
