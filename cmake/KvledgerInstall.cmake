@@ -29,6 +29,13 @@ if(NOT KVLEDGER_LIB_ONLY)
           FILES_MATCHING PATTERN "*.grpc.pb.h")
   install(EXPORT kvledgerReporterTargets NAMESPACE kvledger:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kvledger)
 endif()
+# Everything `cmake --install` puts in the prefix, built: `cmake --build DIR --target kvledger_installable`
+# before `cmake --install DIR` needs no other target (docs/integration.md).
+add_custom_target(kvledger_installable)
+add_dependencies(kvledger_installable ${KVLEDGER_INSTALLED_LIBS})
+if(NOT KVLEDGER_LIB_ONLY)
+  add_dependencies(kvledger_installable kvledger_proto_grpc kvledger_reporter)
+endif()
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/kvledgerConfig.cmake.in
   ${PROJECT_BINARY_DIR}/kvledgerConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kvledger)
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/kvledgerConfigVersion.cmake

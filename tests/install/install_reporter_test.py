@@ -1,11 +1,13 @@
-"""kvledger::reporter from the installed package: installs this build tree into a temporary prefix,
-builds the out-of-tree project in reporter_consumer/ against it with find_package(kvledger
-COMPONENTS reporter), runs it against a real kvledger-server and checks the server counted its 100
-records.
+"""kvledger::reporter from the installed package, as docs/integration.md says to install it: the
+recipe's shell block is run as written (a fresh build tree and a temporary prefix in place of
+build-kvledger and /opt/kvledger), then the out-of-tree project in reporter_consumer/ is built against
+it with find_package(kvledger COMPONENTS reporter), run against a real kvledger-server, and the server
+must have counted its 100 records.
 
 usage: install_reporter_test.py SOURCE_DIR BUILD_DIR KVLEDGER_SERVER WORK_DIR
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,7 +31,13 @@ class InstalledReporterTest(unittest.TestCase):
     def test_find_package_reporter(self):
         shutil.rmtree(WORK, ignore_errors=True)
         prefix = os.path.join(WORK, "prefix")
-        run("cmake", "--install", BUILD, "--prefix", prefix)
+        with open(os.path.join(SOURCE, "docs", "integration.md")) as f:
+            recipe = re.search(r"Linking it from your own project.*?```sh\n(.*?)```", f.read(), re.S).group(1)
+        self.assertIn("cmake --install build-kvledger", recipe)
+        recipe = recipe.replace("build-kvledger", os.path.join(WORK, "build")).replace("/opt/kvledger", prefix)
+        result = subprocess.run(["bash", "-euo", "pipefail", "-c", recipe], cwd=SOURCE, capture_output=True,
+                                text=True, timeout=1500)
+        self.assertEqual(result.returncode, 0, f"the recipe failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
         self.assertTrue(os.path.exists(os.path.join(prefix, "include", "client", "reporter.h")))
         self.assertTrue(os.path.exists(os.path.join(prefix, "include", "kvledger", "v1", "ledger.grpc.pb.h")))
         consumer = os.path.join(WORK, "consumer")
