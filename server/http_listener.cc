@@ -60,9 +60,9 @@ struct ParkedBudget {
 };
 
 // Where an answer's bytes go: straight to the socket while the client reads them; once it stalls
-// for kStall, into memory (within the parked budget), for the event thread to finish, so a slow
-// reader holds memory for a while, never a worker. Past the budget the worker writes on, until the
-// answer's deadline.
+// for kStall, into memory (within the parked budget), for the event thread to finish, so within the
+// budget a slow reader holds memory for a while, not a worker. Past the budget the worker writes on
+// itself, until the answer's deadline.
 class AnswerSink {
  public:
   static constexpr auto kStall = std::chrono::milliseconds(100);

@@ -37,7 +37,8 @@ struct HttpLimits {
   int idle_seconds = 60;            // a kept-alive connection without a request is closed
   int answer_seconds = 30;          // a client that has not read a whole answer by then is cut
   // Answers (their unsent rest) of clients too slow to take them from a worker, held for the event
-  // thread to send as they read: a slow reader costs memory within this, never a worker.
+  // thread to send as they read: a slow reader costs memory within this; past it the worker writes
+  // on itself, for at most answer_seconds.
   size_t parked_bytes = size_t{64} << 20;
 };
 
@@ -58,7 +59,9 @@ class HttpListener {
   // UNAVAILABLE when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<HttpListener>> Start(const std::string& address, const HttpLimits& limits,
                                                              HttpSecurity security, std::vector<Route> routes);
-  ~HttpListener();  // stops serving, in milliseconds
+  // Stops serving: closes every connection (a worker blocked on a slow reader returns) and joins the
+  // threads; no client can hold it.
+  ~HttpListener();
 
   int port() const { return port_; }
   const std::string& address() const { return address_; }  // "host:port" with the bound port
