@@ -3,6 +3,8 @@
 // totals follow the ledger, and a server without a trace says how to give it one.
 #include "server/http_api.h"
 
+#include "tests/testing/records.h"
+
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -40,11 +42,10 @@ TEST_F(HttpApiTest, ExplainIsEvaluate) {
   const HttpResponse r =
       Call("/api/v1/explain", "model=llama-3.1-8b&tier=host&prompt_tokens=4096&logical_match_tokens=3000");
   ASSERT_EQ(r.status, 200) << r.body;
-  v1::Record record;
-  record.set_model("llama-3.1-8b");
-  record.set_tier(v1::TIER_HOST);
-  record.set_prompt_tokens(4096);
-  record.set_logical_match_tokens(3000);
+  v1::Record record = testing::HitRecord("llama-3.1-8b", 4096, 3000, v1::TIER_HOST);
+  record.clear_reload_seconds();
+  record.clear_suffix_prefill_seconds();
+  record.clear_ttft_seconds();
   auto figures = Evaluate(FactsFromProto(record), registry_.Resolve("llama-3.1-8b"));
   ASSERT_TRUE(figures.ok());
   EXPECT_EQ(r.body, ProtoToJson(FiguresToProto(*figures, "llama-3.1-8b"), /*null_unset=*/true));

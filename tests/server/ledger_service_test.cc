@@ -1,6 +1,8 @@
 // The Ledger service over a real gRPC channel to an in-process server bound to 127.0.0.1:0.
 #include "server/ledger_service.h"
 
+#include "tests/testing/records.h"
+
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -12,17 +14,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-v1::Record HalfHit(const char* model = "llama-3.1-8b") {
-  v1::Record r;
-  r.set_model(model);
-  r.set_tier(v1::TIER_DEVICE);
-  r.set_prompt_tokens(4096);
-  r.set_logical_match_tokens(2048);
-  r.set_reload_seconds(0.01);
-  r.set_suffix_prefill_seconds(0.2);
-  r.set_ttft_seconds(0.25);
-  return r;
-}
+v1::Record HalfHit(const char* model = "llama-3.1-8b") { return testing::HitRecord(model, 4096, 2048); }
 
 // Each test owns its server (starting and stopping one takes milliseconds), so no test sees
 // another's counters.

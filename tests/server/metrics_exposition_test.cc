@@ -1,5 +1,7 @@
 // The exposition text for known records: names, labels and exact values.
 #include "server/metrics_exposition.h"
+
+#include "tests/testing/records.h"
 #include "server/server_metrics.h"
 
 #include "gmock/gmock.h"
@@ -24,14 +26,10 @@ class MetricsExpositionTest : public ::testing::Test {
         exposition_(aggregator_, registry_, nullptr, nullptr, {&metrics_.registry()}) {}
 
   std::string Text() { return exposition_.Text(); }
-  static RecordFacts HalfHit(const char* model) {
-    RecordFacts f;
-    f.model = model;
-    f.tier_value = 4;
-    f.prompt_tokens = 4096;
-    f.logical_match_tokens = 2048;
+  static RecordFacts HalfHit(const char* model) {  // a slow remote reload, no TTFT
+    RecordFacts f = testing::HitFacts(model, 4096, 2048, /*tier_value=*/4);
     f.reload_seconds = 0.5;
-    f.suffix_prefill_seconds = 0.2;
+    f.ttft_seconds.reset();
     return f;
   }
 

@@ -1,5 +1,7 @@
 #include "lib/accounting/derived_figures.h"
 
+#include "tests/testing/records.h"
+
 #include "gtest/gtest.h"
 #include "lib/profiles/profile_catalog.h"
 
@@ -16,15 +18,7 @@ class DeriveTest : public ::testing::Test {
 const EstimateSource kRecordAlone{std::nullopt, /*record_alone=*/true};
 
 RecordFacts Facts(const char* model, int64_t n, int64_t match) {
-  RecordFacts f;
-  f.model = model;
-  f.tier_value = 1;
-  f.prompt_tokens = n;
-  f.logical_match_tokens = match;
-  f.reload_seconds = 0.01;
-  f.suffix_prefill_seconds = 0.2;
-  f.ttft_seconds = 0.25;
-  return f;
+  return testing::HitFacts(model, n, match);
 }
 
 // docs/cost-model.md example 2: llama-3.1-8b, N = 4096, a 2048-token hit, worked by hand.
