@@ -4,14 +4,21 @@
 // - BM_Derive/<model>: the cost model alone, per model shape;
 // - BM_Scrape: merging shards and writing the exposition text, per scrape, at 64 and 1,000 models x 5 tiers;
 //   BM_ScrapeCollectOnly: the same up to prometheus-cpp's MetricFamily values (no text);
-// - BM_Advise16: one Advise with 16 replica candidates, beside BM_AdviseOne.
+// - BM_Advise16: one Advise with 16 replica candidates, beside BM_AdviseOne;
+// - BM_Stage/<stage>: one record's way through the server split into its stages, each alone on the
+//   same 1,024 records: count (the wire budget's scan), parse, validate (fields, then against the
+//   profile), resolve (the model's profile and label), derive, aggregate, live rates.
 #include <random>
 
 #include "benchmark/benchmark.h"
+#include "kvledger/v1/ledger.pb.h"
 #include "kvledger/v1/record.pb.h"
 #include "lib/accounting/ledger.h"
 #include "lib/advice/advisor.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "lib/accounting/validation.h"
 #include "lib/wire/record_proto.h"
+#include "lib/wire/wire_budget.h"
 #include "lib/profiles/profile_catalog.h"
 #include "server/metrics_exposition.h"
 
@@ -99,6 +106,90 @@ void BM_Derive(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_Derive)->DenseRange(0, 3);
+
+// One record's stages, each measured alone over the same records (prepared up to that stage).
+enum Stage { kCount, kParse, kValidate, kResolve, kDerive, kAggregate, kLiveRates };
+constexpr const char* kStageNames[] = {"count", "parse", "validate", "resolve", "derive", "aggregate", "live_rates"};
+
+struct Prepared {
+  std::vector<std::string> bytes;
+  std::string batch;  // the same records as one RecordBatchRequest
+  std::vector<v1::Record> records;
+  std::vector<const Profile*> profiles;
+  std::vector<uint32_t> slots;
+  std::vector<RecordFigures> figures;
+};
+
+const Prepared& PreparedRecords() {
+  static const Prepared* prepared = [] {
+    auto* p = new Prepared;
+    World& world = SharedWorld();
+    p->bytes = SerializedRecords(1024);
+    for (const std::string& b : p->bytes) {
+      v1::Record r;
+      r.ParseFromString(b);
+      p->records.push_back(r);
+    }
+    v1::RecordBatchRequest batch;
+    for (const v1::Record& r : p->records) *batch.add_records() = r;
+    p->batch = batch.SerializeAsString();
+    for (const v1::Record& r : p->records) {
+      auto resolved = world.registry.Resolve(r.model());
+      p->profiles.push_back(resolved->profile);
+      p->slots.push_back(resolved->label ? resolved->label->slot : 0);
+      p->figures.push_back(Derive(FactsFromProto(r), *resolved->profile));
+    }
+    return p;
+  }();
+  return *prepared;
+}
+
+void BM_Stage(benchmark::State& state) {
+  const Prepared& p = PreparedRecords();
+  World& world = SharedWorld();
+  WireLimits limits;
+  limits.type = v1::RecordBatchRequest::descriptor();
+  limits.entry_fields[0] = v1::RecordBatchRequest::kRecordsFieldNumber;
+  limits.max_entries = 10000;
+  const auto stage = static_cast<Stage>(state.range(0));
+  size_t i = 0;
+  v1::Record parsed;
+  for (auto _ : state) {
+    const size_t k = i++ % p.bytes.size();
+    switch (stage) {
+      case kCount: {  // as the server counts a batch: its 1,024 records at once, per record
+        if (k != 0) break;
+        google::protobuf::io::ArrayInputStream input(p.batch.data(), static_cast<int>(p.batch.size()));
+        WireCount count;
+        benchmark::DoNotOptimize(CountWire(&input, p.batch.size(), limits, &count));
+        break;
+      }
+      case kParse:
+        benchmark::DoNotOptimize(parsed.ParseFromString(p.bytes[k]));
+        break;
+      case kValidate: {
+        const RecordFacts facts = FactsFromProto(p.records[k]);
+        benchmark::DoNotOptimize(ValidateFields(facts).ok() && ValidateAgainstProfile(facts, *p.profiles[k]).ok());
+        break;
+      }
+      case kResolve:
+        benchmark::DoNotOptimize(world.registry.Resolve(p.records[k].model()));
+        break;
+      case kDerive:
+        benchmark::DoNotOptimize(Derive(FactsFromProto(p.records[k]), *p.profiles[k]));
+        break;
+      case kAggregate:
+        world.aggregator.Add(p.slots[k], p.figures[k], false);
+        break;
+      case kLiveRates:
+        world.rates.Observe(p.slots[k], p.figures[k]);
+        break;
+    }
+  }
+  state.SetLabel(kStageNames[stage]);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Stage)->DenseRange(kCount, kLiveRates);
 
 // One scrape (snapshot + exposition text) with `models` models x 5 tiers populated, every cell
 // with all three latencies observed: the worst case for series count.
