@@ -54,17 +54,31 @@ std::string Text(const HttpRequest& r, const char* name, std::string fallback = 
   return r.Param(name).value_or(std::move(fallback));
 }
 
+// Every input of a calculator (lib/wire/calculators.h) from the parameter of its field.
+template <typename Params>
+absl::Status ReadInputs(const HttpRequest& r, const std::vector<CalculatorInput<Params>>& inputs, Params& p) {
+  for (const auto& input : inputs) {
+    if (input.required && !r.Param(input.field)) {
+      return absl::InvalidArgumentError(absl::StrCat(input.field, ": required"));
+    }
+    absl::Status read = std::visit(
+        [&](auto member) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(p.*member)>, std::string>) {
+            if (auto text = r.Param(input.field)) p.*member = *text;
+            return absl::OkStatus();
+          } else {
+            return Number(r, input.field, &(p.*member));
+          }
+        },
+        input.member);
+    if (!read.ok()) return read;
+  }
+  return absl::OkStatus();
+}
+
 HttpResponse Calc(const HttpRequest& r) {
   CalcParams p;
-  p.alpha = Text(r, "alpha");
-  p.attention = Text(r, "attention", "full");
-  for (absl::Status s : {Number(r, "window_fraction", &p.window_fraction), Number(r, "beta", &p.beta),
-                         Number(r, "overhead", &p.overhead), Number(r, "window", &p.window),
-                         Number(r, "queue_share", &p.queue_share), Number(r, "decode_share", &p.decode_share),
-                         Number(r, "prompt_tokens", &p.prompt_tokens), Number(r, "checkpoint", &p.checkpoint)}) {
-    if (!s.ok()) return BadRequest(s.message());
-  }
-  if (!r.Param("alpha")) return BadRequest("alpha: required");
+  if (absl::Status s = ReadInputs(r, CalcInputs(), p); !s.ok()) return BadRequest(s.message());
   auto result = RunCalc(p);
   if (!result.ok()) return BadRequest(result.status().message());
   return Json(CalcToJson(*result, p));
@@ -72,13 +86,7 @@ HttpResponse Calc(const HttpRequest& r) {
 
 HttpResponse KvBytes(const HttpRequest& r, const ProfileCatalog& catalog) {
   KvBytesParams p;
-  p.model = Text(r, "model");
-  for (absl::Status s : {Number(r, "layers", &p.layers), Number(r, "kv_heads", &p.kv_heads),
-                         Number(r, "head_dim", &p.head_dim), Number(r, "bytes_per_element", &p.bytes_per_element),
-                         Number(r, "sequences", &p.sequences), Number(r, "tokens", &p.tokens),
-                         Number(r, "budget_bytes", &p.budget_bytes), Number(r, "reserved_bytes", &p.reserved_bytes)}) {
-    if (!s.ok()) return BadRequest(s.message());
-  }
+  if (absl::Status s = ReadInputs(r, KvBytesInputs(), p); !s.ok()) return BadRequest(s.message());
   auto result = RunKvBytes(p, catalog);
   if (!result.ok()) return BadRequest(result.status().message());
   return Json(KvBytesToJson(*result));
@@ -296,12 +304,9 @@ std::vector<HttpListener::Route> HttpApiRoutes(const ModelRegistry& registry, co
                                                PlanningTrace* trace) {
   const ProfileCatalog& catalog = registry.catalog();
   return {
-      {"/api/v1/calc", Taking({"alpha", "attention", "window_fraction", "beta", "overhead", "window", "queue_share",
-                               "decode_share", "prompt_tokens", "checkpoint"},
-                              [](const HttpRequest& r) { return Calc(r); })},
-      {"/api/v1/kv-bytes", Taking({"model", "layers", "kv_heads", "head_dim", "bytes_per_element", "sequences",
-                                   "tokens", "budget_bytes", "reserved_bytes"},
-                                  [&catalog](const HttpRequest& r) { return KvBytes(r, catalog); })},
+      {"/api/v1/calc", Taking(InputFields(CalcInputs()), [](const HttpRequest& r) { return Calc(r); })},
+      {"/api/v1/kv-bytes",
+       Taking(InputFields(KvBytesInputs()), [&catalog](const HttpRequest& r) { return KvBytes(r, catalog); })},
       {"/api/v1/explain", Taking(ExplainParameters(), [&registry, &rates](const HttpRequest& r) { return Explain(r, registry, rates); })},
       {"/api/v1/advise", Taking({"model", "prompt_tokens", "candidate"},
                                 [&registry, &rates, fleet](const HttpRequest& r) { return Advise(r, registry, rates, fleet); })},

@@ -90,6 +90,39 @@ std::string CalcToJson(const AlphaResult& r, const CalcParams& p) {
   return o.str();
 }
 
+const std::vector<CalculatorInput<CalcParams>>& CalcInputs() {
+  using P = CalcParams;
+  static const auto* inputs = new std::vector<CalculatorInput<P>>{
+      {"alpha", "logical hit ratio in [0, 1]; a decimal is taken exactly as typed", &P::alpha, true},
+      {"attention", "full | swa | recurrent (default full)", &P::attention},
+      {"window_fraction", "swa: window W / prompt N", &P::window_fraction},
+      {"window", "swa: window W in tokens (with prompt_tokens)", &P::window},
+      {"prompt_tokens", "prompt length N", &P::prompt_tokens},
+      {"checkpoint", "recurrent: checkpoint interval C in tokens (with prompt_tokens)", &P::checkpoint},
+      {"beta", "attention share of baseline prefill FLOPs, [0, 1]", &P::beta},
+      {"overhead", "h: reuse overheads / full-prefill time (needs beta)", &P::overhead},
+      {"queue_share", "share of the request's latency spent waiting to be scheduled, [0, 1]", &P::queue_share},
+      {"decode_share", "share of the request's latency spent decoding, [0, 1]", &P::decode_share},
+  };
+  return *inputs;
+}
+
+const std::vector<CalculatorInput<KvBytesParams>>& KvBytesInputs() {
+  using P = KvBytesParams;
+  static const auto* inputs = new std::vector<CalculatorInput<P>>{
+      {"model", "profile name (MLA, sliding-window and recurrent aware)", &P::model},
+      {"layers", "layers L", &P::layers},
+      {"sequences", "sequences S (default 1)", &P::sequences},
+      {"tokens", "cached tokens T per sequence", &P::tokens, true},
+      {"kv_heads", "K/V heads H (never query heads)", &P::kv_heads},
+      {"head_dim", "head dimension D", &P::head_dim},
+      {"bytes_per_element", "cache dtype bytes B", &P::bytes_per_element},
+      {"budget_bytes", "memory budget X in bytes", &P::budget_bytes},
+      {"reserved_bytes", "bytes reserved for weights and runtime Y (default 0)", &P::reserved_bytes},
+  };
+  return *inputs;
+}
+
 absl::StatusOr<KvBytesResult> RunKvBytes(const KvBytesParams& p, const ProfileCatalog& catalog, InputNamer name) {
   if (!p.tokens) return absl::InvalidArgumentError(absl::StrCat(name("tokens"), ": required"));
   const uint64_t s = p.sequences.value_or(1);

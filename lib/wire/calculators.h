@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -46,6 +48,18 @@ struct CalcParams {
   std::optional<double> window_fraction, beta, overhead, queue_share, decode_share;
   std::optional<uint64_t> window, prompt_tokens, checkpoint;
 };
+
+// One input of a calculator, described once for every surface: its field (the HTTP API's parameter;
+// the CLI's flag is FlagName(field)), what --help says of it, whether it is required, and where it
+// goes in the calculator's params.
+template <typename Params>
+struct CalculatorInput {
+  const char* field;
+  const char* help;
+  std::variant<std::string Params::*, std::optional<double> Params::*, std::optional<uint64_t> Params::*> member;
+  bool required = false;
+};
+const std::vector<CalculatorInput<CalcParams>>& CalcInputs();
 absl::StatusOr<AlphaResult> RunCalc(const CalcParams& params, InputNamer name = FieldName);
 std::string CalcToJson(const AlphaResult& result, const CalcParams& params);
 
@@ -54,6 +68,15 @@ struct KvBytesParams {
   std::optional<uint64_t> layers, kv_heads, head_dim, bytes_per_element;
   std::optional<uint64_t> sequences, tokens, budget_bytes, reserved_bytes;
 };
+const std::vector<CalculatorInput<KvBytesParams>>& KvBytesInputs();
+
+// The field names of `inputs`, in order.
+template <typename Params>
+std::vector<std::string> InputFields(const std::vector<CalculatorInput<Params>>& inputs) {
+  std::vector<std::string> fields;
+  for (const auto& input : inputs) fields.push_back(input.field);
+  return fields;
+}
 struct KvBytesResult {
   Uint128 kv_bytes = 0;
   Uint128 bytes_per_token = 0;
