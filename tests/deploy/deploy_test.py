@@ -73,6 +73,21 @@ class DashboardTest(unittest.TestCase):
             self.assertEqual(variables[name]["query"]["query"],
                              f'label_values(kvledger_requests_total{{job=~"$job"}}, {name})')
 
+    # Proves: where a recording rule records a counter's per-(job, model, tier) rate, the dashboard
+    # reads that series instead of computing the rate again (rule and panel cannot drift), and every
+    # recorded series it reads exists in the shipped rules.
+    def test_panels_read_recorded_rates(self):
+        with open(os.path.join(ROOT, "deploy", "prometheus", "rules", "kvledger-rules.yml")) as f:
+            recorded = set(re.findall(r"record: (\S+)", f.read()))
+        inputs = {name for name in recorded if re.fullmatch(r"model_tier:kvledger_\w+:rate5m", name)}
+        for p in self.leaves:
+            for t in p["targets"]:
+                with self.subTest(panel=p["title"], ref=t["refId"]):
+                    for name in re.findall(r"(\w+:kvledger_\w+:\w+)\{", t["expr"]):
+                        self.assertIn(name, recorded)
+                    for counter in re.findall(r"rate\(kvledger_(\w+)_total", t["expr"]):
+                        self.assertNotIn(f"model_tier:kvledger_{counter}:rate5m", inputs, t["expr"])
+
     # Proves: every panel has a unit, a one-sentence description, and queries; every rate uses
     # $__rate_interval; every series is filtered by the job variable (one Prometheus may scrape several
     # kvledger fleets), and every per-request series by the model and tier variables.
@@ -85,11 +100,12 @@ class DashboardTest(unittest.TestCase):
                 for t in p["targets"]:
                     windows = re.findall(r"\[([^\]]+)\]", t["expr"])
                     self.assertEqual(set(windows) - {"$__rate_interval"}, set(), t["expr"])
-                    for series in re.findall(r"(kvledger_\w+)[\{\[)]", t["expr"]):
+                    for series in re.findall(r"((?:\w+:)?kvledger_\w+(?::\w+)?)[\{\[)]", t["expr"]):
                         self.assertRegex(t["expr"], re.escape(series) + r'\{job=~"\$job"')
                         # Series without a tier label (unrecorded requests have none) filter by model only.
                         # The rejected share divides by every record, whatever its model and tier.
-                        all_records = series == "kvledger_requests_total" and p["title"] == "Rejected share"
+                        all_records = (series in ("kvledger_requests_total", "model_tier:kvledger_requests:rate5m")
+                                       and p["title"] == "Rejected share")
                         if not all_records and series not in (
                                 "kvledger_records_rejected_total", "kvledger_model_label_folded_records_total",
                                 "kvledger_build_info", "kvledger_model_info", "kvledger_unrecorded_requests_total"):

@@ -11,6 +11,7 @@ for every series of a target, so a ratio of sums of rates is exactly the trace's
 
 Usage: observability_test.py SERVER_BINARY PYTHON_STUBS_DIR REPO_ROOT
 """
+import datetime
 import json
 import math
 import os
@@ -20,6 +21,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -137,6 +139,17 @@ def prometheus_config(sd_file, interval="1s"):
             f"rule_files:\n  - {RULES}\n  - {ALERTS}\n"
             "scrape_configs:\n  - job_name: kvledger\n    file_sd_configs:\n"
             f"      - files: ['{sd_file}']\n        refresh_interval: 1s\n")
+
+
+def rule_group_evaluations(prometheus):
+    """{group name: when it last evaluated, Unix seconds}."""
+    with urllib.request.urlopen(prometheus.url + "/api/v1/rules", timeout=30) as r:
+        groups = json.load(r)["data"]["groups"]
+    out = {}
+    for g in groups:
+        stamp = re.sub(r"(\.\d{6})\d*", r"\1", g["lastEvaluation"]).replace("Z", "+00:00")
+        out[g["name"]] = datetime.datetime.fromisoformat(stamp).timestamp()
+    return out
 
 
 def publish_targets(sd_file, addresses):
@@ -329,6 +342,11 @@ class DashboardTest(unittest.TestCase):
             harness.poll("the second copy to be scraped",
                          lambda: p.value("sum(kvledger_requests_total)") == 2 * accepted
                          and p.value("sum(kvledger_records_rejected_total)") == 2 * rejected, deadline=60, interval=0.2)
+            # The dashboard reads recorded rates: every rule group must have evaluated since (and
+            # twice, so its rates see two samples of each series).
+            scraped = time.time()
+            harness.poll("every rule group to evaluate twice after the last scrape",
+                         lambda: min(rule_group_evaluations(p).values()) > scraped + 1.5, deadline=60, interval=0.2)
             cls.at = time.time()
         except BaseException:
             cls.tearDownClass()
