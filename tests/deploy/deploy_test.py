@@ -232,6 +232,18 @@ class KubernetesTest(unittest.TestCase):
         for kind in ("requests", "limits"):
             self.assertEqual(set(self.container["resources"][kind]), {"cpu", "memory"})
 
+    # Proves: every counter a ratio rule divides by (job, model, tier) has its rate recorded in the
+    # kvledger.inputs group (or model_tier:kvledger_requests:rate5m), so a fleet of fleets can sum any
+    # ratio's parts; the job-level counters without model and tier (rejections, folding) are the
+    # job: rules.
+    def test_every_ratio_input_is_recorded(self):
+        groups = load_yaml(DEPLOY, "prometheus", "rules", "kvledger-rules.yml")["groups"]
+        recorded = {r["record"] for g in groups for r in g["rules"]}
+        read = {c for g in groups if g["name"] not in ("kvledger.inputs", "kvledger.fleet") for r in g["rules"]
+                for c in re.findall(r"rate\(kvledger_(\w+)_total", r["expr"])}
+        for counter in sorted(read - {"records_rejected", "model_label_folded_records"}):
+            self.assertIn(f"model_tier:kvledger_{counter}:rate5m", recorded, counter)
+
     # Proves: the PrometheusRule is the rule files, unchanged (one source), and up to date.
     def test_prometheusrule_is_generated_from_the_rule_files(self):
         rule = self.docs[("PrometheusRule", "kvledger")]
