@@ -2,15 +2,22 @@
 // trace, sent over gRPC, or explained offline with the same lib/accounting code the server runs.
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "google/protobuf/descriptor.h"
 #include "client/commands.h"
 #include "lib/base/quote.h"
@@ -136,140 +143,96 @@ std::string RefusalText(const grpc::ClientContext& context, const grpc::Status& 
   return rejection.Named(RecordFlagName);
 }
 
-const char* SourceName(v1::BoundarySource source) {
-  switch (source) {
-    case v1::BOUNDARY_SOURCE_ENGINE: return "engine";
-    case v1::BOUNDARY_SOURCE_STATE_BOUNDARIES: return "state boundaries";
-    case v1::BOUNDARY_SOURCE_MODEL: return "modelled from profile";
-    default: return "unknown";
+// An enum value as the CLI says it: BOUNDARY_SOURCE_STATE_BOUNDARIES of BoundarySource is
+// "state boundaries".
+std::string EnumText(const google::protobuf::FieldDescriptor& field, int64_t number) {
+  const google::protobuf::EnumValueDescriptor* value = field.enum_type()->FindValueByNumber(static_cast<int>(number));
+  if (value == nullptr) return absl::StrCat(number);
+  std::string prefix;  // BoundarySource: BOUNDARY_SOURCE_
+  for (char c : field.enum_type()->name()) {
+    if (absl::ascii_isupper(static_cast<unsigned char>(c)) && !prefix.empty()) prefix += '_';
+    prefix += absl::ascii_toupper(static_cast<unsigned char>(c));
+  }
+  absl::string_view name = value->name();
+  absl::ConsumePrefix(&name, absl::StrCat(prefix, "_"));
+  return absl::StrReplaceAll(absl::AsciiStrToLower(name), {{"_", " "}});
+}
+
+// A value in its unit (the Explain rows of lib/accounting/figure_schema.h).
+std::string ValueText(ExplainUnit unit, const ExplainValue& v, const google::protobuf::FieldDescriptor& field) {
+  if (const auto* text = std::get_if<std::string_view>(&v)) return std::string(*text);
+  if (const auto* flag = std::get_if<bool>(&v)) return *flag ? "yes" : "no";
+  if (const auto* n = std::get_if<int64_t>(&v)) {
+    if (unit == ExplainUnit::kEnum) return EnumText(field, *n);
+    return unit == ExplainUnit::kTokens ? absl::StrCat(*n, " tokens") : absl::StrCat(*n);
+  }
+  const double x = std::get<double>(v);
+  switch (unit) {
+    case ExplainUnit::kFraction: return absl::StrFormat("%.6f", x);
+    case ExplainUnit::kPercent: return absl::StrFormat("%.2f%%", 100 * x);
+    case ExplainUnit::kSpeedup: return absl::StrFormat("%.4fx", x);
+    case ExplainUnit::kFlops: return absl::StrFormat("%.4g FLOPs", x);
+    case ExplainUnit::kBytes: return absl::StrFormat("%.0f bytes", x);
+    case ExplainUnit::kByteSeconds: return absl::StrFormat("%.6g byte-seconds", x);
+    case ExplainUnit::kSeconds: return absl::StrFormat("%.6g s", x);
+    case ExplainUnit::kTokensPerSecond: return absl::StrFormat("%.6g tokens/s", x);
+    default: return absl::StrFormat("%.6g", x);
   }
 }
 
-std::string Flops(double f) { return absl::StrFormat("%.4g", f); }
-std::string Share(double part, double whole) {
-  return whole > 0 ? absl::StrFormat("%.2f%%", 100 * part / whole) : std::string("-");
-}
-// A speedup, or "unbounded" when nothing remains to compute (the field is unset).
-std::string Times(bool set, double speedup) { return set ? absl::StrFormat("%.4fx", speedup) : std::string("unbounded"); }
-
-// Why there is no estimate (docs/cost-model.md §8): the floor the record alone must clear.
-constexpr const char* kNoEstimate =
-    "unknown (basis none): no live compute model (a server's, from records of several suffix sizes), no "
-    "profile throughput, and the record alone only when its suffix carries at least the reused prefix's "
-    "prefill FLOPs";
-
-// docs/cost-model.md §12; "unavailable" names what was not measured.
+// One row of an explain table as the CLI prints it: the value in its unit (with its share of
+// another field), or why there is none.
 template <typename Row>
-void PrintWholeRequest(const v1::DerivedFigures& d, const Row& row) {
-  const std::string missing = "unavailable";
-  if (d.has_ttft_parts()) {
-    const auto& p = d.ttft_parts();
-    row("TTFT parts", absl::StrFormat("queue %.6g + reload %.6g + suffix prefill %.6g + rest %.6g s%s",
-                                      p.queue_seconds(), p.reload_seconds(), p.suffix_prefill_seconds(),
-                                      p.rest_seconds(),
-                                      d.ttft_overlap_seconds() > 0
-                                          ? absl::StrFormat(" (as the TTFT holds them: %.6g s overlapped)",
-                                                            d.ttft_overlap_seconds())
-                                          : ""));
-  } else {
-    row("TTFT parts", "unavailable (needs TTFT, queue, suffix prefill and reload)");
+std::string RowText(const google::protobuf::Message& m, const Row& row) {
+  std::string scratch, gate_scratch, whole_scratch;
+  const std::optional<ExplainValue> value = GetExplainValue(m, row.field, &scratch);
+  if (!value) return row.when_unset;
+  if (row.only_if != nullptr) {
+    const std::optional<ExplainValue> gate = GetExplainValue(m, row.only_if, &gate_scratch);
+    if (!gate || !std::get_if<bool>(&*gate) || !std::get<bool>(*gate)) return row.when_unset;
   }
-  row("estimated full prefill", d.has_estimated_full_prefill_seconds()
-                                    ? absl::StrFormat("%.6g s", d.estimated_full_prefill_seconds())
-                                    : missing);
-  row("overhead h with the wait", d.has_overhead_fraction_with_wait()
-                                       ? absl::StrFormat("%.6f", d.overhead_fraction_with_wait())
-                                       : missing);
-  row("TTFT without reuse / speedup",
-      d.has_ttft_speedup() ? absl::StrFormat("%.6g s / %.4fx", d.ttft_without_reuse_seconds(), d.ttft_speedup())
-                           : missing);
-  row("time per output token", d.has_time_per_output_token_seconds()
-                                   ? absl::StrFormat("%.6g s%s", d.time_per_output_token_seconds(),
-                                                     d.has_output_tokens_per_second()
-                                                         ? absl::StrFormat(" (%.6g tokens/s)", d.output_tokens_per_second())
-                                                         : "")
-                                   : missing);
-  row("end to end", d.has_e2e_seconds() ? absl::StrFormat("%.6g s", d.e2e_seconds()) : missing);
-  row("prefill share as served",
-      d.has_prefill_share_of_e2e()
-          ? absl::StrFormat("%.2f%% (reload + suffix prefill of TTFT + decode)", 100 * d.prefill_share_of_e2e())
-          : missing);
-  row("prefill share without reuse",
-      d.has_prefill_share_of_e2e_without_reuse()
-          ? absl::StrFormat("%.2f%% of %.6g s (the most a cache could save)",
-                            100 * d.prefill_share_of_e2e_without_reuse(), d.e2e_without_reuse_seconds())
-          : missing);
-  row("KV byte-seconds / average", d.has_kv_byte_seconds()
-                                       ? absl::StrFormat("%.6g / %.6g bytes", d.kv_byte_seconds(),
-                                                         d.kv_bytes_held_average())
-                                       : missing);
+  std::string text = ValueText(row.unit, *value, *FindExplainField(*m.GetDescriptor(), row.field).field);
+  if (row.share_of != nullptr) {
+    const std::optional<ExplainValue> whole = GetExplainValue(m, row.share_of, &whole_scratch);
+    const double* part_value = std::get_if<double>(&*value);
+    const double* whole_value = whole ? std::get_if<double>(&*whole) : nullptr;
+    if (part_value != nullptr && whole_value != nullptr && *whole_value > 0) {
+      absl::StrAppendFormat(&text, " (%.2f%%)", 100 * *part_value / *whole_value);
+    }
+  }
+  return text;
 }
 
+// The layer groups as a table, one column per GroupFigures field.
 void PrintGroups(const v1::DerivedFigures& d) {
-  std::cout << "\nper layer group (resume boundary = minimum over groups):\n";
-  std::cout << absl::StrFormat("  %-12s %-15s %6s %9s %10s %9s %13s\n", "group", "kind", "layers", "align",
-                               "modelled", "reported", "attn avoided");
-  for (const auto& g : d.groups()) {
-    std::cout << absl::StrFormat("  %-12s %-15s %6d %9d %10d %9s %13s\n", g.name(), g.kind(), g.num_layers(),
-                                 g.alignment_tokens(), g.modelled_boundary_tokens(),
-                                 g.has_reported_boundary_tokens() ? absl::StrCat(g.reported_boundary_tokens()) : "-",
-                                 Share(g.attention_avoided_flops(), g.attention_baseline_flops()));
+  const auto columns = ExplainGroupColumns();
+  std::vector<std::vector<std::string>> cells(1);
+  for (const ExplainGroupColumn& column : columns) cells[0].push_back(column.label);
+  for (const v1::GroupFigures& g : d.groups()) {
+    std::vector<std::string>& line = cells.emplace_back();
+    for (const ExplainGroupColumn& column : columns) line.push_back(RowText(g, column));
   }
-  std::cout << "\n";
+  std::vector<size_t> widths(columns.size());
+  for (const auto& line : cells) {
+    for (size_t i = 0; i < line.size(); ++i) widths[i] = std::max(widths[i], line[i].size());
+  }
+  std::cout << "\nper layer group (resume boundary = minimum over groups):\n";
+  for (const auto& line : cells) {
+    std::string text;
+    for (size_t i = 0; i < line.size(); ++i) {
+      absl::StrAppend(&text, "  ", line[i], std::string(widths[i] - line[i].size(), ' '));
+    }
+    std::cout << absl::StripTrailingAsciiWhitespace(text) << "\n";
+  }
 }
 
 void PrintFigures(const v1::DerivedFigures& d) {
-  auto row = [](const std::string& label, const std::string& value) {
+  auto row = [](absl::string_view label, const std::string& value) {
     std::cout << absl::StrFormat("%-30s %s\n", label, value);
   };
-  row("model", absl::StrCat(d.model(), " (profile ", d.profile(), ")"));
-  row("prompt tokens N", absl::StrCat(d.prompt_tokens()));
-  row("logical match P_match", absl::StrFormat("%d  alpha %.4f", d.logical_match_tokens(), d.alpha_logical()));
-  row("recoverable P_rec", absl::StrFormat("%d  alpha %.4f  (%s; model says %d%s)", d.recoverable_tokens(),
-                                           d.alpha_recoverable(), SourceName(d.recoverable_source()),
-                                           d.modelled_recoverable_tokens(), d.model_disagrees() ? ", DISAGREES" : ""));
-  row("reused P_eff", absl::StrFormat("%d  alpha %.4f", d.reused_tokens(), d.alpha_reused()));
-  row("recompute: alignment loss", absl::StrCat(d.recompute_alignment_tokens(), " tokens"));
-  row("recompute: restore failures", absl::StrCat(d.recompute_restore_tokens(), " tokens"));
+  row("model", d.model());
+  for (const ExplainFigure& figure : ExplainFigures()) row(figure.label, RowText(d, figure));
   PrintGroups(d);
-  row("attention FLOPs baseline", Flops(d.attention_baseline_flops()));
-  auto avoided_rows = [&](absl::string_view prefix, double baseline) {
-    for (Boundary b : kAllBoundaries) {
-      const double flops = PerBoundary(d, prefix, b, "_flops");
-      row(absl::StrCat("  avoided at ", BoundaryLabel(b)), absl::StrCat(Flops(flops), "  (", Share(flops, baseline), ")"));
-    }
-  };
-  avoided_rows("attention_avoided_", d.attention_baseline_flops());
-  row("  remaining / ideal speedup", absl::StrFormat("%.6f / %s", d.attention_remaining_fraction(), Times(d.has_attention_speedup(), d.attention_speedup())));
-  row("prefill FLOPs baseline", absl::StrFormat("%s  (attention share beta %.4f)", Flops(d.prefill_baseline_flops()), d.attention_share()));
-  avoided_rows("prefill_avoided_", d.prefill_baseline_flops());
-  row("  remaining / ideal speedup", absl::StrFormat("%.6f / %s", d.prefill_remaining_fraction(), Times(d.has_prefill_speedup(), d.prefill_speedup())));
-  row("reused KV/state bytes", absl::StrFormat("%.0f", d.reused_bytes()));
-  if (d.recompute_estimate_available()) {
-    row("estimated recompute seconds", absl::StrFormat("%.6g  (basis %s)", d.estimated_recompute_seconds(),
-                                                       BasisLabel(static_cast<Basis>(d.estimate_basis()))));
-  } else {
-    row("estimated recompute seconds", kNoEstimate);
-  }
-  if (d.reload_compared()) {
-    row("reload slower than recompute", d.reload_slower_than_recompute() ? "YES" : "no");
-  } else {
-    row("reload slower than recompute",
-        d.recompute_estimate_available() ? "unknown (no reload time)" : "unknown (no recompute estimate)");
-  }
-  if (d.has_e2e_speedup()) {
-    row("overhead h / e2e speedup", absl::StrFormat("%.6f / %.4fx", d.overhead_fraction(), d.e2e_speedup()));
-  } else {
-    row("overhead h / e2e speedup", "unavailable");
-  }
-  PrintWholeRequest(d, row);
-  if (d.has_predicted_match_tokens()) {
-    row("router predicted", absl::StrFormat("%d tokens: realised %d, over %d, under %d", d.predicted_match_tokens(),
-                                            d.prediction_realised_tokens(), d.prediction_over_tokens(),
-                                            d.prediction_under_tokens()));
-  } else {
-    row("router predicted", "no prediction");
-  }
 }
 
 

@@ -1,6 +1,7 @@
-// The exported figures, described once. Each row names a figure, says how one record contributes to
-// it and how it is exported; Totals::Add and Totals::Merge, the Prometheus exposition and the tests
-// all walk these tables, so a new counter is one row here (and its name in the enum).
+// The figures a record yields, described once. Each row names a figure, says how one record
+// contributes to it and how it is exported; Totals::Add and Totals::Merge, the Prometheus exposition
+// and the tests all walk these tables, so a new counter is one row here (and its name in the enum).
+// The last tables describe Explain's fields the same way.
 #ifndef KVLEDGER_LIB_ACCOUNTING_FIGURE_SCHEMA_H_
 #define KVLEDGER_LIB_ACCOUNTING_FIGURE_SCHEMA_H_
 
@@ -9,7 +10,10 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <string_view>
+#include <variant>
 
+#include "absl/types/span.h"
 #include "lib/base/enum_table.h"
 #include "lib/accounting/derived_figures.h"
 #include "lib/cost_model/exact_int.h"
@@ -414,6 +418,238 @@ inline constexpr bool InEnumOrder() {
   return true;
 }
 static_assert(InEnumOrder(), "figure tables must list their rows in enum order");
+
+
+// Explain: what one record's figures are as the DerivedFigures message (record.proto) carries them
+// and the CLI prints them. Each row names its field, says how the value is made from the derived
+// figures, and how the CLI prints it; FiguresToProto (lib/wire) sets each row's field by name, the
+// CLI's text walks the same rows, and the JSON API is the message by reflection. A new Explain figure
+// is its field in the message and one row here; a test holds the rows to the message, field for
+// field and type for type.
+// A figure's value: integers (and enum numbers) as int64_t, then double, bool and text. The wire
+// field's type must take it: int64/int32/uint32/enum, double, bool, string.
+using ExplainValue = std::variant<int64_t, double, bool, std::string_view>;
+
+// How the CLI prints a value.
+enum class ExplainUnit : uint8_t {
+  kCount,           // 19
+  kTokens,          // 2048 tokens
+  kFraction,        // 0.500000
+  kPercent,         // a fraction as 12.34%
+  kSpeedup,         // 2.0000x
+  kFlops,           // 1.1e+12 FLOPs
+  kBytes,           // 134217728 bytes
+  kByteSeconds,     // 2.5e+08 byte-seconds
+  kSeconds,         // 0.2 s
+  kTokensPerSecond, // 50 tokens/s
+  kYesNo,           // yes / no
+  kEnum,            // the enum value's name, lower case, without the enum's prefix
+  kText,
+};
+
+template <typename Subject>
+struct ExplainRow {
+  // The field; a field of a message field as "message.field" (one level).
+  const char* field;
+  const char* label;  // the CLI's label (a column header for a group)
+  ExplainUnit unit;
+  // The value, or nothing: the field stays unset (null in JSON) and the CLI prints `when_unset`.
+  std::optional<ExplainValue> (*value)(const Subject& subject);
+  const char* when_unset = "unavailable";
+  const char* share_of = nullptr;  // the CLI also prints the value as a share of this field
+  // A bool field without which this one means nothing: the CLI prints `when_unset` while it is false
+  // (for a field the wire cannot leave unset, such as a bool).
+  const char* only_if = nullptr;
+};
+using ExplainFigure = ExplainRow<RecordFigures>;
+using ExplainGroupColumn = ExplainRow<GroupFigure>;
+
+namespace explain_rows {
+
+using Value = std::optional<ExplainValue>;
+using D = RecordFigures;
+
+inline Value Count(uint64_t v) { return ExplainValue(static_cast<int64_t>(v)); }
+inline Value Real(double v) { return ExplainValue(v); }
+inline Value Real(const std::optional<double>& v) { return v ? Real(*v) : std::nullopt; }
+inline Value Exact(Uint128 v) { return Real(Uint128ToDouble(v)); }  // exact below 2^53 (record.proto)
+inline Value Flag(bool v) { return ExplainValue(v); }
+inline Value Seconds(Uint128 nanounits) { return Real(Uint128ToDouble(nanounits) / kNanoUnitsPerUnit); }
+
+// A ratio of two figures, or nothing when it is not finite (an extreme record's tiny denominator):
+// no figure is ever infinite or NaN on any surface.
+inline Value Ratio(double part, double whole) {
+  const double r = part / whole;
+  return std::isfinite(r) ? Real(r) : std::nullopt;
+}
+// 1 / remaining; nothing when nothing remains (the speedup is unbounded).
+inline Value Speedup(double remaining) { return remaining > 0 ? Real(1.0 / remaining) : std::nullopt; }
+
+template <Boundary b>
+inline Value Alpha(const D& d) {
+  const std::array<uint64_t, kBoundaryCount> tokens = {d.logical_match_tokens, d.recoverable_tokens, d.reused_tokens};
+  return Real(d.Alpha(tokens[static_cast<size_t>(b)]));
+}
+template <Boundary b>
+inline Value AttentionAvoided(const D& d) { return Exact(d.attention_avoided_flops[static_cast<size_t>(b)]); }
+template <Boundary b>
+inline Value PrefillAvoided(const D& d) { return Exact(d.prefill_avoided_flops[static_cast<size_t>(b)]); }
+template <TtftPart p>
+inline Value TtftPartSeconds(const D& d) {
+  if (!d.whole.ttft_parts) return std::nullopt;
+  return Seconds(TtftPartNanoUnits(*d.whole.ttft_parts, static_cast<int>(p)));
+}
+// The router's prediction: every figure of it unset without one.
+template <uint64_t D::*tokens>
+inline Value Predicted(const D& d) { return d.has_prediction ? Count(d.*tokens) : std::nullopt; }
+
+inline constexpr char kNeedsParts[] = "unavailable (needs TTFT, queue, suffix prefill and reload)";
+// Why there is no estimate (docs/cost-model.md §8): the floor the record alone must clear.
+inline constexpr char kNoEstimate[] =
+    "unknown (basis none): no live compute model (a server's, from records of several suffix sizes), no "
+    "profile throughput, and the record alone only when its suffix carries at least the reused prefix's "
+    "prefill FLOPs";
+inline constexpr char kNotCompared[] = "unknown (no reload time or no recompute estimate)";
+
+using U = ExplainUnit;
+inline constexpr ExplainFigure kFigures[] = {
+    {"profile", "profile", U::kText, [](const D& d) -> Value { return ExplainValue(d.profile->name()); }},
+    {"prompt_tokens", "prompt tokens N", U::kTokens, [](const D& d) { return Count(d.prompt_tokens); }},
+    {"logical_match_tokens", "logical match P_match", U::kTokens,
+     [](const D& d) { return Count(d.logical_match_tokens); }},
+    {"recoverable_tokens", "recoverable P_rec", U::kTokens, [](const D& d) { return Count(d.recoverable_tokens); }},
+    {"recoverable_source", "  boundary from", U::kEnum,
+     [](const D& d) { return Count(static_cast<uint64_t>(d.recoverable_source)); }},
+    {"modelled_recoverable_tokens", "  the profile's model says", U::kTokens,
+     [](const D& d) { return Count(d.modelled_recoverable_tokens); }},
+    {"model_disagrees", "  disagrees with the model", U::kYesNo, [](const D& d) { return Flag(d.model_disagrees); }},
+    {"reused_tokens", "reused P_eff", U::kTokens, [](const D& d) { return Count(d.reused_tokens); }},
+    {"alpha_logical", "alpha at logical", U::kFraction, &Alpha<Boundary::kLogical>},
+    {"alpha_recoverable", "alpha at recoverable", U::kFraction, &Alpha<Boundary::kRecoverable>},
+    {"alpha_reused", "alpha at reused", U::kFraction, &Alpha<Boundary::kReused>},
+    {"recompute_alignment_tokens", "recompute: alignment loss", U::kTokens,
+     [](const D& d) { return Count(d.recompute_alignment_tokens); }},
+    {"recompute_restore_tokens", "recompute: restore failures", U::kTokens,
+     [](const D& d) { return Count(d.recompute_restore_tokens); }},
+    {"attention_baseline_flops", "attention FLOPs baseline", U::kFlops,
+     [](const D& d) { return Exact(d.attention_baseline_flops); }},
+    {"attention_avoided_logical_flops", "  avoided at logical", U::kFlops, &AttentionAvoided<Boundary::kLogical>,
+     "unavailable", "attention_baseline_flops"},
+    {"attention_avoided_recoverable_flops", "  avoided at recoverable", U::kFlops,
+     &AttentionAvoided<Boundary::kRecoverable>, "unavailable", "attention_baseline_flops"},
+    {"attention_avoided_reused_flops", "  avoided at reused", U::kFlops, &AttentionAvoided<Boundary::kReused>,
+     "unavailable", "attention_baseline_flops"},
+    {"attention_remaining_fraction", "  remaining", U::kFraction,
+     [](const D& d) { return Real(d.AttentionRemaining()); }},
+    {"attention_speedup", "  ideal speedup", U::kSpeedup, [](const D& d) { return Speedup(d.AttentionRemaining()); },
+     "unbounded"},
+    {"prefill_baseline_flops", "prefill FLOPs baseline", U::kFlops,
+     [](const D& d) { return Exact(d.prefill_baseline_flops); }},
+    {"attention_share", "  attention share beta", U::kFraction, [](const D& d) { return Real(d.AttentionShare()); }},
+    {"prefill_avoided_logical_flops", "  avoided at logical", U::kFlops, &PrefillAvoided<Boundary::kLogical>,
+     "unavailable", "prefill_baseline_flops"},
+    {"prefill_avoided_recoverable_flops", "  avoided at recoverable", U::kFlops,
+     &PrefillAvoided<Boundary::kRecoverable>, "unavailable", "prefill_baseline_flops"},
+    {"prefill_avoided_reused_flops", "  avoided at reused", U::kFlops, &PrefillAvoided<Boundary::kReused>,
+     "unavailable", "prefill_baseline_flops"},
+    {"prefill_remaining_fraction", "  remaining", U::kFraction, [](const D& d) { return Real(d.PrefillRemaining()); }},
+    {"prefill_speedup", "  ideal speedup", U::kSpeedup, [](const D& d) { return Speedup(d.PrefillRemaining()); },
+     "unbounded"},
+    {"reused_bytes", "reused KV/state bytes", U::kBytes, [](const D& d) { return Exact(d.reused_bytes); }},
+    {"recompute_estimate_available", "recompute estimate available", U::kYesNo,
+     [](const D& d) { return Flag(d.estimated_recompute_seconds.has_value()); }},
+    {"estimated_recompute_seconds", "estimated recompute seconds", U::kSeconds,
+     [](const D& d) { return Real(d.estimated_recompute_seconds); }, kNoEstimate},
+    {"estimate_basis", "  estimate basis", U::kEnum,
+     [](const D& d) { return Count(static_cast<uint64_t>(d.estimate_basis)); }},
+    {"reload_compared", "reload compared", U::kYesNo, [](const D& d) { return Flag(d.reload_compared); }},
+    {"reload_slower_than_recompute", "reload slower than recompute", U::kYesNo,
+     [](const D& d) { return Flag(d.reload_slower_than_recompute); }, kNotCompared, nullptr, "reload_compared"},
+    {"overhead_fraction", "overhead h", U::kFraction, [](const D& d) { return Real(d.overhead_fraction); }},
+    {"e2e_speedup", "e2e speedup", U::kSpeedup, [](const D& d) { return Real(d.e2e_speedup); }},
+    // The whole request (docs/cost-model.md §12): a figure whose inputs were not all measured stays unset.
+    {"ttft_parts.queue_seconds", "TTFT part: queue", U::kSeconds, &TtftPartSeconds<TtftPart::kQueue>, kNeedsParts},
+    {"ttft_parts.reload_seconds", "TTFT part: reload", U::kSeconds, &TtftPartSeconds<TtftPart::kReload>, kNeedsParts},
+    {"ttft_parts.suffix_prefill_seconds", "TTFT part: suffix prefill", U::kSeconds,
+     &TtftPartSeconds<TtftPart::kSuffixPrefill>, kNeedsParts},
+    {"ttft_parts.rest_seconds", "TTFT part: rest", U::kSeconds, &TtftPartSeconds<TtftPart::kRest>, kNeedsParts},
+    {"ttft_overlap_seconds", "  parts overlapped by", U::kSeconds,
+     [](const D& d) {
+       return d.whole.ttft_overlap_nanounits ? Seconds(*d.whole.ttft_overlap_nanounits) : std::nullopt;
+     }},
+    {"estimated_full_prefill_seconds", "estimated full prefill", U::kSeconds,
+     [](const D& d) { return Real(d.whole.estimated_full_prefill_seconds); }},
+    {"overhead_fraction_with_wait", "overhead h with the wait", U::kFraction,
+     [](const D& d) { return Real(d.whole.overhead_with_wait); }},
+    {"ttft_without_reuse_seconds", "TTFT without reuse", U::kSeconds,
+     [](const D& d) { return Real(d.whole.ttft_without_reuse_seconds); }},
+    {"ttft_speedup", "TTFT speedup", U::kSpeedup,
+     [](const D& d) {
+       return d.whole.ttft_without_reuse_seconds ? Ratio(*d.whole.ttft_without_reuse_seconds, *d.ttft_seconds)
+                                                 : std::nullopt;
+     }},
+    {"time_per_output_token_seconds", "time per output token", U::kSeconds,
+     [](const D& d) { return Real(d.whole.time_per_output_token_seconds); }},
+    {"output_tokens_per_second", "  output tokens per second", U::kTokensPerSecond,
+     [](const D& d) {
+       return d.whole.time_per_output_token_seconds ? Ratio(1.0, *d.whole.time_per_output_token_seconds) : std::nullopt;
+     }},
+    {"e2e_seconds", "end to end", U::kSeconds, [](const D& d) { return Real(d.whole.e2e_seconds); }},
+    {"prefill_share_of_e2e", "  prefill share as served", U::kPercent,
+     [](const D& d) {
+       return d.whole.e2e_prefill_seconds ? Ratio(*d.whole.e2e_prefill_seconds, *d.whole.e2e_seconds) : std::nullopt;
+     }},
+    {"e2e_without_reuse_seconds", "end to end without reuse", U::kSeconds,
+     [](const D& d) { return Real(d.whole.e2e_without_reuse_seconds); }},
+    {"prefill_share_of_e2e_without_reuse", "  prefill share without reuse", U::kPercent,
+     [](const D& d) {
+       const WholeRequest& w = d.whole;
+       return w.e2e_without_reuse_seconds ? Ratio(*w.e2e_without_reuse_prefill_seconds, *w.e2e_without_reuse_seconds)
+                                          : std::nullopt;
+     }},
+    {"kv_byte_seconds", "KV byte-seconds", U::kByteSeconds, [](const D& d) { return Real(d.whole.kv_byte_seconds); }},
+    {"kv_bytes_held_average", "  KV bytes held on average", U::kBytes,
+     [](const D& d) {
+       return d.whole.kv_byte_seconds ? Ratio(*d.whole.kv_byte_seconds, *d.whole.e2e_seconds) : std::nullopt;
+     }},
+    {"predicted_match_tokens", "router predicted", U::kTokens, &Predicted<&D::predicted_match_tokens>,
+     "no prediction"},
+    {"prediction_realised_tokens", "  realised", U::kTokens, &Predicted<&D::prediction_realised_tokens>,
+     "no prediction"},
+    {"prediction_over_tokens", "  over-predicted", U::kTokens, &Predicted<&D::prediction_over_tokens>,
+     "no prediction"},
+    {"prediction_under_tokens", "  under-predicted", U::kTokens, &Predicted<&D::prediction_under_tokens>,
+     "no prediction"},
+};
+
+using G = GroupFigure;
+inline constexpr ExplainGroupColumn kGroupColumns[] = {
+    {"name", "group", U::kText, [](const G& g) -> Value { return ExplainValue(std::string_view(g.group->name)); }},
+    {"kind", "kind", U::kText,
+     [](const G& g) -> Value {
+       return ExplainValue(std::string_view(g.group->latent ? "mla" : MixerKindName(g.group->kind)));
+     }},
+    {"num_layers", "layers", U::kCount, [](const G& g) { return Count(g.group->num_layers); }},
+    {"alignment_tokens", "align", U::kCount, [](const G& g) { return Count(g.group->alignment_tokens); }},
+    {"modelled_boundary_tokens", "modelled", U::kCount, [](const G& g) { return Count(g.modelled_boundary_tokens); }},
+    {"reported_boundary_tokens", "reported", U::kCount,
+     [](const G& g) -> Value {
+       return g.reported_boundary_tokens ? Count(static_cast<uint64_t>(*g.reported_boundary_tokens)) : std::nullopt;
+     },
+     "-"},
+    {"attention_baseline_flops", "attn baseline", U::kFlops,
+     [](const G& g) { return Exact(g.attention_baseline_flops); }},
+    {"attention_avoided_flops", "attn avoided", U::kFlops, [](const G& g) { return Exact(g.attention_avoided_flops); },
+     "-", "attention_baseline_flops"},
+};
+
+}  // namespace explain_rows
+
+// Every DerivedFigures field but `model` (the record's own) and `groups`, in the CLI's order.
+inline absl::Span<const ExplainFigure> ExplainFigures() { return explain_rows::kFigures; }
+// Every GroupFigures field, one per layer group, in the CLI's column order.
+inline absl::Span<const ExplainGroupColumn> ExplainGroupColumns() { return explain_rows::kGroupColumns; }
+
 
 }  // namespace kvledger
 

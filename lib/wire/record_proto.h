@@ -2,8 +2,15 @@
 #ifndef KVLEDGER_LIB_WIRE_RECORD_PROTO_H_
 #define KVLEDGER_LIB_WIRE_RECORD_PROTO_H_
 
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 #include "kvledger/v1/record.pb.h"
 #include "lib/accounting/derived_figures.h"
+#include "lib/accounting/figure_schema.h"
 #include "lib/accounting/record_facts.h"
 
 namespace kvledger {
@@ -20,16 +27,27 @@ RecordFacts FactsFromProto(const v1::Record& record);
 // The record the facts describe: FactsFromProto's inverse (unset optional facts stay absent).
 v1::Record FactsToProto(const RecordFacts& facts);
 
-// Every derived figure, for Explain. `model` is the record's model name.
+// Every derived figure, for Explain: the rows of ExplainFigures and ExplainGroupColumns, each set
+// by its field's name. `model` is the record's model name.
 v1::DerivedFigures FiguresToProto(const RecordFigures& figures, absl::string_view model);
 
-// DerivedFigures' per-boundary fields are named after the boundary labels: `alpha_<boundary>`,
-// `attention_avoided_<boundary>_flops`, `prefill_avoided_<boundary>_flops`. The field `prefix` +
-// label + `suffix`, read or written by name, so a boundary is never a bare index.
-double PerBoundary(const v1::DerivedFigures& figures, absl::string_view prefix, Boundary boundary,
-                   absl::string_view suffix = "");
-void SetPerBoundary(v1::DerivedFigures& figures, absl::string_view prefix, Boundary boundary, absl::string_view suffix,
-                    double value);
+// The field an Explain row names (lib/accounting/figure_schema.h): `field` in `message`, and
+// `parent`, the message field that holds it, for "parent.field". Both null when there is no such
+// singular field.
+struct ExplainFieldPath {
+  const google::protobuf::FieldDescriptor* parent = nullptr;
+  const google::protobuf::FieldDescriptor* field = nullptr;
+};
+ExplainFieldPath FindExplainField(const google::protobuf::Descriptor& message, absl::string_view path);
+// Whether the field's type takes the value: int64/int32/uint32/enum an int64_t, double a double, bool
+// a bool, string a string_view.
+bool FieldTakes(const google::protobuf::FieldDescriptor& field, const ExplainValue& value);
+// Sets the field a row names; a field the message lacks, or a value it does not take, aborts.
+void SetExplainValue(google::protobuf::Message& message, absl::string_view path, const ExplainValue& value);
+// The value of the field a row names, or nothing when it is unset (a field with presence, or in an
+// unset message field). A string is viewed in the message or in `scratch`.
+std::optional<ExplainValue> GetExplainValue(const google::protobuf::Message& message, absl::string_view path,
+                                            std::string* scratch);
 
 }  // namespace kvledger
 

@@ -166,6 +166,14 @@ class EndToEndTest(unittest.TestCase):
         self.assertEqual([remote_json.pop(k) for k in seconds], [False, "BASIS_NONE", None, None])
         self.assertEqual(offline_json, remote_json)
         self.assertEqual(remote_json["recompute_alignment_tokens"], "232")
+        # The text is printed from the wire message the same way on both paths: line for line, but for
+        # the estimate's rows.
+        estimate_rows = ("recompute estimate available", "estimated recompute seconds", "  estimate basis",
+                         "estimated full prefill")
+        text = [[line for line in self.cli(*args[:-1], *target).stdout.splitlines()
+                 if not line.startswith(estimate_rows)] for target in ((), ("--target", self.server.grpc_address))]
+        self.assertEqual(text[0], text[1])
+        self.assertIn("recompute: alignment loss      232 tokens", text[1])
 
     # Proves: exact counters on /metrics for the records sent above (2 llama hits: CLI + replay).
     def test_exact_counters(self):
