@@ -134,13 +134,24 @@ std::optional<ComputeTime> LiveRates::ComputeModel(uint32_t model_slot) const {
   return fit;
 }
 
-std::vector<LiveRates::Entry> LiveRates::Snapshot() const {
-  const double now = clock_();
-  std::vector<DecayedRate> reload(static_cast<size_t>(slot_count_) * kTierCount);
+LiveRates::Cells LiveRates::Merged(double now, bool with_compute) const {
+  Cells merged;
+  merged.reload.resize(static_cast<size_t>(slot_count_) * kTierCount);
+  merged.compute.resize(with_compute && compute_model_ ? slot_count_ : 0);
   for (const auto& shard : shards_) {
     MutexLock lock(&shard.mu);
-    for (size_t i = 0; i < reload.size(); ++i) shard.cells.reload[i].AddDecayedTo(reload[i], now, half_life_);
+    for (size_t i = 0; i < merged.reload.size(); ++i) {
+      shard.cells.reload[i].AddDecayedTo(merged.reload[i], now, half_life_);
+    }
+    for (size_t i = 0; i < merged.compute.size(); ++i) {
+      shard.cells.compute[i].AddDecayedTo(merged.compute[i], now, half_life_);
+    }
   }
+  return merged;
+}
+
+std::vector<LiveRates::Entry> LiveRates::Snapshot() const {
+  const std::vector<DecayedRate> reload = Merged(clock_(), /*with_compute=*/false).reload;
   std::vector<Entry> entries;
   for (uint32_t slot = 0; slot < slot_count_; ++slot) {
     if (auto fit = ComputeModel(slot)) {
@@ -157,14 +168,9 @@ std::vector<LiveRates::Entry> LiveRates::Snapshot() const {
 }
 
 LiveRates::Sums LiveRates::SumsNow() const {
-  const double now = clock_();
-  std::vector<DecayedRate> reload(static_cast<size_t>(slot_count_) * kTierCount);
-  std::vector<DecayedAffineFit> compute(compute_model_ ? slot_count_ : 0);
-  for (const auto& shard : shards_) {
-    MutexLock lock(&shard.mu);
-    for (size_t i = 0; i < reload.size(); ++i) shard.cells.reload[i].AddDecayedTo(reload[i], now, half_life_);
-    for (size_t i = 0; i < compute.size(); ++i) shard.cells.compute[i].AddDecayedTo(compute[i], now, half_life_);
-  }
+  const Cells merged = Merged(clock_(), /*with_compute=*/true);
+  const std::vector<DecayedRate>& reload = merged.reload;
+  const std::vector<DecayedAffineFit>& compute = merged.compute;
   Sums sums;
   for (size_t i = 0; i < reload.size(); ++i) {
     const auto parts = reload[i].Parts();

@@ -131,6 +131,9 @@ class LiveRates {
     mutable Mutex mu;
     Cells cells ABSL_GUARDED_BY(mu);
   };
+  // Every shard's cells added, decayed to `now`: the reload rates, and the compute fits when asked
+  // for (and kept). The one merge Snapshot and SumsNow read.
+  Cells Merged(double now, bool with_compute) const;
   // The last fit of one slot's compute model and when it was made, read without a lock on the
   // record path: a sequence lock (odd while a refit writes it; a reader retries on a change).
   struct alignas(64) Fitted {
