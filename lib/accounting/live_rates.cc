@@ -64,27 +64,14 @@ void LiveRates::ObserveTransfer(uint32_t model_slot, Tier tier, double bytes, do
       bytes, seconds, now, half_life_);
 }
 
-std::optional<RateEvidence> LiveRates::MergeReload(size_t index, double now) const {
-  DecayedRate merged;
-  for (const auto& shard : shards_) {
-    MutexLock lock(&shard.mu);
-    shard.cells.reload[index].AddDecayedTo(merged, now, half_life_);
-  }
-  return merged.Evidence();
-}
-
 std::optional<RateEvidence> LiveRates::ReloadBandwidth(uint32_t model_slot, Tier tier) const {
   if (model_slot >= slot_count_) return std::nullopt;
-  return MergeReload(static_cast<size_t>(model_slot) * kTierCount + static_cast<size_t>(tier), clock_());
+  const size_t index = static_cast<size_t>(model_slot) * kTierCount + static_cast<size_t>(tier);
+  return MergeCell(&Cells::reload, index, clock_()).Evidence();
 }
 
 std::optional<ComputeTime> LiveRates::Refit(uint32_t model_slot, double now) const {
-  DecayedAffineFit merged;
-  for (const auto& shard : shards_) {
-    MutexLock lock(&shard.mu);
-    shard.cells.compute[model_slot].AddDecayedTo(merged, now, half_life_);
-  }
-  return merged.Fit();
+  return MergeCell(&Cells::compute, model_slot, now).Fit();
 }
 
 // The sequence lock without fences: the writer's first increment is an acquire-release RMW and every

@@ -155,7 +155,16 @@ class LiveRates {
   static FitRead Read(const Fitted& fitted);
   static void Write(Fitted& fitted, double at, const std::optional<ComputeTime>& fit);
   Shard& ShardForThisThread();
-  std::optional<RateEvidence> MergeReload(size_t index, double now) const;
+  // One cell (`cells`[index]) added over the shards, decayed to `now`.
+  template <typename Cell>
+  Cell MergeCell(std::vector<Cell> Cells::*cells, size_t index, double now) const {
+    Cell merged;
+    for (const auto& shard : shards_) {
+      MutexLock lock(&shard.mu);
+      (shard.cells.*cells)[index].AddDecayedTo(merged, now, half_life_);
+    }
+    return merged;
+  }
   std::optional<ComputeTime> Refit(uint32_t model_slot, double now) const;
 
   const uint32_t slot_count_;
