@@ -7,7 +7,8 @@
 // - BM_Advise16: one Advise with 16 replica candidates, beside BM_AdviseOne;
 // - BM_Stage/<stage>: one record's way through the server split into its stages, each alone on the
 //   same 1,024 records: count (the wire budget's scan), parse, validate (fields, then against the
-//   profile), resolve (the model's profile and label), derive, aggregate, live rates.
+//   profile), resolve (the model's profile and label), derive, aggregate, live rates;
+// - BM_ExplainAnswer/<part>: Explain's message made from the rows and serialized, beside Derive.
 #include <random>
 
 #include "benchmark/benchmark.h"
@@ -190,6 +191,28 @@ void BM_Stage(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_Stage)->DenseRange(kCount, kLiveRates);
+
+// Explain's answer for one derived record, beside the derivation it follows: 0 makes the
+// DerivedFigures message from the Explain rows (each field set by name), 1 serializes that message
+// for the wire, 2 is Derive itself on the same records.
+void BM_ExplainAnswer(benchmark::State& state) {
+  const Prepared& p = PreparedRecords();
+  std::vector<v1::DerivedFigures> messages;
+  for (size_t k = 0; k < p.figures.size(); ++k) messages.push_back(FiguresToProto(p.figures[k], p.records[k].model()));
+  const auto part = state.range(0);
+  size_t i = 0;
+  std::string out;
+  for (auto _ : state) {
+    const size_t k = i++ % p.records.size();
+    if (part == 0) benchmark::DoNotOptimize(FiguresToProto(p.figures[k], p.records[k].model()));
+    if (part == 1) benchmark::DoNotOptimize(messages[k].SerializeToString(&out));
+    if (part == 2) benchmark::DoNotOptimize(Derive(FactsFromProto(p.records[k]), *p.profiles[k]));
+  }
+  constexpr const char* kParts[] = {"to message", "serialize", "derive"};
+  state.SetLabel(kParts[part]);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ExplainAnswer)->DenseRange(0, 2);
 
 // One scrape (snapshot + exposition text) with `models` models x 5 tiers populated, every cell
 // with all three latencies observed: the worst case for series count.

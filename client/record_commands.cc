@@ -180,20 +180,23 @@ std::string ValueText(ExplainUnit unit, const ExplainValue& v, const google::pro
   }
 }
 
-// One row of an explain table as the CLI prints it: the value in its unit (with its share of
-// another field), or why there is none.
+// One row of an explain table as the CLI prints it: the value of its field (`path`) in its unit,
+// with its share of another field, or why there is none.
 template <typename Row>
-std::string RowText(const google::protobuf::Message& m, const Row& row) {
+std::string RowText(const google::protobuf::Message& m, const Row& row, const ExplainFieldPath& path) {
+  auto named = [&m](const char* field, std::string* scratch) {
+    return GetExplainValue(m, FindExplainField(*m.GetDescriptor(), field), scratch);
+  };
   std::string scratch, gate_scratch, whole_scratch;
-  const std::optional<ExplainValue> value = GetExplainValue(m, row.field, &scratch);
+  const std::optional<ExplainValue> value = GetExplainValue(m, path, &scratch);
   if (!value) return row.when_unset;
   if (row.only_if != nullptr) {
-    const std::optional<ExplainValue> gate = GetExplainValue(m, row.only_if, &gate_scratch);
+    const std::optional<ExplainValue> gate = named(row.only_if, &gate_scratch);
     if (!gate || !std::get_if<bool>(&*gate) || !std::get<bool>(*gate)) return row.when_unset;
   }
-  std::string text = ValueText(row.unit, *value, *FindExplainField(*m.GetDescriptor(), row.field).field);
+  std::string text = ValueText(row.unit, *value, *path.field);
   if (row.share_of != nullptr) {
-    const std::optional<ExplainValue> whole = GetExplainValue(m, row.share_of, &whole_scratch);
+    const std::optional<ExplainValue> whole = named(row.share_of, &whole_scratch);
     const double* part_value = std::get_if<double>(&*value);
     const double* whole_value = whole ? std::get_if<double>(&*whole) : nullptr;
     if (part_value != nullptr && whole_value != nullptr && *whole_value > 0) {
@@ -210,7 +213,7 @@ void PrintGroups(const v1::DerivedFigures& d) {
   for (const ExplainGroupColumn& column : columns) cells[0].push_back(column.label);
   for (const v1::GroupFigures& g : d.groups()) {
     std::vector<std::string>& line = cells.emplace_back();
-    for (const ExplainGroupColumn& column : columns) line.push_back(RowText(g, column));
+    for (size_t i = 0; i < columns.size(); ++i) line.push_back(RowText(g, columns[i], ExplainGroupColumnPaths()[i]));
   }
   std::vector<size_t> widths(columns.size());
   for (const auto& line : cells) {
@@ -231,7 +234,8 @@ void PrintFigures(const v1::DerivedFigures& d) {
     std::cout << absl::StrFormat("%-30s %s\n", label, value);
   };
   row("model", d.model());
-  for (const ExplainFigure& figure : ExplainFigures()) row(figure.label, RowText(d, figure));
+  const absl::Span<const ExplainFigure> figures = ExplainFigures();
+  for (size_t i = 0; i < figures.size(); ++i) row(figures[i].label, RowText(d, figures[i], ExplainFigurePaths()[i]));
   PrintGroups(d);
 }
 

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 namespace kvledger {
 
@@ -33,6 +34,31 @@ ExplainFieldPath FindExplainField(const google::protobuf::Descriptor& message, a
   return found;
 }
 
+namespace {
+
+// Each row's field, resolved once: a row without one is a build that cannot work.
+template <typename Row>
+const std::vector<ExplainFieldPath>* Resolve(const google::protobuf::Descriptor& message, absl::Span<const Row> rows) {
+  auto* paths = new std::vector<ExplainFieldPath>;
+  for (const Row& row : rows) {
+    paths->push_back(FindExplainField(message, row.field));
+    if (paths->back().field == nullptr) BadRow(message, row.field, "no such field");
+  }
+  return paths;
+}
+
+}  // namespace
+
+absl::Span<const ExplainFieldPath> ExplainFigurePaths() {
+  static const std::vector<ExplainFieldPath>* paths = Resolve(*v1::DerivedFigures::descriptor(), ExplainFigures());
+  return *paths;
+}
+
+absl::Span<const ExplainFieldPath> ExplainGroupColumnPaths() {
+  static const std::vector<ExplainFieldPath>* paths = Resolve(*v1::GroupFigures::descriptor(), ExplainGroupColumns());
+  return *paths;
+}
+
 bool FieldTakes(const google::protobuf::FieldDescriptor& field, const ExplainValue& value) {
   using F = google::protobuf::FieldDescriptor;
   switch (field.cpp_type()) {
@@ -47,10 +73,8 @@ bool FieldTakes(const google::protobuf::FieldDescriptor& field, const ExplainVal
   }
 }
 
-void SetExplainValue(google::protobuf::Message& message, absl::string_view path, const ExplainValue& value) {
-  const ExplainFieldPath found = FindExplainField(*message.GetDescriptor(), path);
-  if (found.field == nullptr) BadRow(*message.GetDescriptor(), path, "no such field");
-  if (!FieldTakes(*found.field, value)) BadRow(*message.GetDescriptor(), path, "the value's type does not fit");
+void SetExplainValue(google::protobuf::Message& message, const ExplainFieldPath& found, const ExplainValue& value) {
+  if (!FieldTakes(*found.field, value)) BadRow(*message.GetDescriptor(), found.field->name(), "its type does not fit");
   google::protobuf::Message* holder = &message;
   if (found.parent != nullptr) holder = message.GetReflection()->MutableMessage(&message, found.parent);
   const google::protobuf::Reflection& r = *holder->GetReflection();
@@ -67,10 +91,8 @@ void SetExplainValue(google::protobuf::Message& message, absl::string_view path,
   }
 }
 
-std::optional<ExplainValue> GetExplainValue(const google::protobuf::Message& message, absl::string_view path,
+std::optional<ExplainValue> GetExplainValue(const google::protobuf::Message& message, const ExplainFieldPath& found,
                                             std::string* scratch) {
-  const ExplainFieldPath found = FindExplainField(*message.GetDescriptor(), path);
-  if (found.field == nullptr) BadRow(*message.GetDescriptor(), path, "no such field");
   const google::protobuf::Message* holder = &message;
   if (found.parent != nullptr) {
     if (!message.GetReflection()->HasField(message, found.parent)) return std::nullopt;
@@ -141,13 +163,19 @@ v1::Record FactsToProto(const RecordFacts& f) {
 v1::DerivedFigures FiguresToProto(const RecordFigures& d, absl::string_view model) {
   v1::DerivedFigures p;
   p.set_model(std::string(model));
-  for (const ExplainFigure& row : ExplainFigures()) {
-    if (const std::optional<ExplainValue> value = row.value(d)) SetExplainValue(p, row.field, *value);
+  const absl::Span<const ExplainFigure> rows = ExplainFigures();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (const std::optional<ExplainValue> value = rows[i].value(d)) {
+      SetExplainValue(p, ExplainFigurePaths()[i], *value);
+    }
   }
+  const absl::Span<const ExplainGroupColumn> columns = ExplainGroupColumns();
   for (const GroupFigure& g : d.groups) {
     v1::GroupFigures* out = p.add_groups();
-    for (const ExplainGroupColumn& column : ExplainGroupColumns()) {
-      if (const std::optional<ExplainValue> value = column.value(g)) SetExplainValue(*out, column.field, *value);
+    for (size_t i = 0; i < columns.size(); ++i) {
+      if (const std::optional<ExplainValue> value = columns[i].value(g)) {
+        SetExplainValue(*out, ExplainGroupColumnPaths()[i], *value);
+      }
     }
   }
   return p;

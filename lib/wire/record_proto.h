@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 #include "kvledger/v1/record.pb.h"
@@ -27,8 +28,8 @@ RecordFacts FactsFromProto(const v1::Record& record);
 // The record the facts describe: FactsFromProto's inverse (unset optional facts stay absent).
 v1::Record FactsToProto(const RecordFacts& facts);
 
-// Every derived figure, for Explain: the rows of ExplainFigures and ExplainGroupColumns, each set
-// by its field's name. `model` is the record's model name.
+// Every derived figure, for Explain: the rows of ExplainFigures and ExplainGroupColumns, each set in
+// its field (resolved by name once). `model` is the record's model name.
 v1::DerivedFigures FiguresToProto(const RecordFigures& figures, absl::string_view model);
 
 // The field an Explain row names (lib/accounting/figure_schema.h): `field` in `message`, and
@@ -39,14 +40,18 @@ struct ExplainFieldPath {
   const google::protobuf::FieldDescriptor* field = nullptr;
 };
 ExplainFieldPath FindExplainField(const google::protobuf::Descriptor& message, absl::string_view path);
+// Each row of ExplainFigures() and of ExplainGroupColumns(), at the same index, as its field of
+// DerivedFigures or GroupFigures, resolved once.
+absl::Span<const ExplainFieldPath> ExplainFigurePaths();
+absl::Span<const ExplainFieldPath> ExplainGroupColumnPaths();
 // Whether the field's type takes the value: int64/int32/uint32/enum an int64_t, double a double, bool
 // a bool, string a string_view.
 bool FieldTakes(const google::protobuf::FieldDescriptor& field, const ExplainValue& value);
-// Sets the field a row names; a field the message lacks, or a value it does not take, aborts.
-void SetExplainValue(google::protobuf::Message& message, absl::string_view path, const ExplainValue& value);
-// The value of the field a row names, or nothing when it is unset (a field with presence, or in an
-// unset message field). A string is viewed in the message or in `scratch`.
-std::optional<ExplainValue> GetExplainValue(const google::protobuf::Message& message, absl::string_view path,
+// Sets the field `path` (of `message`'s type) to `value`; a value its type does not take aborts.
+void SetExplainValue(google::protobuf::Message& message, const ExplainFieldPath& path, const ExplainValue& value);
+// The value of the field `path` (of `message`'s type), or nothing when it is unset (a field with
+// presence, or in an unset message field). A string is viewed in the message or in `scratch`.
+std::optional<ExplainValue> GetExplainValue(const google::protobuf::Message& message, const ExplainFieldPath& path,
                                             std::string* scratch);
 
 }  // namespace kvledger

@@ -120,25 +120,30 @@ TEST_F(ExplainRecordsTest, TheWireCarriesEveryRowUnchanged) {
   for (size_t i = 0; i < figures_.size(); ++i) {
     const v1::DerivedFigures p = FiguresToProto(figures_[i], records_[i].model());
     std::string scratch;
-    for (const ExplainFigure& row : ExplainFigures()) {
+    const absl::Span<const ExplainFigure> rows = ExplainFigures();
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const ExplainFigure& row = rows[r];
+      const ExplainFieldPath& path = ExplainFigurePaths()[r];
       SCOPED_TRACE(absl::StrCat(records_[i].model(), " ", row.field));
+      ASSERT_EQ(path.field, FindExplainField(*p.GetDescriptor(), row.field).field);
       const std::optional<ExplainValue> want = row.value(figures_[i]);
-      const std::optional<ExplainValue> got = GetExplainValue(p, row.field, &scratch);
+      const std::optional<ExplainValue> got = GetExplainValue(p, path, &scratch);
       if (want) {
-        EXPECT_TRUE(FieldTakes(*FindExplainField(*p.GetDescriptor(), row.field).field, *want));
+        EXPECT_TRUE(FieldTakes(*path.field, *want));
         ++set_count[row.field];
       }
       // A field without presence reads back its zero when the row has no value.
-      if (want || FindExplainField(*p.GetDescriptor(), row.field).field->has_presence()) {
+      if (want || path.field->has_presence()) {
         EXPECT_EQ(got, want);
       }
     }
     ASSERT_EQ(p.groups_size(), static_cast<int>(figures_[i].groups.size()));
+    const absl::Span<const ExplainGroupColumn> columns = ExplainGroupColumns();
     for (int g = 0; g < p.groups_size(); ++g) {
-      for (const ExplainGroupColumn& column : ExplainGroupColumns()) {
-        const std::optional<ExplainValue> want = column.value(figures_[i].groups[static_cast<size_t>(g)]);
-        EXPECT_EQ(GetExplainValue(p.groups(g), column.field, &scratch), want) << column.field;
-        if (want) ++set_count[absl::StrCat("groups.", column.field)];
+      for (size_t c = 0; c < columns.size(); ++c) {
+        const std::optional<ExplainValue> want = columns[c].value(figures_[i].groups[static_cast<size_t>(g)]);
+        EXPECT_EQ(GetExplainValue(p.groups(g), ExplainGroupColumnPaths()[c], &scratch), want) << columns[c].field;
+        if (want) ++set_count[absl::StrCat("groups.", columns[c].field)];
       }
     }
   }
