@@ -443,7 +443,7 @@ enum class ExplainUnit : uint8_t {
   kSeconds,         // 0.2 s
   kTokensPerSecond, // 50 tokens/s
   kYesNo,           // yes / no
-  kEnum,            // the enum value's name, lower case, without the enum's prefix
+  kEnum,            // the enum value's name without the enum's prefix, as lower-case words
   kText,
 };
 
