@@ -18,6 +18,17 @@ namespace {
   std::abort();
 }
 
+// Each row's field, resolved once: a row without one is a build that cannot work.
+template <typename Row>
+const std::vector<ExplainFieldPath>* Resolve(const google::protobuf::Descriptor& message, absl::Span<const Row> rows) {
+  auto* paths = new std::vector<ExplainFieldPath>;
+  for (const Row& row : rows) {
+    paths->push_back(FindExplainField(message, row.field));
+    if (paths->back().field == nullptr) BadRow(message, row.field, "no such field");
+  }
+  return paths;
+}
+
 }  // namespace
 
 ExplainFieldPath FindExplainField(const google::protobuf::Descriptor& message, absl::string_view path) {
@@ -33,21 +44,6 @@ ExplainFieldPath FindExplainField(const google::protobuf::Descriptor& message, a
   if (found.field == nullptr || found.field->is_repeated()) return {};
   return found;
 }
-
-namespace {
-
-// Each row's field, resolved once: a row without one is a build that cannot work.
-template <typename Row>
-const std::vector<ExplainFieldPath>* Resolve(const google::protobuf::Descriptor& message, absl::Span<const Row> rows) {
-  auto* paths = new std::vector<ExplainFieldPath>;
-  for (const Row& row : rows) {
-    paths->push_back(FindExplainField(message, row.field));
-    if (paths->back().field == nullptr) BadRow(message, row.field, "no such field");
-  }
-  return paths;
-}
-
-}  // namespace
 
 absl::Span<const ExplainFieldPath> ExplainFigurePaths() {
   static const std::vector<ExplainFieldPath>* paths = Resolve(*v1::DerivedFigures::descriptor(), ExplainFigures());
@@ -164,18 +160,16 @@ v1::DerivedFigures FiguresToProto(const RecordFigures& d, absl::string_view mode
   v1::DerivedFigures p;
   p.set_model(std::string(model));
   const absl::Span<const ExplainFigure> rows = ExplainFigures();
+  const absl::Span<const ExplainFieldPath> row_paths = ExplainFigurePaths();
   for (size_t i = 0; i < rows.size(); ++i) {
-    if (const std::optional<ExplainValue> value = rows[i].value(d)) {
-      SetExplainValue(p, ExplainFigurePaths()[i], *value);
-    }
+    if (const std::optional<ExplainValue> value = rows[i].value(d)) SetExplainValue(p, row_paths[i], *value);
   }
   const absl::Span<const ExplainGroupColumn> columns = ExplainGroupColumns();
+  const absl::Span<const ExplainFieldPath> column_paths = ExplainGroupColumnPaths();
   for (const GroupFigure& g : d.groups) {
     v1::GroupFigures* out = p.add_groups();
     for (size_t i = 0; i < columns.size(); ++i) {
-      if (const std::optional<ExplainValue> value = columns[i].value(g)) {
-        SetExplainValue(*out, ExplainGroupColumnPaths()[i], *value);
-      }
+      if (const std::optional<ExplainValue> value = columns[i].value(g)) SetExplainValue(*out, column_paths[i], *value);
     }
   }
   return p;
