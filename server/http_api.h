@@ -14,7 +14,7 @@
 #include "lib/accounting/live_rates.h"
 #include "lib/planning/trace.h"
 #include "lib/profiles/model_registry.h"
-#include "server/http_listener.h"
+#include "server/http/listener.h"
 
 namespace kvledger {
 

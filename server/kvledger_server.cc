@@ -18,7 +18,7 @@
 #include "lib/profiles/profile_catalog.h"
 #include "server/fleet_poller.h"
 #include "server/http_api.h"
-#include "server/http_listener.h"
+#include "server/http/listener.h"
 #include "server/ledger_service.h"
 #include "server/metrics_exposition.h"
 #include "server/server_metrics.h"
@@ -193,6 +193,7 @@ HttpLimits MetricsLimits(const ServerOptions& o) {
   l.connections_per_client = static_cast<int>(o.http_connections_per_client);
   l.connections = static_cast<int>(o.http_connections);
   l.max_in_flight = static_cast<int>(o.http_max_in_flight);
+  l.in_flight_per_client = static_cast<int>(o.http_in_flight_per_client);
   l.head_bytes = o.http_head_bytes;
   l.head_seconds = static_cast<int>(o.http_head_seconds);
   l.idle_seconds = static_cast<int>(o.http_idle_seconds);
@@ -245,6 +246,10 @@ void KvledgerServer::ReadFleetRates(const ServerOptions& options, State& state) 
   state.fleet_poller =
       std::make_unique<FleetPoller>(*ParsePrometheusUrl("fleet_prometheus_url", options.fleet_prometheus_url),
                                     options.fleet_job, refresh, *state.fleet, state.metrics.get());
+}
+
+std::string KvledgerServer::metrics_url() const {
+  return absl::StrCat(state_->http->scheme(), "://", metrics_address_, "/metrics");
 }
 
 absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const ServerOptions& options,

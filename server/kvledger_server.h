@@ -34,6 +34,8 @@ class KvledgerServer {
   // Bound addresses, with the real port when 0 was asked for.
   const std::string& grpc_address() const { return grpc_address_; }
   const std::string& metrics_address() const { return metrics_address_; }
+  // Where Prometheus scrapes: https://HOST:PORT/metrics with TLS on the HTTP port, else http://.
+  std::string metrics_url() const;
   // Number of profiles loaded.
   size_t profile_count() const;
   // The server's own operational metrics (exported on /metrics), e.g. for the listener watchdog.

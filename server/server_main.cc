@@ -89,6 +89,9 @@ ABSL_FLAG(uint32_t, http_connections, kDefaults.http_connections,
           "Open HTTP connections in all (at most a quarter of the descriptors); when full an idle one makes room");
 ABSL_FLAG(uint32_t, http_max_in_flight, kDefaults.http_max_in_flight,
           "HTTP requests in service or waiting for a worker; more get 503 at once");
+ABSL_FLAG(uint32_t, http_in_flight_per_client, kDefaults.http_in_flight_per_client,
+          "HTTP requests of one client address in service or waiting; more get 503 (an address with none is always "
+          "admitted)");
 ABSL_FLAG(uint32_t, http_head_bytes, kDefaults.http_head_bytes, "Largest HTTP request line and headers; more get 431");
 ABSL_FLAG(uint32_t, http_head_seconds, kDefaults.http_head_seconds,
           "Seconds from an HTTP request's first byte to its empty line");
@@ -195,6 +198,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.http_connections_per_client = absl::GetFlag(FLAGS_http_connections_per_client);
   options.http_connections = absl::GetFlag(FLAGS_http_connections);
   options.http_max_in_flight = absl::GetFlag(FLAGS_http_max_in_flight);
+  options.http_in_flight_per_client = absl::GetFlag(FLAGS_http_in_flight_per_client);
   options.http_head_bytes = absl::GetFlag(FLAGS_http_head_bytes);
   options.http_head_seconds = absl::GetFlag(FLAGS_http_head_seconds);
   options.http_idle_seconds = absl::GetFlag(FLAGS_http_idle_seconds);
@@ -286,6 +290,9 @@ int ServerMain(int argc, char** argv, const char* program, const char* summary, 
     return kExitBadInput;
   }
   google::protobuf::SetLogHandler(&RateLimitedProtobufLog);
+  // A client that closes mid-answer must never end the process: writes to its socket fail with
+  // EPIPE instead (OpenSSL and gRPC write with write()).
+  std::signal(SIGPIPE, SIG_IGN);
   // Block the stop signals in every thread (gRPC's included); this thread waits for them.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -303,7 +310,7 @@ int ServerMain(int argc, char** argv, const char* program, const char* summary, 
     return server.status().code() == absl::StatusCode::kInvalidArgument ? kExitBadInput : kExitFailed;
   }
   std::cerr << program << " " << kVersion << " listening: grpc=" << (*server)->grpc_address()
-            << " metrics=http://" << (*server)->metrics_address() << "/metrics profiles="
+            << " metrics=" << (*server)->metrics_url() << " profiles="
             << (*server)->profile_count()
             << " open_files_limit=" << (descriptor_limit.ok() ? absl::StrCat(*descriptor_limit) : "unknown")
             << std::endl;

@@ -92,6 +92,7 @@ absl::Status ServerOptions::Validate() const {
                          Bound{"http_connections_per_client", http_connections_per_client, 1, 1000000},
                          Bound{"http_connections", http_connections, 8, 1000000},
                          Bound{"http_max_in_flight", http_max_in_flight, 1, 100000},
+                         Bound{"http_in_flight_per_client", http_in_flight_per_client, 1, 100000},
                          Bound{"http_head_bytes", http_head_bytes, 1024, 1 << 20},
                          Bound{"http_head_seconds", http_head_seconds, 1, 3600},
                          Bound{"http_idle_seconds", http_idle_seconds, 1, 86400},

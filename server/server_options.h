@@ -38,18 +38,19 @@ struct ServerOptions {
   std::string tls_key_file;
   std::string tls_client_ca_file;
   // The HTTP port's TLS and basic auth, in the Prometheus exporter-toolkit format
-  // (server/http_security.h); empty = plain HTTP, no auth.
+  // (server/http/security.h); empty = plain HTTP, no auth.
   std::string web_config_file;
   // The older way to one basic-auth user: a name and a file holding the password (first line).
   // Kept working; not together with basic_auth_users in web_config_file.
   std::string metrics_auth_user;
   std::string metrics_auth_password_file;
-  // The HTTP listener's bounds (server/http_listener.h: HttpLimits), each a --http_* flag.
+  // The HTTP listener's bounds (server/http/listener.h: HttpLimits), each a --http_* flag.
   uint32_t http_workers = 8;
   uint32_t http_served_per_client = 2;
   uint32_t http_connections_per_client = 64;
   uint32_t http_connections = 1024;
   uint32_t http_max_in_flight = 64;
+  uint32_t http_in_flight_per_client = 8;
   uint32_t http_head_bytes = 16384;
   uint32_t http_head_seconds = 5;
   uint32_t http_idle_seconds = 60;

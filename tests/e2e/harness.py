@@ -63,7 +63,7 @@ def listening_ports(pid):
 class Server:
     """A kvledger-server process on 127.0.0.1 with port 0; reads the bound ports from its log."""
 
-    LISTENING = re.compile(r"listening: grpc=(\S+) metrics=http://(\S+)/metrics")
+    LISTENING = re.compile(r"listening: grpc=(\S+) metrics=https?://(\S+)/metrics")
 
     # Tests stop servers at once unless they ask for the drain and final-scrape periods.
     FAST_SHUTDOWN = ("--shutdown_drain_seconds=0", "--shutdown_scrape_grace_seconds=0")

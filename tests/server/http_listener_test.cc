@@ -1,7 +1,7 @@
 // The HTTP listener in process, through real sockets on 127.0.0.1: routes and 404, HEAD, keep-alive
 // answers in order, a streamed (chunked) answer, gzip, the head-size bound (431), per-address
 // connection limit (503), and a stop that does not wait for a client that never reads.
-#include "server/http_listener.h"
+#include "server/http/listener.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

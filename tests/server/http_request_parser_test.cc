@@ -1,5 +1,5 @@
 // Request heads and query strings as server/http_listener reads them.
-#include "server/http_request_parser.h"
+#include "server/http/request_parser.h"
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"

@@ -1,17 +1,20 @@
-#include "server/http_security.h"
+#include "server/http/security.h"
 
 #include <crypt.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
+#include <openssl/rand.h>
 #include <openssl/sha.h>
 #include <openssl/ssl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <set>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "yaml-cpp/yaml.h"
@@ -127,7 +130,8 @@ absl::StatusOr<std::shared_ptr<TlsContext>> TlsContext::Make(const TlsServerConf
   if (ctx == nullptr) return absl::InternalError("cannot create a TLS context: " + OpenSslError());
   std::shared_ptr<TlsContext> made(new TlsContext(ctx));
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  // Idle connections give their TLS buffers back (34 KiB each otherwise).
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
   auto bad = [](absl::string_view key, const std::string& file, absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat("tls_server_config.", key, " = \"", file, "\": ", what, ": ",
                                                    OpenSslError()));
@@ -154,17 +158,8 @@ absl::StatusOr<std::shared_ptr<TlsContext>> TlsContext::Make(const TlsServerConf
 
 TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
 
-std::shared_ptr<BasicAuthenticator> BasicAuthenticator::FromHashes(std::map<std::string, std::string> users) {
-  std::shared_ptr<BasicAuthenticator> a(new BasicAuthenticator());
-  a->hashes_ = std::move(users);
-  return a;
-}
-
-std::shared_ptr<BasicAuthenticator> BasicAuthenticator::FromPassword(std::string user, std::string password) {
-  std::shared_ptr<BasicAuthenticator> a(new BasicAuthenticator());
-  a->passwords_[std::move(user)] = std::move(password);
-  return a;
-}
+BasicAuthenticator::BasicAuthenticator(LoginThrottle::Limits limits, HttpClockSource clock)
+    : clock_(clock), throttle_(limits, clock) {}
 
 namespace {
 
@@ -178,48 +173,91 @@ std::string Sha256(absl::string_view text) {
   return std::string(reinterpret_cast<const char*>(digest), sizeof(digest));
 }
 
+// bcrypt reads a C string of at most 72 bytes: a password past either can never be compared whole.
+constexpr size_t kBcryptMaxPasswordBytes = 72;
+
+// A bcrypt hash of a random password at `cost` (of "$2b$NN$..."), for unknown users to be checked
+// against at the same cost as known ones.
+std::string HashAtCost(int cost) {
+  unsigned char random[16];
+  RAND_bytes(random, sizeof(random));
+  char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+  if (crypt_gensalt_rn("$2b$", static_cast<unsigned long>(cost), reinterpret_cast<const char*>(random),
+                       sizeof(random), salt, sizeof(salt)) == nullptr) {
+    return "$2b$10$HOofK8AZFZ5d/EPC9n3Ke.KPwV6QsRLAP23hhm2QplGrnaioJitUy";
+  }
+  crypt_data data{};
+  const char* hash = crypt_r(absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(random), 16)).c_str(),
+                             salt, &data);
+  return hash != nullptr ? hash : "";
+}
+
+int BcryptCost(const std::string& hash) {  // "$2b$NN$...": NN
+  int cost = 0;
+  return hash.size() > 7 && absl::SimpleAtoi(hash.substr(4, 2), &cost) ? cost : 10;
+}
+
 }  // namespace
+
+std::shared_ptr<BasicAuthenticator> BasicAuthenticator::FromHashes(std::map<std::string, std::string> users,
+                                                                   LoginThrottle::Limits limits, HttpClockSource clock) {
+  std::shared_ptr<BasicAuthenticator> a(new BasicAuthenticator(limits, std::move(clock)));
+  int cost = 4;
+  for (const auto& [user, hash] : users) cost = std::max(cost, BcryptCost(hash));
+  a->unknown_user_hash_ = HashAtCost(cost);
+  a->hashes_ = std::move(users);
+  return a;
+}
+
+std::shared_ptr<BasicAuthenticator> BasicAuthenticator::FromPassword(std::string user, std::string password,
+                                                                     LoginThrottle::Limits limits,
+                                                                     HttpClockSource clock) {
+  std::shared_ptr<BasicAuthenticator> a(new BasicAuthenticator(limits, std::move(clock)));
+  a->passwords_[std::move(user)] = std::move(password);
+  return a;
+}
 
 bool BasicAuthenticator::Verify(const std::string& user, const std::string& password) const {
   if (auto it = passwords_.find(user); it != passwords_.end()) return SameBytes(Sha256(password), Sha256(it->second));
   auto it = hashes_.find(user);
-  // An unknown user costs a bcrypt too, against a fixed hash, so timing does not tell users apart.
-  const std::string& hash = it != hashes_.end()
-                                ? it->second
-                                : std::string("$2b$10$HOofK8AZFZ5d/EPC9n3Ke.KPwV6QsRLAP23hhm2QplGrnaioJitUy");
+  const std::string& hash = it != hashes_.end() ? it->second : unknown_user_hash_;
   crypt_data data{};
   const char* computed = crypt_r(password.c_str(), hash.c_str(), &data);
   return it != hashes_.end() && computed != nullptr && SameBytes(computed, hash);
 }
 
-bool BasicAuthenticator::Throttled(const std::string& peer, std::chrono::steady_clock::time_point now) {
-  Failures& f = failures_[peer];
-  if (now - f.second >= std::chrono::seconds(1)) f = Failures{now, 0};
-  if (failures_.size() > 4096) failures_.clear();  // bounded: forget old addresses wholesale
-  return f.count >= kFailuresPerSecond;
-}
-
-BasicAuthenticator::Verdict BasicAuthenticator::Check(absl::string_view authorization, const std::string& peer) {
-  const auto now = std::chrono::steady_clock::now();
+BasicAuthenticator::Verdict BasicAuthenticator::Check(absl::string_view authorization, const std::string& peer,
+                                                      std::string* why) {
   std::string decoded;
   const bool readable = absl::StartsWithIgnoreCase(authorization, "Basic ") &&
                         absl::Base64Unescape(authorization.substr(6), &decoded) &&
                         decoded.find(':') != std::string::npos;
+  const size_t colon = readable ? decoded.find(':') : 0;
+  // Bytes bcrypt would not compare can never match: refused without a hash.
+  const bool comparable = readable && decoded.find('\0') == std::string::npos &&
+                          decoded.size() - colon - 1 <= kBcryptMaxPasswordBytes;
   const std::string digest = readable ? Sha256(decoded) : std::string();
+  auto throttled = [&](const absl::Status& s) {
+    if (why != nullptr) *why = std::string(s.message());
+    return Verdict::kThrottled;
+  };
   {
     MutexLock lock(&mu_);
-    if (readable && accepted_.contains(digest)) return Verdict::kAllowed;  // known good: never throttled
-    if (Throttled(peer, now)) return Verdict::kThrottled;
-    if (!readable) {
-      ++failures_[peer].count;
+    if (comparable && accepted_.contains(digest)) return Verdict::kAllowed;  // known good: never throttled
+    const absl::Status may = comparable ? throttle_.MayHash(peer) : throttle_.MayTry(peer);
+    if (!may.ok()) return throttled(may);
+    if (!comparable) {
+      throttle_.Failed(peer);
       return Verdict::kDenied;
     }
   }
-  const size_t colon = decoded.find(':');
+  const auto started = clock_();
   const bool ok = Verify(decoded.substr(0, colon), decoded.substr(colon + 1));
+  const auto spent = clock_() - started;
   MutexLock lock(&mu_);
+  throttle_.Hashed(std::chrono::duration_cast<std::chrono::nanoseconds>(spent));
   if (!ok) {
-    ++failures_[peer].count;
+    throttle_.Failed(peer);
     return Verdict::kDenied;
   }
   if (accepted_.size() > 64) accepted_.clear();

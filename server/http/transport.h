@@ -11,16 +11,16 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "server/http/clock.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
 
 namespace kvledger {
 
-using HttpClock = std::chrono::steady_clock;
-
 class Transport {
  public:
-  enum class Handshake { kDone, kWantRead, kWantWrite, kFailed };
+  // kPlainHttp: the client's first bytes are a plain HTTP request, not a TLS hello.
+  enum class Handshake { kDone, kWantRead, kWantWrite, kFailed, kPlainHttp };
   static constexpr ssize_t kWouldBlock = -1;
   static constexpr ssize_t kBroken = -2;
 
@@ -39,6 +39,9 @@ class Transport {
   bool Write(absl::string_view data, HttpClock::time_point deadline);
   // Writes what the socket takes of `data` by `deadline`: the bytes written, or kBroken.
   virtual ssize_t WriteSome(absl::string_view data, HttpClock::time_point deadline) = 0;
+  // Best effort, without waiting: `text` as it is on the socket, outside TLS (a refusal to a client
+  // that does not speak TLS).
+  void WritePlain(absl::string_view text);
   // Ends the connection at once (any thread): a blocked Write returns false.
   void Abort();
 

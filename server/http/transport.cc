@@ -1,4 +1,4 @@
-#include "server/http_transport.h"
+#include "server/http/transport.h"
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -63,6 +63,14 @@ class TlsTransport final : public Transport {
 
   Handshake Continue() override {
     if (ssl_ == nullptr) return Handshake::kFailed;
+    if (!hello_checked_) {  // a TLS record starts with its type (0x16 for a handshake); HTTP with a method
+      char first = 0;
+      const ssize_t n = recv(fd_, &first, 1, MSG_PEEK);
+      if (n == 0) return Handshake::kFailed;
+      if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? Handshake::kWantRead : Handshake::kFailed;
+      hello_checked_ = true;
+      if (first >= 'A' && first <= 'Z') return Handshake::kPlainHttp;
+    }
     const int rc = SSL_do_handshake(ssl_);
     if (rc == 1) return Handshake::kDone;
     switch (SSL_get_error(ssl_, rc)) {
@@ -107,6 +115,7 @@ class TlsTransport final : public Transport {
 
  private:
   SSL* const ssl_;
+  bool hello_checked_ = false;
 };
 
 }  // namespace
@@ -117,6 +126,10 @@ std::unique_ptr<Transport> Transport::Make(int fd, SSL_CTX* tls) {
 }
 
 Transport::~Transport() { close(fd_); }
+
+void Transport::WritePlain(absl::string_view text) {
+  [[maybe_unused]] const ssize_t n = send(fd_, text.data(), text.size(), MSG_NOSIGNAL);
+}
 
 bool Transport::Write(absl::string_view data, HttpClock::time_point deadline) {
   const ssize_t n = WriteSome(data, deadline);

@@ -13,7 +13,6 @@
 #ifndef KVLEDGER_SERVER_HTTP_SECURITY_H_
 #define KVLEDGER_SERVER_HTTP_SECURITY_H_
 
-#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -23,6 +22,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "lib/base/mutex.h"
+#include "server/http/clock.h"
+#include "server/http/login_throttle.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
 
@@ -56,34 +57,37 @@ class TlsContext {
 };
 
 // HTTP basic auth: users with bcrypt hashes (or, from the older flags, one plaintext password),
-// compared in constant time. A correct pair is remembered (its SHA-256), so a scrape every few
-// seconds costs one bcrypt, not one each; wrong guesses from one client address are throttled.
+// compared in constant time and whole (a password with a NUL byte, or longer than bcrypt's 72 bytes,
+// never matches). An unknown user costs a bcrypt of the configured users' highest cost, so timing
+// does not tell users apart. A correct pair is remembered (its SHA-256), so a scrape every few
+// seconds costs one bcrypt, not one each; failures and hashing are limited by a LoginThrottle.
 // Thread-safe.
 class BasicAuthenticator {
  public:
   enum class Verdict { kAllowed, kDenied, kThrottled };
-  static constexpr int kFailuresPerSecond = 5;  // per client address; more get kThrottled
 
-  static std::shared_ptr<BasicAuthenticator> FromHashes(std::map<std::string, std::string> users);
-  static std::shared_ptr<BasicAuthenticator> FromPassword(std::string user, std::string password);
+  static std::shared_ptr<BasicAuthenticator> FromHashes(std::map<std::string, std::string> users,
+                                                        LoginThrottle::Limits limits = {},
+                                                        HttpClockSource clock = SystemHttpClock());
+  static std::shared_ptr<BasicAuthenticator> FromPassword(std::string user, std::string password,
+                                                          LoginThrottle::Limits limits = {},
+                                                          HttpClockSource clock = SystemHttpClock());
 
-  // `authorization`: the Authorization header as sent ("Basic base64(user:password)").
-  Verdict Check(absl::string_view authorization, const std::string& peer);
+  // `authorization`: the Authorization header as sent ("Basic base64(user:password)"). With
+  // kThrottled, `why` (when given) says which rule refused.
+  Verdict Check(absl::string_view authorization, const std::string& peer, std::string* why = nullptr);
 
  private:
-  BasicAuthenticator() = default;
+  BasicAuthenticator(LoginThrottle::Limits limits, HttpClockSource clock);
   bool Verify(const std::string& user, const std::string& password) const;
-  bool Throttled(const std::string& peer, std::chrono::steady_clock::time_point now);
 
   std::map<std::string, std::string> hashes_;      // bcrypt
   std::map<std::string, std::string> passwords_;   // plaintext (the older flags)
+  std::string unknown_user_hash_;                  // bcrypt at the users' highest cost
+  const HttpClockSource clock_;
   Mutex mu_;
   absl::flat_hash_map<std::string, int> accepted_ ABSL_GUARDED_BY(mu_);  // SHA-256 of "user:password"
-  struct Failures {
-    std::chrono::steady_clock::time_point second;
-    int count = 0;
-  };
-  absl::flat_hash_map<std::string, Failures> failures_ ABSL_GUARDED_BY(mu_);
+  LoginThrottle throttle_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kvledger

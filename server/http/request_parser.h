@@ -1,4 +1,4 @@
-// HTTP/1.1 request heads (RFC 9112) and query strings, for server/http_listener: pure functions on
+// HTTP/1.1 request heads (RFC 9112) and query strings, for server/http/listener: pure functions on
 // strings.
 #ifndef KVLEDGER_SERVER_HTTP_REQUEST_PARSER_H_
 #define KVLEDGER_SERVER_HTTP_REQUEST_PARSER_H_
@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "server/http_types.h"
+#include "server/http/types.h"
 
 namespace kvledger {
 

@@ -1,4 +1,4 @@
-#include "server/http_request_parser.h"
+#include "server/http/request_parser.h"
 
 #include <algorithm>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "server/http_listener.h"
+#include "server/http/listener.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -25,8 +26,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "server/http_request_parser.h"
-#include "server/http_transport.h"
+#include "server/http/request_parser.h"
+#include "server/http/admission.h"
+#include "server/http/transport.h"
 
 namespace kvledger {
 namespace {
@@ -53,62 +55,84 @@ struct Connection {
   bool writing() const { return output_sent < output.size(); }
 };
 
-// Bytes of answers parked with the event thread, across connections.
-struct ParkedBudget {
-  std::atomic<size_t> used{0};
-  size_t cap = 0;
+// Bytes of answers parked with the event thread, across connections: an answer is parked whole
+// (its whole unsent rest reserved at once) or not at all, and one address may hold at most a
+// quarter of the budget, so a few slow readers cannot fragment it for everyone.
+class ParkedBudget {
+ public:
+  explicit ParkedBudget(size_t cap) : cap_(cap) {}
+  bool Reserve(const std::string& peer, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t& mine = per_peer_[peer];
+    if (used_ + bytes > cap_ || mine + bytes > cap_ / 4) {
+      if (mine == 0) per_peer_.erase(peer);
+      return false;
+    }
+    mine += bytes;
+    used_ += bytes;
+    return true;
+  }
+  void Release(const std::string& peer, size_t bytes) {
+    if (bytes == 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    used_ -= bytes;
+    if (auto it = per_peer_.find(peer); it != per_peer_.end() && (it->second -= bytes) == 0) per_peer_.erase(it);
+  }
+
+ private:
+  const size_t cap_;
+  std::mutex mu_;
+  size_t used_ = 0;
+  std::map<std::string, size_t> per_peer_;
 };
 
 // Where an answer's bytes go: straight to the socket while the client reads them; once it stalls
-// for kStall, into memory (within the parked budget), for the event thread to finish, so within the
-// budget a slow reader holds memory for a while, not a worker. Past the budget the worker writes on
-// itself, until the answer's deadline.
+// for kStall, the rest is collected in the worker's memory and, at the end, parked whole with the
+// event thread (ParkedBudget) to send as the client reads. An answer that cannot be parked whole is
+// cut: a worker never waits on a slow reader longer than kStall per answer.
 class AnswerSink {
  public:
   static constexpr auto kStall = std::chrono::milliseconds(100);
-  AnswerSink(Transport& io, Clock::time_point deadline, ParkedBudget& budget)
-      : io_(io), deadline_(deadline), budget_(budget) {}
-  ~AnswerSink() { budget_.used -= reserved_; }
+  AnswerSink(Transport& io, Clock::time_point deadline) : io_(io), deadline_(deadline) {}
 
   bool Put(absl::string_view data) {
     if (broken_) return false;
-    if (!parked_.empty()) return Park(data);
+    if (stalled_) {
+      rest_.append(data.data(), data.size());
+      return true;
+    }
     const ssize_t n = io_.WriteSome(data, std::min(deadline_, Clock::now() + kStall));
     if (n < 0) return Fail();
     data.remove_prefix(static_cast<size_t>(n));
-    return data.empty() || Park(data);
+    if (data.empty()) return true;
+    stalled_ = true;
+    rest_.assign(data.data(), data.size());
+    return true;
   }
-  // The parked rest (its budget passes to the caller), empty when all was written.
-  std::string TakeParked(size_t* reserved) {
-    *reserved = reserved_;
-    reserved_ = 0;
-    return std::move(parked_);
+  // The unsent rest, parked whole within `budget` for `peer` (its reservation passes to the
+  // caller); false when there is a rest and no room for it: the answer is cut.
+  bool Park(ParkedBudget& budget, const std::string& peer, std::string* rest, size_t* reserved) {
+    *reserved = 0;
+    rest->clear();
+    if (broken_) return false;
+    if (rest_.empty()) return true;
+    if (!budget.Reserve(peer, rest_.size())) return Fail();
+    *reserved = rest_.size();
+    *rest = std::move(rest_);
+    return true;
   }
 
  private:
   bool Fail() {
     broken_ = true;
+    std::string().swap(rest_);
     return false;
-  }
-  bool Park(absl::string_view data) {
-    if (budget_.used.fetch_add(data.size()) + data.size() <= budget_.cap) {
-      reserved_ += data.size();
-      parked_.append(data.data(), data.size());
-      return true;
-    }
-    budget_.used -= data.size();  // no room: the worker writes it out itself, parked bytes first
-    if (!parked_.empty() && !io_.Write(parked_, deadline_)) return Fail();
-    budget_.used -= reserved_;
-    reserved_ = 0;
-    parked_.clear();
-    return io_.Write(data, deadline_) || Fail();
   }
 
   Transport& io_;
   const Clock::time_point deadline_;
-  ParkedBudget& budget_;
-  std::string parked_;
-  size_t reserved_ = 0;
+  std::string rest_;
+  bool stalled_ = false;
   bool broken_ = false;
 };
 
@@ -224,21 +248,41 @@ std::string PeerAddress(const sockaddr_storage& peer) {
   return text;
 }
 
-// The limits as applied: the descriptor limit raised to its hard limit, and HTTP connections held
-// to a quarter of it, so they never take the descriptors gRPC needs.
+// The limits as applied: HTTP connections held to a quarter of the descriptor limit (as the process
+// has it: raising it is main's business), so they never take the descriptors gRPC needs.
 HttpLimits Applied(HttpLimits limits) {
   rlimit files{};
   if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
-    if (files.rlim_cur < files.rlim_max) {
-      files.rlim_cur = files.rlim_max;
-      setrlimit(RLIMIT_NOFILE, &files);
-      getrlimit(RLIMIT_NOFILE, &files);
-    }
     const auto quarter = static_cast<int>(std::min<rlim_t>(files.rlim_cur / 4, 1 << 20));
     limits.connections = std::max(8, std::min(limits.connections, quarter));
   }
   limits.connections_per_client = std::min(limits.connections_per_client, limits.connections);
+  limits.in_flight_per_client = std::max(limits.in_flight_per_client, 1);
   return limits;
+}
+
+AdmissionLimits AdmissionOf(const HttpLimits& limits) {
+  return {limits.connections, limits.connections_per_client, limits.max_in_flight, limits.in_flight_per_client,
+          limits.served_per_client};
+}
+
+// The listener's threads never take SIGPIPE: OpenSSL writes to a socket the client closed with
+// write(), and a blocked, thread-directed SIGPIPE stays pending instead of ending the process.
+void BlockSigpipe() {
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+}
+
+// A plain HTTP request on the TLS port gets what Go's servers answer, not a reset.
+constexpr char kPlainHttpOnTls[] =
+    "HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+    "Client sent an HTTP request to an HTTPS server.\n";
+
+std::string Refusal(int status, absl::string_view why, absl::string_view extra = "") {
+  return absl::StrCat("HTTP/1.1 ", status, " ", ReasonPhrase(status), "\r\nContent-Type: text/plain; charset=utf-8\r\n",
+                      "Content-Length: ", why.size() + 1, "\r\n", extra, "Connection: close\r\n\r\n", why, "\n");
 }
 
 }  // namespace
@@ -252,28 +296,29 @@ std::vector<std::string> HttpRequest::ParamNames() const { return QueryParamName
 struct HttpListener::Impl {
   Impl(int listen_fd, const HttpLimits& limits, HttpSecurity security, std::vector<Route> routes)
       : listen_fd(listen_fd), wake_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)), limits(limits),
-        security(std::move(security)), routes(std::move(routes)) {
-    parked.cap = limits.parked_bytes;
-  }
+        parked(limits.parked_bytes), security(std::move(security)), routes(std::move(routes)),
+        connections(AdmissionOf(limits)), queue(AdmissionOf(limits)) {}
   ~Impl();
 
+  using Waiting = std::list<std::unique_ptr<Connection>>;
   void Run();                  // the event thread
-  bool PollOnce(std::vector<pollfd>& fds, std::vector<std::list<std::unique_ptr<Connection>>::iterator>& polled);
-  void Event(std::list<std::unique_ptr<Connection>>::iterator it);
+  bool PollOnce(std::vector<pollfd>& fds, std::vector<Waiting::iterator>& polled);
+  void Event(Waiting::iterator it);
+  bool Handshake(Waiting::iterator it);  // false: the connection is gone
   void TakeBackServed();       // the connections the workers are done with
   void TakeBackLocked(std::vector<std::unique_ptr<Connection>>& ready);  // with mu held
   Clock::time_point CloseExpired(Clock::time_point now);
   void Work();                 // a worker thread
   void Accept();
-  bool Admit(Connection& c);   // with mu held: a slot for the new connection, or false
+  absl::Status Admit(Connection& c);  // with mu held: a slot for the new connection
   bool ReadFrom(Connection& c, bool* complete);
   void Dispatch(std::unique_ptr<Connection> c);
   bool Serve(Connection& c);   // one request whose head is in c.pending; false: close
-  void WriteParked(std::list<std::unique_ptr<Connection>>::iterator it);  // the event thread's part
+  void WriteParked(Waiting::iterator it);  // the event thread's part
   HttpResponse Answer(const ParsedHead& head, const std::string& peer) const;
   void Wake();
   void Close(std::unique_ptr<Connection> c);  // with mu held
-  int InFlightLocked() const { return static_cast<int>(work.size()) + serving_count + queued_count; }
+  void CloseWaiting(Waiting::iterator it);    // takes mu
 
   const int listen_fd;
   const int wake_fd;
@@ -285,16 +330,11 @@ struct HttpListener::Impl {
   std::mutex mu;  // guards what follows, up to `waiting`
   std::condition_variable work_ready;
   bool stopping = false;
-  std::deque<std::unique_ptr<Connection>> work;       // heads ready for a worker
   std::vector<std::unique_ptr<Connection>> returned;  // served, to wait again
   std::set<Connection*> serving;                      // in a worker's hands (aborted on stop)
-  int serving_count = 0;
-  int queued_count = 0;
-  std::map<std::string, int> open_per_client;
-  std::map<std::string, int> served_per_client;  // dispatched, not yet returned
-  std::map<std::string, std::deque<std::unique_ptr<Connection>>> queued;
-  int open_total = 0;
-  std::list<std::unique_ptr<Connection>> waiting;  // the event thread's own (but Admit may close one)
+  ConnectionTable connections;                        // open connections per address
+  FairQueue<std::unique_ptr<Connection>> queue;       // requests waiting for a worker or in service
+  Waiting waiting;  // the event thread's own (but Admit may close one)
   Clock::time_point accept_paused_until;  // out of descriptors: accept again from then
   std::thread events;
   std::vector<std::thread> workers;
@@ -306,29 +346,31 @@ void HttpListener::Impl::Wake() {
 }
 
 void HttpListener::Impl::Close(std::unique_ptr<Connection> c) {
-  if (--open_per_client[c->peer] == 0) open_per_client.erase(c->peer);
-  --open_total;
-  parked.used -= c->output_reserved;
+  connections.Closed(c->peer);
+  parked.Release(c->peer, c->output_reserved);
   c.reset();  // the transport closes the socket
 }
 
-bool HttpListener::Impl::Admit(Connection& c) {
-  if (open_per_client[c.peer] >= limits.connections_per_client) return false;
-  if (open_total >= limits.connections) {
-    // Full: an idle kept-alive connection of the address with the most connections makes room (its
-    // client reconnects when it has a request), so idle connections never lock others out.
-    auto victim = waiting.end();
-    for (auto it = waiting.begin(); it != waiting.end(); ++it) {
-      if ((*it)->started || (*it)->handshaking) continue;
-      if (victim == waiting.end() || open_per_client[(*it)->peer] > open_per_client[(*victim)->peer]) victim = it;
-    }
-    if (victim == waiting.end()) return false;
-    Close(std::move(*victim));
-    waiting.erase(victim);
+void HttpListener::Impl::CloseWaiting(Waiting::iterator it) {
+  std::lock_guard<std::mutex> lock(mu);
+  Close(std::move(*it));
+  waiting.erase(it);
+}
+
+absl::Status HttpListener::Impl::Admit(Connection& c) {
+  std::optional<std::string> victim;
+  if (absl::Status s = connections.MayOpen(c.peer, &victim); !s.ok()) return s;
+  if (victim) {
+    // Full: a waiting connection (idle, trickling a head, in its handshake) of the address holding
+    // the most makes room; its client reconnects when it has a request.
+    auto it = std::find_if(waiting.begin(), waiting.end(),
+                           [&](const auto& w) { return w->peer == *victim && !w->writing(); });
+    if (it == waiting.end()) return absl::ResourceExhaustedError("every connection is open and busy");
+    Close(std::move(*it));
+    waiting.erase(it);
   }
-  ++open_per_client[c.peer];
-  ++open_total;
-  return true;
+  connections.Opened(c.peer);
+  return absl::OkStatus();
 }
 
 void HttpListener::Impl::Accept() {
@@ -350,12 +392,8 @@ void HttpListener::Impl::Accept() {
     c->handshaking = security.tls != nullptr;
     c->deadline = Clock::now() + std::chrono::seconds(limits.head_seconds);
     std::lock_guard<std::mutex> lock(mu);
-    if (!Admit(*c)) {
-      if (open_per_client[c->peer] == 0) open_per_client.erase(c->peer);
-      if (!security.tls) {  // best effort: a short answer the socket takes at once, then the door
-        c->io->Write("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                     Clock::now());
-      }
+    if (absl::Status admitted = Admit(*c); !admitted.ok()) {
+      if (!security.tls) c->io->Write(Refusal(503, admitted.message()), Clock::now());  // one try, no wait
       continue;
     }
     waiting.push_back(std::move(c));
@@ -385,19 +423,13 @@ bool HttpListener::Impl::ReadFrom(Connection& c, bool* complete) {
 
 void HttpListener::Impl::Dispatch(std::unique_ptr<Connection> c) {
   std::lock_guard<std::mutex> lock(mu);
-  if (InFlightLocked() >= limits.max_in_flight) {  // promhttp's MaxRequestsInFlight: a prompt 503
-    c->io->Write("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\nConnection: close\r\n\r\n",
-                 Clock::now());  // one attempt: the event thread never waits on a client
+  if (absl::Status s = queue.MayAdmit(c->peer); !s.ok()) {  // promhttp's MaxRequestsInFlight: a prompt 503
+    c->io->Write(Refusal(503, s.message(), "Retry-After: 1\r\n"), Clock::now());  // one try: never waits
     Close(std::move(c));
     return;
   }
-  if (served_per_client[c->peer] >= limits.served_per_client) {
-    ++queued_count;
-    queued[c->peer].push_back(std::move(c));  // its turn comes when one of its client's is served
-    return;
-  }
-  ++served_per_client[c->peer];
-  work.push_back(std::move(c));
+  const std::string peer = c->peer;
+  queue.Push(peer, std::move(c));
   work_ready.notify_one();
 }
 
@@ -411,21 +443,11 @@ void HttpListener::Impl::TakeBackServed() {
 }
 
 void HttpListener::Impl::TakeBackLocked(std::vector<std::unique_ptr<Connection>>& ready) {
-  for (auto& c : returned) {  // served: its client's next queued request may go, and it waits again
-    const std::string peer = c->peer;
-    if (--served_per_client[peer] == 0) served_per_client.erase(peer);
-    if (auto q = queued.find(peer); q != queued.end()) {
-      ++served_per_client[peer];
-      --queued_count;
-      work.push_back(std::move(q->second.front()));
-      q->second.pop_front();
-      if (q->second.empty()) queued.erase(q);
-      work_ready.notify_one();
-    }
+  for (auto& c : returned) {  // served: its address's next request may go, and it waits again
+    queue.Done(c->peer);
+    if (queue.HasNext()) work_ready.notify_one();
     if (c->io == nullptr) {  // the worker closed it
-      if (--open_per_client[peer] == 0) open_per_client.erase(peer);
-      --open_total;
-      parked.used -= c->output_reserved;
+      Close(std::move(c));
       continue;
     }
     if (!c->writing() && HeadEnd(c->pending) != std::string::npos) {
@@ -452,15 +474,15 @@ Clock::time_point HttpListener::Impl::CloseExpired(Clock::time_point now) {
   return next;
 }
 
-void HttpListener::Impl::WriteParked(std::list<std::unique_ptr<Connection>>::iterator it) {
+void HttpListener::Impl::WriteParked(Waiting::iterator it) {
   Connection& c = **it;
   const ssize_t n = c.io->WriteSome(absl::string_view(c.output).substr(c.output_sent), Clock::now());
   if (n >= 0) c.output_sent += static_cast<size_t>(n);
   if (n >= 0 && c.writing()) return;  // more when the client reads
   std::unique_lock<std::mutex> lock(mu);
-  parked.used -= c.output_reserved;
+  parked.Release(c.peer, c.output_reserved);
   c.output_reserved = 0;
-  c.output.clear();
+  std::string().swap(c.output);  // its memory goes back, not just its length
   c.output_sent = 0;
   if (n < 0 || c.close_after) {
     Close(std::move(*it));
@@ -476,39 +498,42 @@ void HttpListener::Impl::WriteParked(std::list<std::unique_ptr<Connection>>::ite
   Dispatch(std::move(owned));
 }
 
-void HttpListener::Impl::Event(std::list<std::unique_ptr<Connection>>::iterator it) {
+bool HttpListener::Impl::Handshake(Waiting::iterator it) {
+  Connection& c = **it;
+  switch (c.io->Continue()) {
+    case Transport::Handshake::kDone: c.handshaking = false; return true;
+    case Transport::Handshake::kWantRead: c.want_write = false; return false;
+    case Transport::Handshake::kWantWrite: c.want_write = true; return false;
+    case Transport::Handshake::kPlainHttp:
+      c.io->WritePlain(kPlainHttpOnTls);
+      CloseWaiting(it);
+      return false;
+    case Transport::Handshake::kFailed: CloseWaiting(it); return false;
+  }
+  return false;
+}
+
+void HttpListener::Impl::Event(Waiting::iterator it) {
   Connection& c = **it;
   if (c.writing()) {
     WriteParked(it);
     return;
   }
-  if (c.handshaking) {
-    switch (c.io->Continue()) {
-      case Transport::Handshake::kDone: c.handshaking = false; break;
-      case Transport::Handshake::kWantRead: c.want_write = false; return;
-      case Transport::Handshake::kWantWrite: c.want_write = true; return;
-      case Transport::Handshake::kFailed: {
-        std::lock_guard<std::mutex> lock(mu);
-        Close(std::move(*it));
-        waiting.erase(it);
-        return;
-      }
-    }
-  }
+  if (c.handshaking && !Handshake(it)) return;
   bool complete = false;
   if (!ReadFrom(c, &complete)) {
-    std::lock_guard<std::mutex> lock(mu);
-    Close(std::move(*it));
-    waiting.erase(it);
+    CloseWaiting(it);
   } else if (complete) {
     auto owned = std::move(*it);
-    waiting.erase(it);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      waiting.erase(it);
+    }
     Dispatch(std::move(owned));
   }
 }
 
-bool HttpListener::Impl::PollOnce(std::vector<pollfd>& fds,
-                                  std::vector<std::list<std::unique_ptr<Connection>>::iterator>& polled) {
+bool HttpListener::Impl::PollOnce(std::vector<pollfd>& fds, std::vector<Waiting::iterator>& polled) {
   TakeBackServed();
   const Clock::time_point now = Clock::now();
   const Clock::time_point next = CloseExpired(now);
@@ -537,8 +562,9 @@ bool HttpListener::Impl::PollOnce(std::vector<pollfd>& fds,
 }
 
 void HttpListener::Impl::Run() {
+  BlockSigpipe();
   std::vector<pollfd> fds;
-  std::vector<std::list<std::unique_ptr<Connection>>::iterator> polled;
+  std::vector<Waiting::iterator> polled;
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -549,23 +575,22 @@ void HttpListener::Impl::Run() {
 }
 
 void HttpListener::Impl::Work() {
+  BlockSigpipe();
   for (;;) {
     std::unique_ptr<Connection> c;
     {
       std::unique_lock<std::mutex> lock(mu);
-      work_ready.wait(lock, [this] { return stopping || !work.empty(); });
+      work_ready.wait(lock, [this] { return stopping || queue.HasNext(); });
       if (stopping) return;
-      c = std::move(work.front());
-      work.pop_front();
+      c = std::move(queue.Next()->second);
       serving.insert(c.get());
-      ++serving_count;
     }
     const bool keep = Serve(*c);
     std::unique_lock<std::mutex> lock(mu);
     serving.erase(c.get());
-    --serving_count;
     if (!keep && !c->writing()) c->io.reset();
     c->started = !c->pending.empty();
+    if (c->pending.capacity() > limits.head_bytes && c->pending.size() < 4096) c->pending.shrink_to_fit();
     if (!c->writing()) {
       c->deadline = Clock::now() + std::chrono::seconds(c->started ? limits.head_seconds : limits.idle_seconds);
     }
@@ -577,7 +602,7 @@ void HttpListener::Impl::Work() {
 
 bool HttpListener::Impl::Serve(Connection& c) {
   const Clock::time_point deadline = Clock::now() + std::chrono::seconds(limits.answer_seconds);
-  AnswerSink out(*c.io, deadline, parked);
+  AnswerSink out(*c.io, deadline);
   ParsedHead head;
   bool close = true;
   bool ok = false;
@@ -597,14 +622,15 @@ bool HttpListener::Impl::Serve(Connection& c) {
     close = head.close || c.peer_done || (head.method != "GET" && head.method != "HEAD");
     ok = SendResponse(out, response, head, close);
   }
-  c.output = out.TakeParked(&c.output_reserved);  // the rest, for the event thread, by the deadline
+  // The rest, parked whole for the event thread to send by the deadline, or the answer is cut.
+  ok = out.Park(parked, c.peer, &c.output, &c.output_reserved) && ok;
   c.output_sent = 0;
   c.close_after = close || !ok;
   c.deadline = deadline;
   if (!ok) {
-    parked.used -= c.output_reserved;
+    parked.Release(c.peer, c.output_reserved);
     c.output_reserved = 0;
-    c.output.clear();
+    std::string().swap(c.output);
   }
   return ok && !close;
 }
@@ -612,12 +638,13 @@ bool HttpListener::Impl::Serve(Connection& c) {
 HttpResponse HttpListener::Impl::Answer(const ParsedHead& head, const std::string& peer) const {
   if (head.method != "GET" && head.method != "HEAD") return Text(405, "only GET and HEAD\n", "Allow: GET, HEAD\r\n");
   if (security.auth) {
-    switch (security.auth->Check(head.authorization, peer)) {
+    std::string why;
+    switch (security.auth->Check(head.authorization, peer, &why)) {
       case BasicAuthenticator::Verdict::kAllowed: break;
       case BasicAuthenticator::Verdict::kDenied:
         return Text(401, "authentication required\n", "WWW-Authenticate: Basic realm=\"kvledger\"\r\n");
       case BasicAuthenticator::Verdict::kThrottled:
-        return Text(429, "too many failed logins from this address; retry in a second\n", "Retry-After: 1\r\n");
+        return Text(429, absl::StrCat(why, "; retry in a second\n"), "Retry-After: 1\r\n");
     }
   }
   for (const Route& route : routes) {
@@ -636,6 +663,7 @@ HttpListener::Impl::~Impl() {
   Wake();
   if (events.joinable()) events.join();
   for (std::thread& worker : workers) worker.join();
+  queue.TakeWaiting();  // their transports close
   close(listen_fd);
   close(wake_fd);
 }  // the connections close with their transports
@@ -662,5 +690,7 @@ HttpListener::HttpListener(std::unique_ptr<Impl> impl, std::string address, int 
 HttpListener::~HttpListener() = default;
 
 const HttpLimits& HttpListener::limits() const { return impl_->limits; }
+
+const char* HttpListener::scheme() const { return impl_->security.tls ? "https" : "http"; }
 
 }  // namespace kvledger

@@ -1,14 +1,17 @@
 // The one HTTP listener of a kvledger server (--metrics_address): /metrics for Prometheus, the JSON
 // API and the explorer page for people and tools without gRPC. Read-only GET and HEAD routes over
-// HTTP/1.1 with keep-alive, gzip when asked, optionally TLS and HTTP basic auth (http_security.h).
+// HTTP/1.1 with keep-alive, gzip when asked, optionally TLS and HTTP basic auth (server/http/security.h).
 //
 // One event thread accepts, drives TLS handshakes and reads every request's line and headers without
-// blocking, so a slow client holds a buffer, not a thread. Workers run handlers and write answers,
-// at most HttpLimits::served_per_client at once for one client address; every answer must be read
-// within answer_seconds or the connection is cut, so no number of slow readers holds the workers.
-// Past max_in_flight requests waiting or in service, a request gets 503 at once (promhttp's
-// MaxRequestsInFlight); when every connection slot is taken, an idle kept-alive connection of the
-// busiest address is closed to make room. Stopping takes milliseconds whatever the clients do.
+// blocking, so a slow client holds a buffer, not a thread. Workers run handlers and write answers.
+// Who gets a connection, a place in line and a worker is decided per client address by the pure
+// policies of server/http/admission.h: an address with nothing in flight is always admitted, N busy
+// addresses share the connections and the workers equally, and a full table closes a waiting
+// connection of the address holding the most. A worker waits on a slow reader at most 100 ms per
+// answer: the unsent rest is then parked whole (its size reserved at once within parked_bytes, at
+// most a quarter of it for one address) for the event thread to send by answer_seconds, or, when it
+// cannot be parked whole, the connection is cut. Stopping takes milliseconds whatever the clients do.
+// The listener's threads block SIGPIPE (a client that closes mid-answer never ends the process).
 // Thread-safe: handlers run on the worker threads and must be safe to call concurrently.
 #ifndef KVLEDGER_SERVER_HTTP_LISTENER_H_
 #define KVLEDGER_SERVER_HTTP_LISTENER_H_
@@ -20,8 +23,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/http_security.h"
-#include "server/http_types.h"
+#include "server/http/security.h"
+#include "server/http/types.h"
 
 namespace kvledger {
 
@@ -31,14 +34,16 @@ struct HttpLimits {
   int served_per_client = 2;        // of them for one client address; its other requests wait
   int connections_per_client = 64;  // open connections of one address; more get 503
   int connections = 1024;           // open connections in all (at most a quarter of the descriptors)
-  int max_in_flight = 64;           // requests in service or waiting for a worker; more get 503
+  int max_in_flight = 64;           // requests in service or waiting for a worker; more get 503,
+                                    // except an address's first (an address with none is admitted)
+  int in_flight_per_client = 8;     // of them for one client address; more get 503
   size_t head_bytes = 16384;        // a request line and headers; more get 431
   int head_seconds = 5;             // from a request's first byte to its empty line
   int idle_seconds = 60;            // a kept-alive connection without a request is closed
   int answer_seconds = 30;          // a client that has not read a whole answer by then is cut
-  // Answers (their unsent rest) of clients too slow to take them from a worker, held for the event
-  // thread to send as they read: a slow reader costs memory within this; past it the worker writes
-  // on itself, for at most answer_seconds.
+  // Answers (their unsent rest) of clients too slow to take them from a worker, held whole for the
+  // event thread to send as they read: a slow reader costs memory within this (a quarter of it for
+  // one address); an answer that does not fit is cut.
   size_t parked_bytes = size_t{64} << 20;
 };
 
@@ -65,7 +70,8 @@ class HttpListener {
 
   int port() const { return port_; }
   const std::string& address() const { return address_; }  // "host:port" with the bound port
-  const HttpLimits& limits() const;  // as applied (connections capped by the descriptors)
+  const HttpLimits& limits() const;
+  const char* scheme() const;  // "https" with TLS, else "http"  // as applied (connections capped by the descriptors)
 
  private:
   struct Impl;

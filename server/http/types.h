@@ -1,5 +1,5 @@
 // An HTTP request as a route sees it and the response it gives: plain values shared by the listener
-// (server/http_listener), the head parser and the routes (server/http_api, /metrics).
+// (server/http/listener), the head parser and the routes (server/http_api, /metrics).
 #ifndef KVLEDGER_SERVER_HTTP_TYPES_H_
 #define KVLEDGER_SERVER_HTTP_TYPES_H_
 
