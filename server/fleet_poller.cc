@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -21,25 +22,26 @@
 namespace kvledger {
 namespace {
 
-constexpr size_t kMaxAnswerBytes = 32 << 20;
 constexpr absl::Duration kMaxFetchTime = absl::Seconds(10);
 
-// Milliseconds left until `deadline`, at least 0.
+// Milliseconds left until `deadline`, at least 0 and at most 100 (cancellation is checked as often).
 int MillisLeft(absl::Time deadline) {
-  return static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
+  return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(deadline - absl::Now()), 0, 100));
 }
 
-bool Await(int fd, short events, absl::Time deadline) {
+// Waits for `events` until `deadline`; false when it passed, the socket broke or `cancel` was notified.
+bool Await(int fd, short events, absl::Time deadline, const absl::Notification* cancel) {
   pollfd p{fd, events, 0};
   for (;;) {
+    if (cancel != nullptr && cancel->HasBeenNotified()) return false;
     const int n = poll(&p, 1, MillisLeft(deadline));
     if (n > 0) return true;
-    if (n == 0 || errno != EINTR) return false;
+    if ((n < 0 && errno != EINTR) || (n == 0 && absl::Now() >= deadline)) return false;
   }
 }
 
 // A connected non-blocking socket to one of `url`'s addresses, or -1 with `error` set.
-int Connect(const PrometheusUrl& url, absl::Time deadline, std::string& error) {
+int Connect(const PrometheusUrl& url, absl::Time deadline, const absl::Notification* cancel, std::string& error) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -55,7 +57,7 @@ int Connect(const PrometheusUrl& url, absl::Time deadline, std::string& error) {
     int err = connect(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
     if (err == EINPROGRESS) {
       socklen_t len = sizeof(err);
-      err = Await(fd, POLLOUT, deadline) && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 ? err : ETIMEDOUT;
+      err = Await(fd, POLLOUT, deadline, cancel) && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 ? err : ETIMEDOUT;
     }
     if (err != 0) {
       error = absl::StrCat("cannot connect to ", url.host, ":", url.port, ": ", std::strerror(err));
@@ -67,13 +69,15 @@ int Connect(const PrometheusUrl& url, absl::Time deadline, std::string& error) {
   return fd;
 }
 
-// Sends `request` and reads until the server closes: the whole answer, or an error.
-absl::StatusOr<std::string> Exchange(int fd, const std::string& request, absl::Time deadline) {
+// Sends `request` and reads until the server closes: the whole answer (at most kMaxFleetAnswerBytes,
+// read as it comes: a larger one is refused at that size), or an error.
+absl::StatusOr<std::string> Exchange(int fd, const std::string& request, absl::Time deadline,
+                                     const absl::Notification* cancel) {
   for (size_t sent = 0; sent < request.size();) {
     const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
     if (n > 0) {
       sent += static_cast<size_t>(n);
-    } else if (!(n < 0 && (errno == EAGAIN || errno == EINTR) && Await(fd, POLLOUT, deadline))) {
+    } else if (!(n < 0 && (errno == EAGAIN || errno == EINTR) && Await(fd, POLLOUT, deadline, cancel))) {
       return absl::UnavailableError("the request could not be sent");
     }
   }
@@ -84,8 +88,11 @@ absl::StatusOr<std::string> Exchange(int fd, const std::string& request, absl::T
     if (n == 0) return answer;
     if (n > 0) {
       answer.append(buffer, static_cast<size_t>(n));
-      if (answer.size() > kMaxAnswerBytes) return absl::UnavailableError("the answer is larger than 32 MiB");
-    } else if (!((errno == EAGAIN || errno == EINTR) && Await(fd, POLLIN, deadline))) {
+      if (answer.size() > kMaxFleetAnswerBytes) {
+        return absl::UnavailableError(absl::StrCat("the answer is larger than ", kMaxFleetAnswerBytes, " bytes"));
+      }
+    } else if (!((errno == EAGAIN || errno == EINTR) && Await(fd, POLLIN, deadline, cancel))) {
+      if (cancel != nullptr && cancel->HasBeenNotified()) return absl::CancelledError("the server is stopping");
       return absl::UnavailableError(errno == EAGAIN ? "no whole answer in time" : "the connection broke");
     }
   }
@@ -128,19 +135,20 @@ absl::StatusOr<PrometheusUrl> ParsePrometheusUrl(const std::string& flag, const 
   return out;
 }
 
-absl::StatusOr<std::string> HttpGet(const PrometheusUrl& url, const std::string& path, absl::Duration timeout) {
+absl::StatusOr<std::string> HttpGet(const PrometheusUrl& url, const std::string& path, absl::Duration timeout,
+                                    const absl::Notification* cancel) {
   const absl::Time deadline = absl::Now() + timeout;
   std::string error;
-  const int fd = Connect(url, deadline, error);
+  const int fd = Connect(url, deadline, cancel, error);
   if (fd < 0) return absl::UnavailableError(error);
   const std::string host = absl::StrContains(url.host, ':') ? absl::StrCat("[", url.host, "]") : url.host;
   absl::StatusOr<std::string> answer = Exchange(
       fd, absl::StrCat("GET ", url.path_prefix, path, " HTTP/1.0\r\nHost: ", host, ":", url.port,
                        "\r\nAccept: application/json\r\nUser-Agent: kvledger-server\r\n\r\n"),
-      deadline);
+      deadline, cancel);
   close(fd);
   if (!answer.ok()) {
-    return absl::UnavailableError(absl::StrCat(url.host, ":", url.port, ": ", answer.status().message()));
+    return absl::Status(answer.status().code(), absl::StrCat(url.host, ":", url.port, ": ", answer.status().message()));
   }
   const size_t head_end = answer->find("\r\n\r\n");
   const absl::string_view status_line = absl::string_view(*answer).substr(0, answer->find("\r\n"));
@@ -171,7 +179,7 @@ FleetPoller::~FleetPoller() {
 absl::StatusOr<std::vector<LabeledSample>> FleetPoller::Query(const char* rule) const {
   const std::string query = absl::StrCat(rule, "{job=\"", job_, "\"}");
   auto body = HttpGet(url_, absl::StrCat("/api/v1/query?query=", UrlQueryEscape(query)),
-                      std::min(refresh_, kMaxFetchTime));
+                      std::min(refresh_, kMaxFetchTime), &stop_);
   if (!body.ok()) return body.status();
   return ParsePrometheusVector(*body);
 }

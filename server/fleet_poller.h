@@ -33,10 +33,15 @@ struct PrometheusUrl {
 // INVALID_ARGUMENT naming `flag` for anything but an http:// URL with a host.
 absl::StatusOr<PrometheusUrl> ParsePrometheusUrl(const std::string& flag, const std::string& url);
 
-// GET `path` (with its query) from `url`'s server, HTTP/1.0; the body of a 200 answer by `timeout`.
-// Anything else is UNAVAILABLE saying what happened (connection refused, the status line, a
-// timeout), with Prometheus's own error when the body has one.
-absl::StatusOr<std::string> HttpGet(const PrometheusUrl& url, const std::string& path, absl::Duration timeout);
+// The largest answer read from Prometheus: the fleet rules' answer is ~160 bytes a sample.
+inline constexpr size_t kMaxFleetAnswerBytes = size_t{8} << 20;
+
+// GET `path` (with its query) from `url`'s server, HTTP/1.0; the body of a 200 answer by `timeout`,
+// at most kMaxFleetAnswerBytes. Anything else is UNAVAILABLE saying what happened (connection
+// refused, the status line, a timeout, the size), with Prometheus's own error when the body has
+// one; CANCELLED within 100 ms of `cancel` being notified.
+absl::StatusOr<std::string> HttpGet(const PrometheusUrl& url, const std::string& path, absl::Duration timeout,
+                                    const absl::Notification* cancel = nullptr);
 
 class FleetPoller {
  public:

@@ -61,6 +61,36 @@ absl::StatusOr<std::pair<std::string, Tier>> ModelTierOf(const LabeledSample& s)
   return std::make_pair(*std::move(model), *tier);
 }
 
+absl::Status Implausible(absl::string_view what, double value, double low, double high) {
+  return absl::InvalidArgumentError(absl::StrCat(what, " = ", FormatDouble(value), ": not a plausible value (must be in [",
+                                                 FormatDouble(low), ", ", FormatDouble(high), "])"));
+}
+
+// What garbage sums would make of a rate is refused before Advise could answer from it.
+absl::Status Plausible(const DecayedRate& rate, const std::string& model, Tier tier) {
+  const std::optional<RateEvidence> evidence = rate.Evidence();
+  if (!evidence) return absl::OkStatus();  // no samples: unknown, not wrong
+  const std::string what = absl::StrCat("reload bandwidth of ", model, " from ", TierLabel(tier), ", bytes/s");
+  if (!(evidence->rate >= kPlausibleBandwidth[0] && evidence->rate <= kPlausibleBandwidth[1])) {
+    return Implausible(what, evidence->rate, kPlausibleBandwidth[0], kPlausibleBandwidth[1]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Plausible(const DecayedAffineFit& fit, const std::string& model) {
+  const std::optional<ComputeTime> time = fit.Fit();
+  if (!time) return absl::OkStatus();
+  if (!(time->FlopsPerSecond() >= kPlausibleFlopsPerSecond[0] && time->FlopsPerSecond() <= kPlausibleFlopsPerSecond[1])) {
+    return Implausible(absl::StrCat("prefill rate of ", model, ", FLOP/s"), time->FlopsPerSecond(),
+                       kPlausibleFlopsPerSecond[0], kPlausibleFlopsPerSecond[1]);
+  }
+  if (!(time->fixed_seconds <= kPlausiblePassSeconds)) {
+    return Implausible(absl::StrCat("fixed cost of a prefill pass of ", model, ", seconds"), time->fixed_seconds, 0,
+                       kPlausiblePassSeconds);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const std::string* LabeledSample::Label(const std::string& name) const {
@@ -77,8 +107,16 @@ absl::StatusOr<FleetRates::Table> FleetRates::FromSamples(const std::vector<Labe
   if (absl::Status s = AddSamples("reload", reload, kReloadParts, ModelTierOf, reload_parts); !s.ok()) return s;
   if (absl::Status s = AddSamples("compute", compute, kComputeFitParts, ModelOf, compute_parts); !s.ok()) return s;
   Table table;
-  for (const auto& [key, parts] : reload_parts) table.reload.emplace(key, DecayedRate::FromParts(parts));
-  for (const auto& [key, parts] : compute_parts) table.compute.emplace(key, DecayedAffineFit::FromParts(parts));
+  for (const auto& [key, parts] : reload_parts) {
+    const DecayedRate rate = DecayedRate::FromParts(parts);
+    if (absl::Status s = Plausible(rate, key.first, key.second); !s.ok()) return s;
+    table.reload.emplace(key, rate);
+  }
+  for (const auto& [key, parts] : compute_parts) {
+    const DecayedAffineFit fit = DecayedAffineFit::FromParts(parts);
+    if (absl::Status s = Plausible(fit, key); !s.ok()) return s;
+    table.compute.emplace(key, fit);
+  }
   return table;
 }
 

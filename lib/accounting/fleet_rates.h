@@ -25,6 +25,13 @@
 
 namespace kvledger {
 
+// The ranges a fleet rate must fall in to be used: 1 kB/s to 100 TB/s of reload bandwidth, 1 GFLOP/s
+// to 10 EFLOP/s of prefill, at most an hour of fixed cost per pass. Anything outside is a broken or
+// hostile Prometheus, not a fleet.
+inline constexpr double kPlausibleBandwidth[2] = {1e3, 1e14};
+inline constexpr double kPlausibleFlopsPerSecond[2] = {1e9, 1e19};
+inline constexpr double kPlausiblePassSeconds = 3600;
+
 // One sample of a Prometheus instant vector: its labels and value.
 struct LabeledSample {
   std::vector<std::pair<std::string, std::string>> labels;
@@ -42,6 +49,8 @@ class FleetRates {
   // `compute` labelled {model, term} (kComputeFitParts). Samples of one series are added (e.g. one
   // per cluster label). A sample without those labels, with an unknown tier or term, or a value that
   // is negative or not finite, is an error naming it.
+  // The rates the sums make must also be plausible (kPlausible*): a table from a Prometheus that
+  // answers garbage is refused whole, naming the first rate outside its range.
   static absl::StatusOr<Table> FromSamples(const std::vector<LabeledSample>& reload,
                                            const std::vector<LabeledSample>& compute);
 

@@ -15,7 +15,13 @@ namespace kvledger {
 // The samples of a {"status": "success", "data": {"resultType": "vector", "result": [...]}} answer;
 // each result's "metric" labels and its value (the second element of "value", a decimal string,
 // "NaN" and "+Inf" included). Anything else (an error answer, another result type, a malformed
-// value) is an error that says what was found.
+// value) is an error that says what was found. Bounded whatever the input: one pass, nesting at most
+// kMaxPrometheusDepth, at most kMaxPrometheusSamples samples of kMaxPrometheusLabels labels, strings
+// of at most kMaxPrometheusStringBytes; past a bound, an error naming it.
+inline constexpr int kMaxPrometheusDepth = 16;
+inline constexpr size_t kMaxPrometheusSamples = 50000;
+inline constexpr size_t kMaxPrometheusLabels = 16;
+inline constexpr size_t kMaxPrometheusStringBytes = 4096;
 absl::StatusOr<std::vector<LabeledSample>> ParsePrometheusVector(absl::string_view json);
 
 // `text` escaped for a URL's query string (RFC 3986: unreserved characters kept, the rest %XX).
