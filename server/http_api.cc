@@ -290,7 +290,7 @@ std::vector<std::string> ExplainParameters() {
 absl::StatusOr<std::unique_ptr<PlanningTrace>> LoadPlanningTrace(const std::string& path, uint64_t block_tokens) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::InvalidArgumentError(absl::StrCat("--trace_file = ", Quoted(path), ": cannot be read"));
-  TraceReadResult read = ReadTrace(in, block_tokens);
+  TraceReadResult read = ReadTrace(in, block_tokens, nullptr, kServerTraceLimits);
   if (absl::Status s = read.Check(absl::StrCat("--trace_file = ", Quoted(path))); !s.ok()) return s;
   auto trace = std::make_unique<PlanningTrace>();
   trace->name = path;

@@ -27,6 +27,9 @@ struct PlanningTrace {
 };
 
 // Reads and checks `path`: INVALID_ARGUMENT "--trace_file = PATH: ..." listing its problems.
+// --trace_file stays in the server's memory: at most 256 MiB of trace text (~10 times WEKA's trace).
+inline constexpr TraceLimits kServerTraceLimits{size_t{4} << 20, uint64_t{256} << 20};
+
 absl::StatusOr<std::unique_ptr<PlanningTrace>> LoadPlanningTrace(const std::string& path, uint64_t block_tokens);
 
 // The routes; the references (and `trace`, null when none) must outlive the listener serving them.

@@ -55,12 +55,20 @@ void AccountBatch(RecordSink& sink, const v1::RecordBatchRequest& batch, size_t 
 }
 
 // Adds one batch's outcome to a stream's summary, its rejection indices shifted by `index_offset`.
+// A stream's summary lists rejections up to max_rejections and, across the whole stream, up to
+// kSummaryListedBytes of them (`listed_bytes` counts them), so an open stream never holds more than
+// that for its answer; the counts stay exact.
+constexpr size_t kSummaryListedBytes = 32 << 10;
+
 void AddToSummary(const v1::RecordBatchResponse& outcome, uint64_t index_offset, size_t max_rejections,
-                  v1::RecordBatchResponse* summary) {
+                  size_t* listed_bytes, v1::RecordBatchResponse* summary) {
   summary->set_accepted(summary->accepted() + outcome.accepted());
   summary->set_rejected(summary->rejected() + outcome.rejected());
   for (const v1::Rejection& rejection : outcome.rejections()) {
     if (static_cast<size_t>(summary->rejections_size()) >= max_rejections) break;
+    const size_t bytes = rejection.SpaceUsedLong();
+    if (*listed_bytes + bytes > kSummaryListedBytes) break;
+    *listed_bytes += bytes;
     v1::Rejection* listed = summary->add_rejections();
     *listed = rejection;
     listed->set_index(index_offset + rejection.index());
@@ -134,8 +142,8 @@ void AddOutcome(const EngineStatsVerdict& verdict, int index, size_t max_rejecti
 
 // A stream's batch is kept allocated for the next one to be parsed into only while it is small: at
 // most this many records in at most this many bytes (SpaceUsedLong: strings and unknown fields
-// included). Anything larger is freed, so an idle stream holds at most kReusedBytes outside the
-// parts budget (256 idle streams: 16 MiB).
+// included). Anything larger is freed, so an idle stream holds at most kReusedBytes of its batch and
+// kSummaryListedBytes of its answer outside the parts budget (256 idle streams: 24 MiB).
 constexpr int kReusedRecords = 1024;
 constexpr size_t kReusedBytes = 64 << 10;
 
@@ -194,7 +202,7 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::
                                              "counted: ", Earlier(), ")")));
       return;
     }
-    AddToSummary(outcome, records_seen_, service_.options_.max_listed_rejections, &summary_);
+    AddToSummary(outcome, records_seen_, service_.options_.max_listed_rejections, &listed_bytes_, &summary_);
     records_seen_ += static_cast<uint64_t>(batch.records_size());
     // A small batch's records are kept for the next one to be parsed into; a large one's memory is
     // given back, so an open stream holds little between batches.
@@ -244,6 +252,7 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::
   grpc::ByteBuffer bytes_;  // the batch being read
   v1::RecordBatchRequest batch_;  // and parsed
   v1::RecordBatchResponse summary_;
+  size_t listed_bytes_ = 0;  // of summary_'s rejections
   uint64_t records_seen_ = 0;
   Mutex mu_;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

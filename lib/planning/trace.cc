@@ -185,8 +185,26 @@ absl::Status TraceReadResult::Check(absl::string_view name) const {
   return absl::InvalidArgumentError(message);
 }
 
-TraceReadResult ReadTrace(std::istream& in, uint64_t block_tokens,
-                          const std::function<void(uint64_t bytes)>& progress) {
+namespace {
+
+enum class LineRead { kLine, kUnterminated, kEnd, kTooLong };
+
+// One line into `out` without its newline, reading at most `max` bytes of it.
+LineRead ReadLine(std::streambuf& in, std::string& out, size_t max) {
+  out.clear();
+  for (;;) {
+    const int c = in.sbumpc();
+    if (c == std::char_traits<char>::eof()) return out.empty() ? LineRead::kEnd : LineRead::kUnterminated;
+    if (c == '\n') return LineRead::kLine;
+    if (out.size() >= max) return LineRead::kTooLong;
+    out.push_back(static_cast<char>(c));
+  }
+}
+
+}  // namespace
+
+TraceReadResult ReadTrace(std::istream& in, uint64_t block_tokens, const std::function<void(uint64_t bytes)>& progress,
+                          TraceLimits limits) {
   TraceReadResult result;
   auto fail = [&](const absl::Status& status) {
     if (result.errors.size() < TraceReadResult::kMaxListedErrors) result.errors.emplace_back(status.message());
@@ -195,9 +213,21 @@ TraceReadResult ReadTrace(std::istream& in, uint64_t block_tokens,
   std::string text;
   uint64_t bytes = 0;
   int64_t last_timestamp = 0;
-  for (size_t line = 1; std::getline(in, text); ++line) {
-    const bool terminated = !in.eof();
+  for (size_t line = 1;; ++line) {
+    const LineRead read = ReadLine(*in.rdbuf(), text, limits.line_bytes);
+    if (read == LineRead::kEnd) break;
+    if (read == LineRead::kTooLong) {
+      fail(Problem(line, absl::StrCat("longer than ", limits.line_bytes, " bytes (the trace reader's line limit); "
+                                      "reading stopped here")));
+      break;
+    }
+    const bool terminated = read == LineRead::kLine;
     bytes += text.size() + 1;
+    if (bytes > limits.total_bytes) {
+      fail(Problem(line, absl::StrCat("the trace is larger than ", limits.total_bytes,
+                                      " bytes (the reader's limit); reading stopped here")));
+      break;
+    }
     if (progress && line % 1000 == 0) progress(bytes);
     if (text.find_first_not_of(" \t\r") == std::string::npos) {
       ++result.blank_lines;

@@ -44,11 +44,19 @@ struct TraceReadResult {
   absl::Status Check(absl::string_view name) const;
 };
 
+// What a trace may cost to read: a line past line_bytes or a trace past total_bytes stops the reading
+// with a problem naming the limit, before the memory is spent. The defaults fit the largest shared
+// trace (WEKA's, 26 MB, lines up to ~80 kB) many times over; the server holds a smaller total.
+struct TraceLimits {
+  size_t line_bytes = size_t{4} << 20;
+  uint64_t total_bytes = uint64_t{4} << 30;
+};
+
 // Reads a whole trace. Besides each line's own checks: timestamps must not go backwards, and a last
 // line without its newline that does not parse is reported as truncated. `progress`, when given, is
 // called with the bytes read so far about every 1,000 lines.
 TraceReadResult ReadTrace(std::istream& in, uint64_t block_tokens,
-                          const std::function<void(uint64_t bytes)>& progress = nullptr);
+                          const std::function<void(uint64_t bytes)>& progress = nullptr, TraceLimits limits = {});
 
 }  // namespace kvledger
 

@@ -431,6 +431,47 @@ class FaultsTest(unittest.TestCase):
                  rss_held=f"{held / MiB:.0f}MiB", batch_bytes=len(batch))
         self.assertLess(held, bound)
 
+    def test_idle_streams_hold_little_of_their_answers(self):
+        # 256 StreamRecords calls, each sending one batch of 1,000 records rejected with a long message,
+        # then falling silent. A stream's answer lists at most 32 KiB of rejections (the counts stay
+        # exact), so the silent streams hold little: within 96 KiB a stream (its kept batch and its
+        # listed answer) plus 32 MiB of where the server started (once 2,048 such streams held 1,117 MB,
+        # ~548 kB a stream).
+        server = self.start()
+        bad = record_pb2.Record(model="llama-3.1-8b", prompt_tokens=100, logical_match_tokens=0,
+                                request_id="x" * 300)
+        batch = ledger_pb2.RecordBatchRequest(records=[bad] * 1000).SerializeToString()
+        # 4 connections of 64 streams (--max_concurrent_streams), each its own subchannel.
+        channels = [grpc.insecure_channel(server.grpc_address, options=[("grpc.max_send_message_length", 8 << 20),
+                                                                          ("grpc.channel_id", i)])
+                    for i in range(4)]
+        calls = [c.stream_unary("/kvledger.v1.Ledger/StreamRecords", request_serializer=lambda raw: raw,
+                                response_deserializer=ledger_pb2.RecordBatchResponse.FromString) for c in channels]
+        release = threading.Event()
+        streams = 256
+
+        def requests():
+            yield batch
+            release.wait(300)
+
+        rejected = ("kvledger_records_rejected_total", frozenset({("reason", "invalid_request_id")}))
+        with PeakRss(server.proc.pid) as rss:
+            futures = [calls[i % 4].future(requests(), timeout=300) for i in range(streams)]
+            poll("every stream's batch to be read",
+                 lambda: parse_exposition(server.scrape()).get(rejected) == streams * 1000, deadline=240)
+            bound = rss.before + streams * 96 * 1024 + 32 * MiB
+            held = poll("the freed batches to be handed back",
+                        lambda: (lambda now: now if now < bound else None)(status(server.proc.pid, "VmRSS")),
+                        deadline=30, interval=0.5)
+        release.set()
+        summaries = [f.result(timeout=60) for f in futures]
+        for c in channels:
+            c.close()
+        measured("256_idle_streams_with_rejections", rss, streams=streams, rss_held=f"{held / MiB:.0f}MiB")
+        self.assertLess(held, bound)
+        self.assertEqual({s.rejected for s in summaries}, {1000})
+        self.assertTrue(all(0 < len(s.rejections) < 1000 for s in summaries))
+
     def test_a_million_model_names(self):
         # --unknown_model=generic with 1,000,000 distinct names: labels stay bounded, every record counts.
         server = self.start("--unknown_model=generic")

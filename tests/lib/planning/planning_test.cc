@@ -2,6 +2,7 @@
 // and Plan's totals against hand arithmetic (docs/planning.md).
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/planning/block_cache.h"
@@ -58,6 +59,25 @@ TEST(TraceTest, ReadsAWholeTraceAndReportsOrderAndTruncation) {
   ASSERT_EQ(result.error_count, 2u);
   EXPECT_EQ(result.errors[0], "line 3: timestamp = 4: out of order (must be >= the previous request's 5)");
   EXPECT_THAT(result.errors[1], HasSubstr("line 5: truncated: the trace ends inside this line"));
+}
+
+// A line or a trace past the reader's limits stops the reading with a problem naming the limit,
+// before the memory is spent (once: a 2 GB file of NUL bytes grew the server to 3 GB).
+TEST(TraceTest, LineAndTotalLimits) {
+  const std::string good = "{\"timestamp\": 5, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [1]}\n";
+  std::istringstream nul(good + std::string(5000, '\0'));
+  TraceReadResult result = ReadTrace(nul, 512, nullptr, TraceLimits{1024, 1 << 20});
+  EXPECT_EQ(result.requests.size(), 1u);
+  ASSERT_EQ(result.error_count, 1u);
+  EXPECT_EQ(result.errors[0], "line 2: longer than 1024 bytes (the trace reader's line limit); reading stopped here");
+  std::string many;
+  for (int i = 0; i < 100; ++i) many += good;
+  std::istringstream big(many);
+  result = ReadTrace(big, 512, nullptr, TraceLimits{1024, good.size() * 10});
+  EXPECT_EQ(result.requests.size(), 10u);
+  ASSERT_EQ(result.error_count, 1u);
+  EXPECT_EQ(result.errors[0], absl::StrCat("line 11: the trace is larger than ", good.size() * 10,
+                                           " bytes (the reader's limit); reading stopped here"));
 }
 
 // Device 1 block, host 1 block: traced by hand.
