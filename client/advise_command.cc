@@ -88,7 +88,7 @@ int Advise(const Args& args) {
   v1::Advice advice;
   const grpc::Status status = connection.Stub()->Advise(&context, request, &advice);
   if (!status.ok()) {
-    std::cerr << "kvledger advise: " << DescribeRpcError(status, connection.target) << "\n";
+    std::cerr << "kvledger advise: " << DescribeRpcError(status, connection) << "\n";
     return RpcExitCode(status);
   }
   if (json) {

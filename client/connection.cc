@@ -1,11 +1,19 @@
 #include "client/connection.h"
 
+#include <netdb.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "client/commands.h"
 
 namespace kvledger::cli {
@@ -65,10 +73,63 @@ void Connection::SetDeadline(grpc::ClientContext& context) const {
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(millis));
 }
 
-std::string DescribeRpcError(const grpc::Status& status, const std::string& target) {
+namespace {
+
+// The first HOST:PORT of a target ("HOST:PORT", "dns:///HOST:PORT", "ipv4:A:P,B:Q", "[v6]:PORT").
+std::optional<std::pair<std::string, std::string>> FirstAddress(absl::string_view target) {
+  for (absl::string_view scheme : {"dns:///", "ipv4:", "ipv6:"}) absl::ConsumePrefix(&target, scheme);
+  target = target.substr(0, target.find(','));
+  const size_t colon = target.rfind(':');
+  if (colon == absl::string_view::npos) return std::nullopt;
+  absl::string_view host = target.substr(0, colon);
+  if (absl::ConsumePrefix(&host, "[")) absl::ConsumeSuffix(&host, "]");
+  return std::make_pair(std::string(host), std::string(target.substr(colon + 1)));
+}
+
+// Whether `target` completes a TLS handshake (its certificate unchecked): a plaintext client's
+// failure there means "give --tls-ca-file", not "is it running?". At most two seconds.
+bool SpeaksTls(const std::string& target) {
+  const auto address = FirstAddress(target);
+  if (!address) return false;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(address->first.c_str(), address->second.c_str(), &hints, &found) != 0) return false;
+  const int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
+  const timeval limit{2, 0};
+  bool tls = false;
+  if (fd >= 0) {
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
+    if (connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+      SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+      SSL* ssl = ctx != nullptr ? SSL_new(ctx) : nullptr;
+      if (ssl != nullptr) {
+        SSL_set_fd(ssl, fd);
+        SSL_set_alpn_protos(ssl, reinterpret_cast<const unsigned char*>("\x02h2"), 3);
+        tls = SSL_connect(ssl) == 1 || SSL_get_peer_certificate(ssl) != nullptr;
+        SSL_free(ssl);
+      }
+      SSL_CTX_free(ctx);
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return tls;
+}
+
+}  // namespace
+
+std::string DescribeRpcError(const grpc::Status& status, const Connection& connection) {
+  const std::string& target = connection.target;
+  const bool tls = !connection.tls_ca_file.empty();
   if (absl::StrContains(status.error_message(), "http1.x")) {
     return absl::StrCat("cannot reach ", target, ": it answers HTTP/1.1, not gRPC (is it kvledger-server's metrics "
                         "port? the gRPC port is its --grpc_address, default 50051)");
+  }
+  if (!tls && status.error_code() == grpc::StatusCode::UNAVAILABLE && SpeaksTls(target)) {
+    return absl::StrCat("cannot reach ", target, ": it speaks TLS and this connection is plaintext (give "
+                        "--tls-ca-file with the CA bundle that signed kvledger-server's --tls_cert_file)");
   }
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
       status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {

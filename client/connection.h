@@ -33,8 +33,9 @@ struct Connection {
   void SetDeadline(grpc::ClientContext& context) const;
 };
 
-// A one-line explanation of a failed call, with a hint when the server is unreachable.
-std::string DescribeRpcError(const grpc::Status& status, const std::string& target);
+// A one-line explanation of a failed call on `connection`, with a hint when the server is
+// unreachable: its metrics port, a TLS port reached without --tls-ca-file, or nothing running.
+std::string DescribeRpcError(const grpc::Status& status, const Connection& connection);
 
 // The exit status for a failed call: kExitBadInput when the server refused what was sent
 // (INVALID_ARGUMENT), kExitFailed otherwise.

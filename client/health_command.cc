@@ -77,7 +77,7 @@ int Health(const Args& args) {
     done_cv.wait(lock, [&] { return done; });
   }
   if (!status.ok()) {
-    std::cerr << "kvledger health: " << DescribeRpcError(status, connection.target) << "\n";
+    std::cerr << "kvledger health: " << DescribeRpcError(status, connection) << "\n";
     return 1;
   }
   std::vector<grpc::Slice> slices;

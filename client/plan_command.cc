@@ -98,7 +98,7 @@ absl::StatusOr<LiveRates> AskLiveRates(const Connection& connection, const std::
   connection.SetDeadline(context);
   v1::Advice advice;
   const grpc::Status status = connection.Stub()->Advise(&context, request, &advice);
-  if (!status.ok()) return absl::UnavailableError(DescribeRpcError(status, connection.target));
+  if (!status.ok()) return absl::UnavailableError(DescribeRpcError(status, connection));
   LiveRates live;
   const v1::Rate& compute = advice.compute();
   if ((compute.basis() == v1::BASIS_LIVE || compute.basis() == v1::BASIS_FLEET) && compute.has_value() &&

@@ -22,7 +22,7 @@ absl::StatusOr<ProfileCatalog> ServerCatalog(const Connection& connection, int* 
   const grpc::Status status = connection.Stub()->ListProfiles(&context, v1::ListProfilesRequest(), &definitions);
   if (!status.ok()) {
     *exit_code = RpcExitCode(status);
-    return absl::UnavailableError(DescribeRpcError(status, connection.target));
+    return absl::UnavailableError(DescribeRpcError(status, connection));
   }
   auto catalog = ProfileCatalog::Make(definitions);
   if (!catalog.ok()) *exit_code = kExitFailed;

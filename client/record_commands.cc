@@ -132,11 +132,11 @@ std::string RecordFlagName(absl::string_view field) {
 
 // A failed Record or Explain call's message, its leading field named as the flag when the server
 // said which field it is (trailing metadata kvledger-reject-field); other failures as they are.
-std::string RefusalText(const grpc::ClientContext& context, const grpc::Status& status, const std::string& target) {
+std::string RefusalText(const grpc::ClientContext& context, const grpc::Status& status, const Connection& connection) {
   const auto& trailers = context.GetServerTrailingMetadata();
   const auto field = trailers.find(kRejectFieldMetadata);
   if (status.error_code() != grpc::StatusCode::INVALID_ARGUMENT || field == trailers.end()) {
-    return DescribeRpcError(status, target);
+    return DescribeRpcError(status, connection);
   }
   Rejection rejection{RejectReason::kInvalidModel, status.error_message(),
                       std::string(field->second.data(), field->second.size())};
@@ -288,7 +288,7 @@ int ExplainRemote(v1::Record request, const ExplainInputs& inputs, bool match_gi
   connection.SetDeadline(context);
   const grpc::Status status = connection.Stub()->Explain(&context, subject->record, figures);
   if (!status.ok()) {
-    std::cerr << "kvledger explain: " << RefusalText(context, status, connection.target) << "\n";
+    std::cerr << "kvledger explain: " << RefusalText(context, status, connection) << "\n";
     return RpcExitCode(status);
   }
   return -1;
@@ -364,7 +364,7 @@ int Send(const Args& args) {
   const grpc::Status status = connection.Stub()->Record(&context, *request, &response);
   if (!status.ok()) {
     std::cerr << "kvledger send: " << (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? "rejected: " : "")
-              << RefusalText(context, status, connection.target) << "\n";
+              << RefusalText(context, status, connection) << "\n";
     return RpcExitCode(status);
   }
   std::cout << "accepted\n";
@@ -492,7 +492,7 @@ int Replay(const Args& args) {
       const grpc::Status status = stub->RecordBatch(&context, batch, &response);
       if (!status.ok()) {
         if (progress) std::cerr << "\n";
-        std::cerr << "kvledger replay: " << DescribeRpcError(status, connection.target) << " (after "
+        std::cerr << "kvledger replay: " << DescribeRpcError(status, connection) << " (after "
                   << tally.accepted << " accepted; lines from " << start + 1 << " not sent)\n";
         return kExitFailed;
       }

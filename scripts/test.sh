@@ -72,7 +72,7 @@ fuzz_stage() {
   local fuzz="$build_root/fuzz"
   CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVLEDGER_WERROR=ON \
     -DKVLEDGER_FUZZ=ON -DKVLEDGER_FUZZ_SECONDS="${KVLEDGER_FUZZ_SECONDS:-20}" >/dev/null || return 1
-  cmake --build "$fuzz" -j"$(nproc)" --target record_fuzzer profile_fuzzer || return 1
+  cmake --build "$fuzz" -j"$(nproc)" --target record_fuzzer profile_fuzzer http_head_fuzzer web_config_fuzzer trace_fuzzer prometheus_answer_fuzzer || return 1
   ctest_in "$fuzz" -R '^fuzz\.'
 }
 stage "fuzz (libFuzzer, ${KVLEDGER_FUZZ_SECONDS:-20} s per target)" "$build_root/fuzz" fuzz_stage

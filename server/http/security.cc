@@ -84,11 +84,19 @@ absl::Status UsersFrom(const YAML::Node& node, const std::string& path, WebConfi
 }  // namespace
 
 absl::StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Bad(path, "cannot read the file");
+  std::string text(kMaxWebConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return ParseWebConfig(text, path);
+}
+
+absl::StatusOr<WebConfig> ParseWebConfig(absl::string_view text, const std::string& path) {
+  if (text.size() > kMaxWebConfigBytes) return Bad(path, absl::StrCat("larger than ", kMaxWebConfigBytes, " bytes"));
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    return Bad(path, "cannot read the file");
+    root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
     return Bad(path, absl::StrCat("not YAML: ", e.what()));
   }

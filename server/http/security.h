@@ -42,6 +42,10 @@ struct WebConfig {
 // Reads and checks a web configuration file: INVALID_ARGUMENT naming the file, the key and the
 // rule (an unknown key is an error, as in the exporter toolkit).
 absl::StatusOr<WebConfig> LoadWebConfig(const std::string& path);
+// The same from the file's text (`path` names it in messages); a text over kMaxWebConfigBytes is
+// refused before it is parsed.
+inline constexpr size_t kMaxWebConfigBytes = 1 << 20;
+absl::StatusOr<WebConfig> ParseWebConfig(absl::string_view text, const std::string& path);
 
 // An OpenSSL server context from the TLS settings: certificate chain, key, and the client
 // certificate policy. INVALID_ARGUMENT naming the file or setting that does not work.

@@ -277,6 +277,12 @@ class SecurityTest(unittest.TestCase):
                                        "--model", "qwen3-32b", "--prompt-tokens", "100",
                                        "--logical-match-tokens", "64"], capture_output=True, text=True, timeout=60)
                 self.assertEqual(sent.returncode, 0, sent.stderr)
+                # Without --tls-ca-file the CLI says the port speaks TLS, not "is it running?".
+                plain = subprocess.run([CLI, "send", "--target", server.grpc_address, "--model", "qwen3-32b",
+                                        "--prompt-tokens", "100", "--logical-match-tokens", "64", "--timeout", "5"],
+                                       capture_output=True, text=True, timeout=60)
+                self.assertNotEqual(plain.returncode, 0)
+                self.assertIn("it speaks TLS and this connection is plaintext (give --tls-ca-file", plain.stderr)
                 with open(cert, "rb") as f:
                     credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
                 with grpc.secure_channel(server.grpc_address, credentials) as channel:
