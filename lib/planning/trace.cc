@@ -43,11 +43,13 @@ class Cursor {
     const size_t start = pos_;
     for (; pos_ < text_.size(); ++pos_) {
       if (text_[pos_] == '\\') {
+        if (pos_ + 1 == text_.size()) break;  // a backslash ending the line escapes nothing
         ++pos_;
       } else if (text_[pos_] == '"') {
         return text_.substr(start, pos_++ - start);
       }
     }
+    pos_ = text_.size();
     return std::nullopt;
   }
   // The characters of a number as written (possibly not an integer), or empty.

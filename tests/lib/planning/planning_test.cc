@@ -80,6 +80,15 @@ TEST(TraceTest, LineAndTotalLimits) {
                                            " bytes (the reader's limit); reading stopped here"));
 }
 
+// A line ending inside a string on a backslash is a problem named on its line (the fuzzer found it
+// threw std::out_of_range).
+TEST(TraceTest, AStringEndingOnABackslash) {
+  std::istringstream in("{\"timestamp\": 0, \"x\": \"ab\\");
+  const TraceReadResult result = ReadTrace(in, 512);
+  ASSERT_EQ(result.error_count, 1u);
+  EXPECT_THAT(result.errors[0], HasSubstr("line 1: "));
+}
+
 // Device 1 block, host 1 block: traced by hand.
 TEST(TieredBlockCacheTest, EvictsDownwardAndPromotesOnUse) {
   TieredBlockCache cache({1, 1});
