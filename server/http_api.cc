@@ -24,13 +24,18 @@ namespace {
 
 HttpResponse Json(std::string body) { return HttpResponse::Of(200, "application/json", std::move(body)); }
 
-// 400 {"error": message[, "reason": the reject reason]}: a refused record or request names its
-// reason (RejectReasonLabel), as the RPCs do in their trailing metadata.
-HttpResponse BadRequest(absl::string_view message, std::optional<std::string> reason = std::nullopt) {
+// {"error": message[, "reason": the reject reason]} with the status's HTTP code (HttpStatusOf): a
+// refused record or request names its reason (RejectReasonLabel), as the RPCs do in their trailing
+// metadata.
+HttpResponse Refused(const absl::Status& status, std::optional<std::string> reason = std::nullopt) {
   JsonObject o;
-  o.String("error", message);
+  o.String("error", status.message());
   if (reason) o.String("reason", *reason);
-  return HttpResponse::Of(400, "application/json", o.str());
+  return HttpResponse::Of(HttpStatusOf(status), "application/json", o.str());
+}
+
+HttpResponse BadRequest(absl::string_view message, std::optional<std::string> reason = std::nullopt) {
+  return Refused(absl::InvalidArgumentError(message), std::move(reason));
 }
 
 // A query parameter that is a number: absent, a value, or a message naming it.
@@ -78,17 +83,17 @@ absl::Status ReadInputs(const HttpRequest& r, const std::vector<CalculatorInput<
 
 HttpResponse Calc(const HttpRequest& r) {
   CalcParams p;
-  if (absl::Status s = ReadInputs(r, CalcInputs(), p); !s.ok()) return BadRequest(s.message());
+  if (absl::Status s = ReadInputs(r, CalcInputs(), p); !s.ok()) return Refused(s);
   auto result = RunCalc(p);
-  if (!result.ok()) return BadRequest(result.status().message());
+  if (!result.ok()) return Refused(result.status());
   return Json(CalcToJson(*result, p));
 }
 
 HttpResponse KvBytes(const HttpRequest& r, const ProfileCatalog& catalog) {
   KvBytesParams p;
-  if (absl::Status s = ReadInputs(r, KvBytesInputs(), p); !s.ok()) return BadRequest(s.message());
+  if (absl::Status s = ReadInputs(r, KvBytesInputs(), p); !s.ok()) return Refused(s);
   auto result = RunKvBytes(p, catalog);
-  if (!result.ok()) return BadRequest(result.status().message());
+  if (!result.ok()) return Refused(result.status());
   return Json(KvBytesToJson(*result));
 }
 
@@ -127,20 +132,20 @@ HttpResponse Explain(const HttpRequest& r, const ModelRegistry& registry, const 
   std::optional<int64_t> prompt, match;
   for (absl::Status s : {Number(r, "prompt_tokens", &prompt), Number(r, "logical_match_tokens", &match),
                          OptionalRecordNumbers(r, record)}) {
-    if (!s.ok()) return BadRequest(s.message());
+    if (!s.ok()) return Refused(s);
   }
   record.set_prompt_tokens(prompt.value_or(0));
   record.set_logical_match_tokens(match.value_or(0));
   ExplainInputs inputs;
   inputs.tier = Text(r, "tier");
-  if (absl::Status s = SetTier(record, inputs.tier); !s.ok()) return BadRequest(s.message());
+  if (absl::Status s = SetTier(record, inputs.tier); !s.ok()) return Refused(s);
   inputs.alpha = r.Param("alpha");
   for (absl::Status s : {Number(r, "kv_page_tokens", &inputs.kv_page_tokens),
                          Number(r, "recurrent_checkpoint_tokens", &inputs.recurrent_checkpoint_tokens)}) {
-    if (!s.ok()) return BadRequest(s.message());
+    if (!s.ok()) return Refused(s);
   }
   auto subject = PrepareExplain(std::move(record), inputs, registry, match.has_value());
-  if (!subject.ok()) return BadRequest(subject.status().message());
+  if (!subject.ok()) return Refused(subject.status());
   auto figures =
       Evaluate(FactsFromProto(subject->record), subject->model, LiveEstimateSource(subject->model, &rates));
   if (!figures.ok()) return BadRequest(figures.rejection().message, RejectReasonLabel(figures.rejection().reason));
@@ -152,7 +157,7 @@ HttpResponse Advise(const HttpRequest& r, const ModelRegistry& registry, const L
   v1::AdviceRequest request;
   request.set_model(Text(r, "model"));
   std::optional<int64_t> prompt;
-  if (absl::Status s = Number(r, "prompt_tokens", &prompt); !s.ok()) return BadRequest(s.message());
+  if (absl::Status s = Number(r, "prompt_tokens", &prompt); !s.ok()) return Refused(s);
   request.set_prompt_tokens(prompt.value_or(0));
   // Every candidate is parsed (the request line is bounded to 16 KiB), so Advise's count rule names
   // the real number.
@@ -160,11 +165,11 @@ HttpResponse Advise(const HttpRequest& r, const ModelRegistry& registry, const L
     const auto text = r.Param("candidate", i);
     if (!text) break;
     auto candidate = ParseCandidate(*text, absl::StrCat("candidate[", i, "]"));
-    if (!candidate.ok()) return BadRequest(candidate.status().message());
+    if (!candidate.ok()) return Refused(candidate.status());
     *request.add_candidates() = *candidate;
   }
   auto advice = kvledger::Advise(AdviceRequestFromProto(request), registry, &rates, fleet);
-  if (!advice.ok()) return BadRequest(advice.status().message(), RejectReasonOf(advice.status()));
+  if (!advice.ok()) return Refused(advice.status(), RejectReasonOf(advice.status()));
   return Json(AdviceToJson(AdviceToProto(*advice)));
 }
 
@@ -226,9 +231,7 @@ constexpr size_t kMaxApiCapacities = 16;
 // What the trace buys at each capacity for a model: `kvledger plan --json` with the trace's summary.
 HttpResponse PlanTrace(const HttpRequest& r, const ProfileCatalog& catalog, PlanningTrace* trace) {
   if (trace == nullptr) {
-    JsonObject o;
-    o.String("error", "this server was given no trace: start it with --trace_file=PATH (docs/planning.md)");
-    return HttpResponse::Of(404, "application/json", o.str());
+    return Refused(absl::NotFoundError("this server was given no trace: start it with --trace_file=PATH (docs/planning.md)"));
   }
   const std::string model = Text(r, "model");
   const Profile* profile = catalog.Find(model);
@@ -238,17 +241,15 @@ HttpResponse PlanTrace(const HttpRequest& r, const ProfileCatalog& catalog, Plan
   PlanConfig base;
   base.block_tokens = trace->block_tokens;
   auto configs = CapacityConfigs(inputs, base, kMaxApiCapacities);
-  if (!configs.ok()) return BadRequest(configs.status().message());
+  if (!configs.ok()) return Refused(configs.status());
   std::unique_lock<std::mutex> lock(trace->running, std::try_to_lock);
   if (!lock.owns_lock()) {
-    JsonObject o;
-    o.String("error", "a plan is already running on this server; retry");
-    return HttpResponse::Of(503, "application/json", o.str());
+    return Refused(absl::UnavailableError("a plan is already running on this server; retry"));
   }
   std::vector<PlanResult> results;
   for (const PlanConfig& config : *configs) {
     auto result = Plan(trace->requests, *profile, config);
-    if (!result.ok()) return BadRequest(result.status().message());
+    if (!result.ok()) return Refused(result.status());
     results.push_back(*std::move(result));
   }
   JsonObject summary;

@@ -66,12 +66,15 @@ void AddToSummary(const v1::RecordBatchResponse& outcome, uint64_t index_offset,
   summary->set_rejected(summary->rejected() + outcome.rejected());
   for (const v1::Rejection& rejection : outcome.rejections()) {
     if (static_cast<size_t>(summary->rejections_size()) >= max_rejections) break;
-    const size_t bytes = rejection.SpaceUsedLong();
-    if (*listed_bytes + bytes > kSummaryListedBytes) break;
-    *listed_bytes += bytes;
     v1::Rejection* listed = summary->add_rejections();
     *listed = rejection;
     listed->set_index(index_offset + rejection.index());
+    const size_t bytes = listed->SpaceUsedLong();
+    if (*listed_bytes + bytes > kSummaryListedBytes) {  // freed, not kept for reuse
+      summary->mutable_rejections()->DeleteSubrange(summary->rejections_size() - 1, 1);
+      break;
+    }
+    *listed_bytes += bytes;
   }
 }
 
@@ -95,12 +98,14 @@ grpc::ServerUnaryReactor* ServeUnary(grpc::CallbackServerContext* context, const
   PartsHeld held;  // destroyed after `request`
   Request request;
   WireCount count;
+  absl::Status refused;
   grpc::Status status;
-  switch (Admit(bytes, limits, budget, PeerAddress(*context), held, &request, &count, &status)) {
+  switch (Admit(bytes, limits, budget, PeerAddress(*context), held, &request, &count, &refused)) {
     case Admission::kTooManyEntries:
       status = too_many(count.entries);
       break;
     case Admission::kRefused:
+      status = ToGrpcStatus(refused);
       break;
     case Admission::kAdmitted: {
       Response response;
@@ -179,16 +184,16 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::
     PartsHeld held;  // released once the batch is applied
     v1::RecordBatchRequest& batch = batch_;  // parsed into again: its records' memory is reused
     WireCount count;
-    grpc::Status refused;
+    absl::Status refused;
     switch (Admit(bytes_, service_.batch_limits_, service_.parts_budget_, peer_, held, &batch, &count, &refused)) {
       case Admission::kTooManyEntries:
         FinishLocked(service_.Oversized(count.entries, absl::StrCat("nothing of it was counted; the stream's earlier "
                                                                     "batches were (", Earlier(), ")")));
         return;
       case Admission::kRefused:
-        FinishLocked(grpc::Status(refused.error_code(),
-                                  absl::StrCat(refused.error_message(), " (this batch; the stream's earlier batches "
-                                               "were counted: ", Earlier(), ")")));
+        FinishLocked(ToGrpcStatus(absl::Status(refused.code(),
+                                               absl::StrCat(refused.message(), " (this batch; the stream's earlier batches "
+                                               "were counted: ", Earlier(), ")"))));
         return;
       case Admission::kAdmitted:
         break;
@@ -197,9 +202,9 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::
     v1::RecordBatchResponse outcome;
     const grpc::Status applied = service_.ApplyBatch(batch, &outcome);
     if (!applied.ok()) {
-      FinishLocked(grpc::Status(applied.error_code(),
-                                absl::StrCat(applied.error_message(), " (this batch; the stream's earlier batches were "
-                                             "counted: ", Earlier(), ")")));
+      FinishLocked(ToGrpcStatus(absl::Status(static_cast<absl::StatusCode>(applied.error_code()),
+                                             absl::StrCat(applied.error_message(), " (this batch; the stream's "
+                                                          "earlier batches were counted: ", Earlier(), ")"))));
       return;
     }
     AddToSummary(outcome, records_seen_, service_.options_.max_listed_rejections, &listed_bytes_, &summary_);

@@ -92,24 +92,24 @@ class PartsHeld {
 // Counts `bytes` against `limits`, then parses them into `message` only if they are within them
 // and `budget` has room for their parts, which `held` keeps until it is destroyed or released.
 // kTooManyEntries leaves `count->entries` for the caller's own refusal; kRefused sets `status`
-// (INVALID_ARGUMENT: malformed, or too many parts; RESOURCE_EXHAUSTED: the budget is spent).
+// (INVALID_ARGUMENT: malformed, or too many parts; RESOURCE_EXHAUSTED: the budget is spent), which
+// leaves the service through its one conversion to a gRPC status.
 template <typename Message>
 Admission Admit(const grpc::ByteBuffer& bytes, const WireLimits& limits, PartsBudget& budget, const std::string& peer,
-                PartsHeld& held, Message* message, WireCount* count, grpc::Status* status) {
+                PartsHeld& held, Message* message, WireCount* count, absl::Status* status) {
   grpc::ByteBuffer scan(bytes);  // shares the slices
   grpc::ProtoBufferReader scan_reader(&scan);
   if (const absl::Status counted = CountWire(&scan_reader, bytes.Length(), limits, count); !counted.ok()) {
-    *status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(counted.message()));
+    *status = absl::InvalidArgumentError(counted.message());
     return Admission::kRefused;
   }
   if (count->entries > limits.max_entries) return Admission::kTooManyEntries;
   if (count->parts > limits.max_parts()) {
-    *status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, TooManyPartsMessage(limits));
+    *status = absl::InvalidArgumentError(TooManyPartsMessage(limits));
     return Admission::kRefused;
   }
   if (!budget.TryTake(peer, count->parts + 1)) {
-    *status = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                           absl::StrCat("the server is parsing as many messages' parts (nested messages and unknown "
+    *status = absl::ResourceExhaustedError(absl::StrCat("the server is parsing as many messages' parts (nested messages and unknown "
                                         "fields) as it takes at once: ", budget.cap(), " in all, ", budget.peer_cap(),
                                         " for one client address; retry"));
     return Admission::kRefused;
@@ -118,8 +118,7 @@ Admission Admit(const grpc::ByteBuffer& bytes, const WireLimits& limits, PartsBu
   grpc::ByteBuffer parse(bytes);
   grpc::ProtoBufferReader parse_reader(&parse);
   if (!message->ParseFromZeroCopyStream(&parse_reader)) {  // e.g. a string that is not UTF-8
-    *status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                           absl::StrCat("the message does not parse as ", Message::descriptor()->full_name(),
+    *status = absl::InvalidArgumentError(absl::StrCat("the message does not parse as ", Message::descriptor()->full_name(),
                                         " (a string field that is not UTF-8?); nothing of it was counted"));
     return Admission::kRefused;
   }

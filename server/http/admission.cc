@@ -13,7 +13,7 @@ absl::Status ConnectionTable::MayOpen(const std::string& peer, std::optional<std
   victim->reset();
   const int mine = open(peer);
   if (mine >= limits_.connections_per_client) {
-    return absl::ResourceExhaustedError(
+    return absl::UnavailableError(
         absl::StrCat("this address has ", mine, " connections open, the most one address may"));
   }
   if (total_ < limits_.connections) return absl::OkStatus();
@@ -24,7 +24,7 @@ absl::Status ConnectionTable::MayOpen(const std::string& peer, std::optional<std
     if (busiest == nullptr || entry.second > busiest->second) busiest = &entry;
   }
   if (busiest == nullptr || busiest->second <= mine + 1) {
-    return absl::ResourceExhaustedError(absl::StrCat("all ", limits_.connections, " connections are open"));
+    return absl::UnavailableError(absl::StrCat("all ", limits_.connections, " connections are open"));
   }
   *victim = busiest->first;
   return absl::OkStatus();

@@ -34,7 +34,7 @@ class ConnectionTable {
  public:
   explicit ConnectionTable(const AdmissionLimits& limits) : limits_(limits) {}
   // OK: open it (Opened follows). With the table full, `victim` names the address one of whose
-  // waiting connections must close first (Closed, then Opened). RESOURCE_EXHAUSTED saying why when
+  // waiting connections must close first (Closed, then Opened). UNAVAILABLE (503) saying why when
   // it may not open.
   absl::Status MayOpen(const std::string& peer, std::optional<std::string>* victim) const;
   void Opened(const std::string& peer);
@@ -54,14 +54,14 @@ class FairQueue {
  public:
   explicit FairQueue(const AdmissionLimits& limits) : limits_(limits) {}
 
-  // OK when a request of `peer` may wait for a worker; RESOURCE_EXHAUSTED saying which bound refused.
+  // OK when a request of `peer` may wait for a worker; UNAVAILABLE (503) saying which bound refused.
   absl::Status MayAdmit(const std::string& peer) const {
     const int mine = in_flight(peer);
     if (mine == 0) return absl::OkStatus();
     if (mine >= limits_.in_flight_per_client) {
-      return absl::ResourceExhaustedError("this address has its share of requests in flight");
+      return absl::UnavailableError("this address has its share of requests in flight");
     }
-    if (total_ >= limits_.max_in_flight) return absl::ResourceExhaustedError("the server has its requests in flight");
+    if (total_ >= limits_.max_in_flight) return absl::UnavailableError("the server has its requests in flight");
     return absl::OkStatus();
   }
   void Push(const std::string& peer, Item item) {

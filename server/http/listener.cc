@@ -142,11 +142,15 @@ const char* ReasonPhrase(int status) {
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 404: return "Not Found";
+    case 403: return "Forbidden";
     case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
     default: return "Unknown";
   }
 }
@@ -280,7 +284,10 @@ constexpr char kPlainHttpOnTls[] =
     "HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
     "Client sent an HTTP request to an HTTPS server.\n";
 
-std::string Refusal(int status, absl::string_view why, absl::string_view extra = "") {
+// A refusal made at admission, as a whole answer with its status from HttpStatusOf.
+std::string Refusal(const absl::Status& refused, absl::string_view extra = "") {
+  const int status = HttpStatusOf(refused);
+  const absl::string_view why = refused.message();
   return absl::StrCat("HTTP/1.1 ", status, " ", ReasonPhrase(status), "\r\nContent-Type: text/plain; charset=utf-8\r\n",
                       "Content-Length: ", why.size() + 1, "\r\n", extra, "Connection: close\r\n\r\n", why, "\n");
 }
@@ -393,7 +400,7 @@ void HttpListener::Impl::Accept() {
     c->deadline = Clock::now() + std::chrono::seconds(limits.head_seconds);
     std::lock_guard<std::mutex> lock(mu);
     if (absl::Status admitted = Admit(*c); !admitted.ok()) {
-      if (!security.tls) c->io->Write(Refusal(503, admitted.message()), Clock::now());  // one try, no wait
+      if (!security.tls) c->io->Write(Refusal(admitted), Clock::now());  // one try, no wait
       continue;
     }
     waiting.push_back(std::move(c));
@@ -424,7 +431,7 @@ bool HttpListener::Impl::ReadFrom(Connection& c, bool* complete) {
 void HttpListener::Impl::Dispatch(std::unique_ptr<Connection> c) {
   std::lock_guard<std::mutex> lock(mu);
   if (absl::Status s = queue.MayAdmit(c->peer); !s.ok()) {  // promhttp's MaxRequestsInFlight: a prompt 503
-    c->io->Write(Refusal(503, s.message(), "Retry-After: 1\r\n"), Clock::now());  // one try: never waits
+    c->io->Write(Refusal(s, "Retry-After: 1\r\n"), Clock::now());  // one try: never waits
     Close(std::move(c));
     return;
   }

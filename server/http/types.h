@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace kvledger {
 
 struct HttpRequest {
@@ -18,6 +20,30 @@ struct HttpRequest {
   std::optional<std::string> Param(const std::string& name, int occurrence = 0) const;
   std::vector<std::string> ParamNames() const;  // every parameter given, in order
 };
+
+// The one mapping of a refusal to its HTTP status: INVALID_ARGUMENT, OUT_OF_RANGE and
+// FAILED_PRECONDITION 400, UNAUTHENTICATED 401, PERMISSION_DENIED 403, NOT_FOUND 404, ALREADY_EXISTS
+// and ABORTED 409, RESOURCE_EXHAUSTED 429, UNIMPLEMENTED 501, UNAVAILABLE and CANCELLED 503,
+// DEADLINE_EXCEEDED 504, anything else 500 (OK is 200).
+inline int HttpStatusOf(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk: return 200;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kFailedPrecondition: return 400;
+    case absl::StatusCode::kUnauthenticated: return 401;
+    case absl::StatusCode::kPermissionDenied: return 403;
+    case absl::StatusCode::kNotFound: return 404;
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kAborted: return 409;
+    case absl::StatusCode::kResourceExhausted: return 429;
+    case absl::StatusCode::kUnimplemented: return 501;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kCancelled: return 503;
+    case absl::StatusCode::kDeadlineExceeded: return 504;
+    default: return 500;
+  }
+}
 
 struct HttpResponse {
   int status = 200;

@@ -13,6 +13,7 @@
 #include "server/http/admission.h"
 #include "server/http/login_throttle.h"
 #include "server/http/security.h"
+#include "server/http/types.h"
 
 namespace kvledger {
 namespace {
@@ -34,6 +35,7 @@ TEST(LoginThrottleTest, AnAddressWindowExpiresByItself) {
     throttle.Failed("10.0.0.1");
   }
   EXPECT_EQ(throttle.MayTry("10.0.0.1").code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(HttpStatusOf(throttle.MayTry("10.0.0.1")), 429);
   EXPECT_TRUE(throttle.MayTry("10.0.0.2").ok());
   clock.now += milliseconds(999);
   EXPECT_FALSE(throttle.MayTry("10.0.0.1").ok());
@@ -112,6 +114,16 @@ TEST(BasicAuthenticatorTest, FiveThousandFailingAddresses) {
   EXPECT_EQ(auth->Check(Basic("u:right"), "first"), BasicAuthenticator::Verdict::kAllowed);
 }
 
+// Every refusal of the HTTP stack and the JSON API leaves through one mapping.
+TEST(HttpStatusOfTest, OneMapping) {
+  EXPECT_EQ(HttpStatusOf(absl::OkStatus()), 200);
+  EXPECT_EQ(HttpStatusOf(absl::InvalidArgumentError("x")), 400);
+  EXPECT_EQ(HttpStatusOf(absl::NotFoundError("x")), 404);
+  EXPECT_EQ(HttpStatusOf(absl::ResourceExhaustedError("x")), 429);
+  EXPECT_EQ(HttpStatusOf(absl::UnavailableError("x")), 503);
+  EXPECT_EQ(HttpStatusOf(absl::InternalError("x")), 500);
+}
+
 TEST(ConnectionTableTest, BusyAddressesShareAndANewcomerFindsRoom) {
   AdmissionLimits limits;
   limits.connections = 100;
@@ -135,7 +147,7 @@ TEST(ConnectionTableTest, BusyAddressesShareAndANewcomerFindsRoom) {
   for (const auto& [peer, n] : held) EXPECT_EQ(n, 5) << peer;
   ASSERT_TRUE(table.MayOpen("scraper", &victim).ok());
   EXPECT_TRUE(victim.has_value());
-  EXPECT_EQ(table.MayOpen("10.0.0.1", &victim).code(), absl::StatusCode::kResourceExhausted);  // it has 5, no one more
+  EXPECT_EQ(table.MayOpen("10.0.0.1", &victim).code(), absl::StatusCode::kUnavailable);  // it has 5, no one more
   for (int i = 0; i < 64; ++i) table.Opened("one");
   EXPECT_EQ(table.MayOpen("one", &victim).message(), "this address has 64 connections open, the most one address may");
 }
