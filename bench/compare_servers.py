@@ -21,7 +21,7 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "client", "python"))
 import kvledger  # noqa: E402
 
-LISTENING = re.compile(r"listening: grpc=(\S+) metrics=http://(\S+)/metrics")
+LISTENING = re.compile(r"listening: grpc=(\S+) metrics=https?://(\S+)/metrics")
 
 
 def start(binary, log_path, extra=()):
