@@ -8,11 +8,13 @@
 //  - Requests: an address with nothing in flight is always admitted (so a new scraper is never
 //    refused); otherwise at most `in_flight_per_client` for one address and `max_in_flight` in all.
 //  - Workers: addresses take turns (round robin), each with at most `served_per_client` in service.
+//  - Parking: a slow reader's answer is held whole within a budget, a quarter of it per address.
 #ifndef KVLEDGER_SERVER_HTTP_ADMISSION_H_
 #define KVLEDGER_SERVER_HTTP_ADMISSION_H_
 
 #include <deque>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -46,6 +48,23 @@ class ConnectionTable {
   const AdmissionLimits limits_;
   std::map<std::string, int> per_peer_;
   int total_ = 0;
+};
+
+// Bytes of answers parked with the event thread, across connections: an answer is parked whole
+// (its whole unsent rest reserved at once) or not at all, and one address may hold at most a
+// quarter of the budget, so a few slow readers cannot fragment it for everyone. Thread-safe.
+class ParkedBudget {
+ public:
+  explicit ParkedBudget(size_t cap) : cap_(cap) {}
+  bool Reserve(const std::string& peer, size_t bytes);  // false: no room, nothing reserved
+  void Release(const std::string& peer, size_t bytes);
+  size_t used() const;
+
+ private:
+  const size_t cap_;
+  mutable std::mutex mu_;
+  size_t used_ = 0;
+  std::map<std::string, size_t> per_peer_;
 };
 
 // Requests waiting for a worker or in service, per address; `Item` is the listener's connection.

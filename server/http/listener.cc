@@ -55,37 +55,6 @@ struct Connection {
   bool writing() const { return output_sent < output.size(); }
 };
 
-// Bytes of answers parked with the event thread, across connections: an answer is parked whole
-// (its whole unsent rest reserved at once) or not at all, and one address may hold at most a
-// quarter of the budget, so a few slow readers cannot fragment it for everyone.
-class ParkedBudget {
- public:
-  explicit ParkedBudget(size_t cap) : cap_(cap) {}
-  bool Reserve(const std::string& peer, size_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    size_t& mine = per_peer_[peer];
-    if (used_ + bytes > cap_ || mine + bytes > cap_ / 4) {
-      if (mine == 0) per_peer_.erase(peer);
-      return false;
-    }
-    mine += bytes;
-    used_ += bytes;
-    return true;
-  }
-  void Release(const std::string& peer, size_t bytes) {
-    if (bytes == 0) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    used_ -= bytes;
-    if (auto it = per_peer_.find(peer); it != per_peer_.end() && (it->second -= bytes) == 0) per_peer_.erase(it);
-  }
-
- private:
-  const size_t cap_;
-  std::mutex mu_;
-  size_t used_ = 0;
-  std::map<std::string, size_t> per_peer_;
-};
-
 // Where an answer's bytes go: straight to the socket while the client reads them; once it stalls
 // for kStall, the rest is collected in the worker's memory and, at the end, parked whole with the
 // event thread (ParkedBudget) to send as the client reads. An answer that cannot be parked whole is

@@ -152,6 +152,25 @@ TEST(ConnectionTableTest, BusyAddressesShareAndANewcomerFindsRoom) {
   EXPECT_EQ(table.MayOpen("one", &victim).message(), "this address has 64 connections open, the most one address may");
 }
 
+// A slow reader's answer is parked whole or not at all; one address holds at most a quarter.
+TEST(ParkedBudgetTest, WholeAnswersAndAQuarterPerAddress) {
+  ParkedBudget budget(64 << 20);
+  const size_t page = 14200000;  // a 14.2 MB page (300 models x 4 tiers)
+  EXPECT_TRUE(budget.Reserve("a", page));
+  EXPECT_FALSE(budget.Reserve("a", page));  // 28.4 MB > 16 MiB for one address
+  EXPECT_TRUE(budget.Reserve("b", page));
+  EXPECT_TRUE(budget.Reserve("c", page));
+  EXPECT_TRUE(budget.Reserve("d", page));
+  EXPECT_FALSE(budget.Reserve("e", page));  // 71 MB > 64 MiB: not parked at all
+  EXPECT_EQ(budget.used(), 4 * page);
+  budget.Release("a", page);
+  EXPECT_TRUE(budget.Reserve("e", page));
+  EXPECT_TRUE(budget.Reserve("f", 1000));
+  EXPECT_FALSE(budget.Reserve("f", size_t{64} << 20));
+  budget.Release("f", 1000);
+  EXPECT_EQ(budget.used(), 4 * page);
+}
+
 TEST(FairQueueTest, AnAddressWithNothingInFlightIsAlwaysAdmitted) {
   AdmissionLimits limits;
   limits.max_in_flight = 16;
