@@ -241,25 +241,17 @@ class StarvationTest(unittest.TestCase):
     def test_busy_addresses(self):
         server = self.start()
         send_records(server, 20)
-        stop = threading.Event()
 
-        def loop(source):
+        def loop(source, stop):
             while not stop.is_set():
                 try:
                     get(server.metrics_address, path="/api/v1/totals", source=source, timeout=5)
                 except OSError:
                     pass
 
-        threads = [threading.Thread(target=loop, args=(f"127.0.7.{1 + i % 2}",)) for i in range(128)]
-        for t in threads:
-            t.start()
-        try:
+        with edge.Running(loop, [(f"127.0.7.{1 + i % 2}",) for i in range(128)]):
             time.sleep(0.5)
             times, replies = self.scrape_meanwhile(server, 8)
-        finally:
-            stop.set()
-            for t in threads:
-                t.join()
         print(f"MEASURED busy_2x64: scrapes={len(replies)} median_s={statistics.median(times):.3f} "
               f"max_s={max(times):.3f}")
         self.assertEqual(replies, [b"HTTP/1.1 200"] * len(replies))
@@ -311,36 +303,12 @@ class StarvationTest(unittest.TestCase):
         tiers = (record_pb2.TIER_DEVICE, record_pb2.TIER_HOST, record_pb2.TIER_DISK, record_pb2.TIER_REMOTE)
         send_records(server, 300, tiers)
         page = len(get(server.metrics_address, timeout=60))
-        host, port = server.metrics_address.rsplit(":", 1)
-        stop = threading.Event()
-
-        def slow_reader(source):
-            while not stop.is_set():
-                s = socket.socket()
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-                s.bind((source, 0))
-                s.connect((host, int(port)))
-                with s:
-                    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 2)
-                    while not stop.wait(0.05):
-                        try:
-                            if not s.recv(64):
-                                break
-                        except OSError:
-                            break
-
-        threads = [threading.Thread(target=slow_reader, args=(f"127.0.9.{1 + i % 4}",)) for i in range(8)]
-        for t in threads:
-            t.start()
-        try:
+        readers = [(server.metrics_address, f"127.0.9.{1 + i % 4}") for i in range(8)]
+        with edge.Running(lambda address, source, stop: edge.slow_reader(address, source, stop, 2, 64), readers):
             time.sleep(2)
             times, replies = self.scrape_meanwhile(server, 10)
             with open(f"/proc/{server.proc.pid}/status") as f:
                 rss_mb = int(next(line for line in f if line.startswith("VmRSS")).split()[1]) / 1024
-        finally:
-            stop.set()
-            for t in threads:
-                t.join()
         print(f"MEASURED slow_readers_large_page: page_mb={page / 1e6:.1f} scrapes={len(replies)} "
               f"median_s={statistics.median(times):.3f} max_s={max(times):.3f} rss_mb={rss_mb:.0f}")
         self.assertEqual(replies, [b"HTTP/1.1 200"] * len(replies))

@@ -52,6 +52,43 @@ def exchange(address, request, source="127.0.0.1", rcvbuf=None, timeout=10):
     return reply
 
 
+def slow_reader(address, source, stop, requests, chunk):
+    """Until `stop`: connects from `source` with a 4 KiB receive buffer, sends `requests` /metrics
+    requests and reads `chunk` bytes every 50 ms; reconnects when cut."""
+    host, port = address.rsplit(":", 1)
+    while not stop.is_set():
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.bind((source, 0))
+        s.connect((host, int(port)))
+        with s:
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * requests)
+            while not stop.wait(0.05):
+                try:
+                    if not s.recv(chunk):
+                        break
+                except OSError:
+                    break
+
+
+class Running:
+    """Threads running `target(*args)` for each args in `each`, until the block ends and `stop` is set."""
+
+    def __init__(self, target, each):
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=target, args=(*args, self.stop)) for args in each]
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+
+
 def populate(server, models=64):
     """A larger exposition: `models` generic models' series."""
     with grpc.insecure_channel(server.grpc_address) as channel:
@@ -92,30 +129,9 @@ class HttpEdgeTest(unittest.TestCase):
     def test_slow_readers_never_starve_another_address(self):
         server = self.start("--http_answer_seconds=60")
         populate(server, 200)
-        host, port = server.metrics_address.rsplit(":", 1)
-        stop = threading.Event()
-
-        def slow_reader(source):
-            while not stop.is_set():
-                s = socket.socket()
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-                s.bind((source, 0))
-                s.connect((host, int(port)))
-                with s:
-                    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 4)
-                    while not stop.wait(0.05):
-                        try:
-                            if not s.recv(16):
-                                break
-                        except OSError:
-                            break
-
-        sources = [f"127.0.0.{10 + i % 4}" for i in range(8)]
-        threads = [threading.Thread(target=slow_reader, args=(src,)) for src in sources]
-        for t in threads:
-            t.start()
+        readers = [(server.metrics_address, f"127.0.0.{10 + i % 4}") for i in range(8)]
         times = []
-        try:
+        with Running(lambda address, source, stop: slow_reader(address, source, stop, 4, 16), readers):
             time.sleep(1)  # the slow readers are in
             end = time.monotonic() + 12
             while time.monotonic() < end:
@@ -126,10 +142,6 @@ class HttpEdgeTest(unittest.TestCase):
                 self.assertTrue(reply.startswith(b"HTTP/1.1 200 OK"), reply[:200])
                 self.assertIn(b"kvledger_requests_total", reply)
                 time.sleep(0.5)
-        finally:
-            stop.set()
-            for t in threads:
-                t.join()
         times.sort()
         print(f"MEASURED slow_readers_4_addresses: scrapes={len(times)} median_s={times[len(times) // 2]:.3f} "
               f"max_s={times[-1]:.3f}")
