@@ -25,10 +25,10 @@
 
 namespace kvledger {
 
-// The ranges a fleet rate must fall in to be used: 1 kB/s to 100 TB/s of reload bandwidth, 1 GFLOP/s
+// The ranges a fleet rate must fall in to be used: 1 B/s to 100 TB/s of reload bandwidth, 1 GFLOP/s
 // to 10 EFLOP/s of prefill, at most an hour of fixed cost per pass. Anything outside is a broken or
 // hostile Prometheus, not a fleet.
-inline constexpr double kPlausibleBandwidth[2] = {1e3, 1e14};
+inline constexpr double kPlausibleBandwidth[2] = {1, 1e14};
 inline constexpr double kPlausibleFlopsPerSecond[2] = {1e9, 1e19};
 inline constexpr double kPlausiblePassSeconds = 3600;
 
