@@ -10,6 +10,7 @@ Usage: edge_attacks_test.py KVLEDGER_SERVER PYTHON_STUBS_DIR
 import base64
 import os
 import resource
+import selectors
 import socket
 import ssl
 import statistics
@@ -347,6 +348,52 @@ class StarvationTest(unittest.TestCase):
         self.assertEqual(replies, [b"HTTP/1.1 200"] * len(replies))
         self.assertLess(max(times), 5)
         self.assertLess(rss_mb, 64 + 8 * page / 2**20 + 400)
+
+    # 512 kept-alive connections on 8 addresses (64 KiB receive buffers) each asking for a ~2 MB page,
+    # read as fast as one thread can, then held open (once: 521 such connections held 1,085-1,104 MB
+    # for as long as they stayed). Answers park whole within the budget or are cut; a sent answer's
+    # buffer is freed: the server's peak stays far below the Deployment's 1 GiB.
+    def test_many_readers_of_whole_pages(self):
+        server = self.start()
+        send_records(server, 200)
+        page = len(get(server.metrics_address, timeout=60))
+        host, port = server.metrics_address.rsplit(":", 1)
+        selector = selectors.DefaultSelector()
+        received = {}
+        for i in range(512):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            s.bind((f"127.0.11.{1 + i % 8}", 0))
+            s.connect((host, int(port)))
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.setblocking(False)
+            selector.register(s, selectors.EVENT_READ)
+            received[s] = 0
+        peak = 0
+        end = time.monotonic() + 20  # bounded: what is not read by then stays unread, held open
+        open_ = set(received)
+        try:
+            while open_ and time.monotonic() < end:
+                for key, _ in selector.select(timeout=0.5):
+                    try:
+                        chunk = key.fileobj.recv(1 << 20)
+                    except OSError:
+                        chunk = b""
+                    received[key.fileobj] += len(chunk)
+                    if not chunk or received[key.fileobj] >= page:  # whole (or cut): held open, unread
+                        selector.unregister(key.fileobj)
+                        open_.discard(key.fileobj)
+                with open(f"/proc/{server.proc.pid}/status") as f:
+                    peak = max(peak, int(next(line for line in f if line.startswith("VmRSS")).split()[1]) // 1024)
+            whole = sum(1 for n in received.values() if n >= page)
+            print(f"MEASURED many_readers_whole_pages: page_mb={page / 1e6:.1f} whole={whole} of 512 "
+                  f"peak_rss_mb={peak}")
+            self.assertLess(peak, 512)
+            self.assertGreater(whole, 0)
+            self.assertEqual(get(server.metrics_address, source="127.0.0.20", timeout=30)[:12], b"HTTP/1.1 200")
+        finally:
+            for s in received:
+                s.close()
 
 
 if __name__ == "__main__":
