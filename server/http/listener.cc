@@ -270,10 +270,11 @@ std::optional<std::string> HttpRequest::Param(const std::string& name, int occur
 std::vector<std::string> HttpRequest::ParamNames() const { return QueryParamNames(query); }
 
 struct HttpListener::Impl {
-  Impl(int listen_fd, const HttpLimits& limits, HttpSecurity security, std::vector<Route> routes)
+  Impl(int listen_fd, const HttpLimits& limits, HttpSecurity security, std::vector<Route> routes,
+       HttpClockSource clock)
       : listen_fd(listen_fd), wake_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)), limits(limits),
         parked(limits.parked_bytes), security(std::move(security)), routes(std::move(routes)),
-        connections(AdmissionOf(limits)), queue(AdmissionOf(limits)) {}
+        clock(std::move(clock)), connections(AdmissionOf(limits)), queue(AdmissionOf(limits)) {}
   ~Impl();
 
   using Waiting = std::list<std::unique_ptr<Connection>>;
@@ -302,6 +303,8 @@ struct HttpListener::Impl {
   mutable ParkedBudget parked;
   const HttpSecurity security;
   const std::vector<Route> routes;
+  // The connections' deadlines (head, idle, answer) are read on it; a socket write's wait is real time.
+  const HttpClockSource clock;
 
   std::mutex mu;  // guards what follows, up to `waiting`
   std::condition_variable work_ready;
@@ -357,7 +360,7 @@ void HttpListener::Impl::Accept() {
     if (fd < 0) {
       // Out of descriptors: the listening socket stays readable, so stop polling it for a while
       // rather than spin; the pending connections wait in the kernel's queue.
-      if (errno == EMFILE || errno == ENFILE) accept_paused_until = Clock::now() + std::chrono::milliseconds(100);
+      if (errno == EMFILE || errno == ENFILE) accept_paused_until = clock() + std::chrono::milliseconds(100);
       return;
     }
     const int on = 1;
@@ -366,7 +369,7 @@ void HttpListener::Impl::Accept() {
     c->io = Transport::Make(fd, security.tls ? security.tls->get() : nullptr);
     c->peer = PeerAddress(peer);
     c->handshaking = security.tls != nullptr;
-    c->deadline = Clock::now() + std::chrono::seconds(limits.head_seconds);
+    c->deadline = clock() + std::chrono::seconds(limits.head_seconds);
     std::lock_guard<std::mutex> lock(mu);
     if (absl::Status admitted = Admit(*c); !admitted.ok()) {
       if (!security.tls) c->io->Write(Refusal(admitted), Clock::now());  // one try, no wait
@@ -388,7 +391,7 @@ bool HttpListener::Impl::ReadFrom(Connection& c, bool* complete) {
     }
     if (!c.started) {
       c.started = true;  // a request begins: its head must arrive in head_seconds
-      c.deadline = Clock::now() + std::chrono::seconds(limits.head_seconds);
+      c.deadline = clock() + std::chrono::seconds(limits.head_seconds);
     }
     c.pending.append(buffer, static_cast<size_t>(n));
     if (c.pending.size() > limits.head_bytes) break;
@@ -466,7 +469,7 @@ void HttpListener::Impl::WriteParked(Waiting::iterator it) {
     return;
   }
   c.started = !c.pending.empty();
-  c.deadline = Clock::now() + std::chrono::seconds(c.started ? limits.head_seconds : limits.idle_seconds);
+  c.deadline = clock() + std::chrono::seconds(c.started ? limits.head_seconds : limits.idle_seconds);
   if (HeadEnd(c.pending) == std::string::npos) return;
   auto owned = std::move(*it);  // a pipelined request is here already
   waiting.erase(it);
@@ -511,7 +514,7 @@ void HttpListener::Impl::Event(Waiting::iterator it) {
 
 bool HttpListener::Impl::PollOnce(std::vector<pollfd>& fds, std::vector<Waiting::iterator>& polled) {
   TakeBackServed();
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = clock();
   const Clock::time_point next = CloseExpired(now);
   fds.assign({{now >= accept_paused_until ? listen_fd : -1, POLLIN, 0}, {wake_fd, POLLIN, 0}});
   polled.clear();
@@ -568,7 +571,7 @@ void HttpListener::Impl::Work() {
     c->started = !c->pending.empty();
     if (c->pending.capacity() > limits.head_bytes && c->pending.size() < 4096) c->pending.shrink_to_fit();
     if (!c->writing()) {
-      c->deadline = Clock::now() + std::chrono::seconds(c->started ? limits.head_seconds : limits.idle_seconds);
+      c->deadline = clock() + std::chrono::seconds(c->started ? limits.head_seconds : limits.idle_seconds);
     }
     returned.push_back(std::move(c));
     lock.unlock();
@@ -577,8 +580,8 @@ void HttpListener::Impl::Work() {
 }
 
 bool HttpListener::Impl::Serve(Connection& c) {
-  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(limits.answer_seconds);
-  AnswerSink out(*c.io, deadline);
+  // The socket's writes wait by the real clock; the event thread's deadline is the listener's clock.
+  AnswerSink out(*c.io, Clock::now() + std::chrono::seconds(limits.answer_seconds));
   ParsedHead head;
   bool close = true;
   bool ok = false;
@@ -602,7 +605,7 @@ bool HttpListener::Impl::Serve(Connection& c) {
   ok = out.Park(parked, c.peer, &c.output, &c.output_reserved) && ok;
   c.output_sent = 0;
   c.close_after = close || !ok;
-  c.deadline = deadline;
+  c.deadline = clock() + std::chrono::seconds(limits.answer_seconds);
   if (!ok) {
     parked.Release(c.peer, c.output_reserved);
     c.output_reserved = 0;
@@ -645,7 +648,8 @@ HttpListener::Impl::~Impl() {
 }  // the connections close with their transports
 
 absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(const std::string& address, const HttpLimits& limits,
-                                                                  HttpSecurity security, std::vector<Route> routes) {
+                                                                  HttpSecurity security, std::vector<Route> routes,
+                                                                  HttpClockSource clock) {
   std::string error;
   const int fd = Listen(address, &error);
   if (fd < 0) {
@@ -653,7 +657,7 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(const std::str
         absl::StrCat("--metrics_address = \"", address, "\": cannot listen (is the port in use?): ", error));
   }
   const int port = BoundPort(fd);
-  auto impl = std::make_unique<Impl>(fd, Applied(limits), std::move(security), std::move(routes));
+  auto impl = std::make_unique<Impl>(fd, Applied(limits), std::move(security), std::move(routes), std::move(clock));
   impl->events = std::thread([raw = impl.get()] { raw->Run(); });
   for (int i = 0; i < impl->limits.workers; ++i) impl->workers.emplace_back([raw = impl.get()] { raw->Work(); });
   return std::unique_ptr<HttpListener>(

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/http/clock.h"
 #include "server/http/security.h"
 #include "server/http/types.h"
 
@@ -61,9 +62,12 @@ class HttpListener {
   };
 
   // Binds `address` ("host:port", port 0 for any) and serves `routes`; other paths get 404.
-  // UNAVAILABLE when the address cannot be bound.
+  // UNAVAILABLE when the address cannot be bound. The connections' deadlines (head_seconds,
+  // idle_seconds, answer_seconds) are kept on `clock` (a test moves a fake one); the event thread
+  // looks at them at least once a second.
   static absl::StatusOr<std::unique_ptr<HttpListener>> Start(const std::string& address, const HttpLimits& limits,
-                                                             HttpSecurity security, std::vector<Route> routes);
+                                                             HttpSecurity security, std::vector<Route> routes,
+                                                             HttpClockSource clock = SystemHttpClock());
   // Stops serving: closes every connection (a worker blocked on a slow reader returns) and joins the
   // threads; no client can hold it.
   ~HttpListener();

@@ -10,6 +10,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <atomic>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,11 @@ class Client {
     });
   }
   std::string ReadToClose() { return ReadUntil([](const std::string&) { return false; }); }
+  // Nothing arrives (no byte, no close) for `ms` of real time.
+  bool QuietFor(int ms) {
+    pollfd p{fd_, POLLIN, 0};
+    return poll(&p, 1, ms) == 0;
+  }
 
  private:
   const int fd_;
@@ -91,7 +98,7 @@ std::string Gunzip(const std::string& in) {
 
 class HttpListenerTest : public ::testing::Test {
  protected:
-  void Start(HttpLimits limits = {}) {
+  void Start(HttpLimits limits = {}, HttpClockSource clock = SystemHttpClock()) {
     std::vector<HttpListener::Route> routes;
     routes.push_back({"/hello", [](const HttpRequest& r) {
                         return HttpResponse::Of(200, "text/plain", absl::StrCat("hello ", r.Param("name").value_or("")));
@@ -108,7 +115,7 @@ class HttpListenerTest : public ::testing::Test {
                         };
                         return r;
                       }});
-    auto started = HttpListener::Start("127.0.0.1:0", limits, {}, std::move(routes));
+    auto started = HttpListener::Start("127.0.0.1:0", limits, {}, std::move(routes), std::move(clock));
     ASSERT_TRUE(started.ok()) << started.status();
     listener_ = *std::move(started);
   }
@@ -192,6 +199,32 @@ TEST_F(HttpListenerTest, StopsWithAClientThatNeverReads) {
   EXPECT_THAT(c.ReadAnswer(), StartsWith("HTTP/1.1 200"));
   listener_.reset();
   SUCCEED();
+}
+
+// The connections' deadlines are kept on the listener's clock: a fake one moved past head_seconds
+// closes a connection whose head is unfinished, and past idle_seconds a kept-alive one; unmoved,
+// both stay open (the event thread looks at the deadlines at least once a second).
+TEST_F(HttpListenerTest, DeadlinesOnAnInjectedClock) {
+  std::atomic<int64_t> moved_ms{0};
+  const HttpClock::time_point base = HttpClock::now();
+  HttpLimits limits;
+  limits.head_seconds = 10;  // by the real clock, far off: only the moved clock closes within 3 s
+  limits.idle_seconds = 60;
+  Start(limits, [&] { return base + std::chrono::milliseconds(moved_ms.load()); });
+  Client partial(listener_->port());
+  partial.Send("GET /hello HTTP/1.1\r\n");
+  Client idle(listener_->port());
+  idle.Send(Get("/hello"));
+  EXPECT_THAT(idle.ReadAnswer(), HasSubstr("hello "));
+  EXPECT_TRUE(partial.QuietFor(1500));
+  EXPECT_TRUE(idle.QuietFor(10));
+  moved_ms = 11000;  // past head_seconds, not idle_seconds
+  EXPECT_FALSE(partial.QuietFor(3000));
+  EXPECT_EQ(partial.ReadToClose(), "");
+  EXPECT_TRUE(idle.QuietFor(1500));
+  moved_ms = 61000;  // past idle_seconds
+  EXPECT_FALSE(idle.QuietFor(3000));
+  EXPECT_EQ(idle.ReadToClose(), "");
 }
 
 }  // namespace
