@@ -229,8 +229,8 @@ class LoginTest(unittest.TestCase):
                         headers=f"Authorization: {basic('prometheus', guess)}\r\n")
             self.assertTrue(reply.startswith(b"HTTP/1.1 401"), (guess, reply[:100]))
 
-    # Cost 10 (bcrypt's default). Unknown and known users are answered in the same time (a median
-    # once 52 against 214 ms); then 32 addresses x 2 connections guess for 8 s: the hashes done stay
+    # Cost 10 (bcrypt's default). Unknown and known users are answered in about the same time, medians
+    # of 7 interleaved tries within a factor of 2 (once 52 against 214 ms); then 32 addresses x 2 connections guess for 8 s: the hashes done stay
     # within a quarter of a core plus the one-second burst, and a scraper whose login is remembered
     # is answered every time.
     def test_guessing_from_many_addresses(self):
@@ -243,13 +243,15 @@ class LoginTest(unittest.TestCase):
             self.assertTrue(reply.startswith(b"HTTP/1.1 401"), reply[:100])
             return time.monotonic() - start
 
-        known = [timed("prometheus", f"127.0.4.{i + 1}") for i in range(3)]
-        unknown = [timed("nobody", f"127.0.5.{i + 1}") for i in range(3)]
+        known, unknown = [], []
+        for i in range(7):  # interleaved, so a loaded machine slows both alike
+            known.append(timed("prometheus", f"127.0.4.{i + 1}"))
+            unknown.append(timed("nobody", f"127.0.5.{i + 1}"))
         ratio = statistics.median(unknown) / statistics.median(known)
         print(f"MEASURED login_timing known_ms={statistics.median(known) * 1e3:.1f} "
               f"unknown_ms={statistics.median(unknown) * 1e3:.1f} ratio={ratio:.2f}")
-        self.assertGreater(ratio, 0.6)
-        self.assertLess(ratio, 1.6)
+        self.assertGreater(ratio, 0.5)  # before: 4.1 (52 against 214 ms)
+        self.assertLess(ratio, 2.0)
         hash_seconds = statistics.median(known)
         scraper = f"Authorization: {basic('prometheus', 's3cret')}\r\n"
         self.assertTrue(get(address, source="127.0.0.20", headers=scraper).startswith(b"HTTP/1.1 200"))
