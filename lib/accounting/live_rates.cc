@@ -52,6 +52,8 @@ void LiveRates::Observe(uint32_t model_slot, const RecordFigures& d) {
   if (compute) {
     shard.cells.compute[model_slot].Observe(Uint128ToDouble(suffix_flops), *d.suffix_prefill_seconds, now,
                                             half_life_);
+    // After the sample is in its shard: a question that sees the count sees the sample.
+    fitted_[model_slot].observed.fetch_add(1, std::memory_order_release);
   }
 }
 
@@ -85,6 +87,7 @@ LiveRates::FitRead LiveRates::Read(const Fitted& f) {
     FitRead r;
     r.made = f.made.load(kAcquire);
     r.at = f.at.load(kAcquire);
+    r.observed = f.fitted_observed.load(kAcquire);
     if (f.ready.load(kAcquire)) {
       r.fit = ComputeTime{Basis::kLive, f.fixed_seconds.load(kAcquire), f.seconds_per_flop.load(kAcquire),
                           f.samples.load(kAcquire), f.weight.load(kAcquire)};
@@ -93,11 +96,12 @@ LiveRates::FitRead LiveRates::Read(const Fitted& f) {
   }
 }
 
-void LiveRates::Write(Fitted& f, double at, const std::optional<ComputeTime>& fit) {
+void LiveRates::Write(Fitted& f, double at, uint64_t observed, const std::optional<ComputeTime>& fit) {
   constexpr auto kRelease = std::memory_order_release;
   f.seq.fetch_add(1, std::memory_order_acq_rel);
   f.made.store(true, kRelease);
   f.at.store(at, kRelease);
+  f.fitted_observed.store(observed, kRelease);
   f.ready.store(fit.has_value(), kRelease);
   if (fit) {
     f.fixed_seconds.store(fit->fixed_seconds, kRelease);
@@ -108,16 +112,20 @@ void LiveRates::Write(Fitted& f, double at, const std::optional<ComputeTime>& fi
   f.seq.fetch_add(1, kRelease);
 }
 
-std::optional<ComputeTime> LiveRates::ComputeModel(uint32_t model_slot) const {
+std::optional<ComputeTime> LiveRates::ComputeModel(uint32_t model_slot, bool current) const {
   if (model_slot >= slot_count_ || !compute_model_) return std::nullopt;
   const double now = clock_();
   Fitted& fitted = fitted_[model_slot];
-  auto fresh = [&](const FitRead& r) { return r.made && now >= r.at && now - r.at < refit_seconds_; };
+  // Read before the merge: a sample counted here is in its shard already (Observe counts after).
+  const uint64_t observed = fitted.observed.load(std::memory_order_acquire);
+  auto fresh = [&](const FitRead& r) {
+    return r.made && now >= r.at && now - r.at < refit_seconds_ && (!current || r.observed >= observed);
+  };
   if (FitRead r = Read(fitted); fresh(r)) return r.fit;  // the record path: no lock
   MutexLock lock(&fitted.refit_mu);
   if (FitRead r = Read(fitted); fresh(r)) return r.fit;  // another thread refitted meanwhile
   std::optional<ComputeTime> fit = Refit(model_slot, now);
-  Write(fitted, now, fit);
+  Write(fitted, now, observed, fit);
   return fit;
 }
 

@@ -88,8 +88,10 @@ class LiveRates {
   void ObserveTransfer(uint32_t model_slot, Tier tier, double bytes, double seconds);
 
   std::optional<RateEvidence> ReloadBandwidth(uint32_t model_slot, Tier tier) const;
-  // The model's compute-time fit, when it is ready (compute_time.h), else nothing.
-  std::optional<ComputeTime> ComputeModel(uint32_t model_slot) const;
+  // The model's compute-time fit, when it is ready (compute_time.h), else nothing. The record path
+  // reads a fit at most refit_seconds old; with `current` (a question: Advise), the fit also
+  // reflects every record observed before the call (refitted when one came since the last fit).
+  std::optional<ComputeTime> ComputeModel(uint32_t model_slot, bool current = false) const;
 
   // Every rate with evidence, by slot then tier; `tier` is absent for a compute model, whose
   // evidence.rate is its FLOP/s and `fixed_seconds` its cost per pass.
@@ -145,15 +147,18 @@ class LiveRates {
     std::atomic<double> seconds_per_flop{0};
     std::atomic<double> weight{0};
     std::atomic<uint64_t> samples{0};
+    std::atomic<uint64_t> fitted_observed{0};  // `observed` when the fit was made
+    std::atomic<uint64_t> observed{0};         // compute samples observed, ever (outside the lock)
     Mutex refit_mu;  // one refit at a time
   };
   struct FitRead {
     bool made = false;
     double at = 0;
+    uint64_t observed = 0;
     std::optional<ComputeTime> fit;
   };
   static FitRead Read(const Fitted& fitted);
-  static void Write(Fitted& fitted, double at, const std::optional<ComputeTime>& fit);
+  static void Write(Fitted& fitted, double at, uint64_t observed, const std::optional<ComputeTime>& fit);
   Shard& ShardForThisThread();
   // One cell (`cells`[index]) added over the shards, decayed to `now`.
   template <typename Cell>

@@ -150,7 +150,7 @@ struct Rates {
 
   std::optional<ComputeTime> ComputeModel() const {
     std::optional<ComputeTime> fit = fleet != nullptr ? fleet->ComputeModel(model) : std::nullopt;
-    if (!fit && live != nullptr) fit = live->ComputeModel(slot);
+    if (!fit && live != nullptr) fit = live->ComputeModel(slot, /*current=*/true);  // every record acknowledged
     return fit;
   }
 };

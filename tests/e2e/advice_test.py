@@ -111,6 +111,19 @@ class AdviceTest(unittest.TestCase):
             request.candidates.add(tier=tier, logical_match_tokens=match)
         return self.stub.Advise(request, timeout=10)
 
+    # The README's block as written: `replay` of the example trace and, at once, `advise`: the answer
+    # reflects every record acknowledged before it (once "recommendation unknown" for up to a second,
+    # the fit refreshed at most once a second).
+    def test_advise_right_after_replay(self):
+        trace = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "trace.jsonl")
+        replayed = cli("replay", trace, "--target", self.server.grpc_address)
+        self.assertEqual(replayed.returncode, 0, replayed.stderr)
+        advised = cli("advise", "--target", self.server.grpc_address, "--model", "llama-3.1-8b",
+                      "--prompt-tokens", "8192", "--candidate", "device:3000", "--candidate", "host:6000")
+        self.assertEqual(advised.returncode, 0, advised.stderr)
+        self.assertRegex(advised.stdout, r"recommendation\s+host\n")
+        self.assertIn("(live: 50 records", advised.stdout)
+
     # Two host records with different bandwidths, after the engine's misses: with a one-day half-life
     # the decay over the test's seconds is below 1e-4, so the live bandwidth is the ratio of the
     # exported totals (compared reused bytes / compared reload seconds), and the compute model is the

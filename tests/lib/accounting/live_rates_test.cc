@@ -134,6 +134,34 @@ TEST_F(LiveRatesTest, RefitAtMostOncePerPeriod) {
   EXPECT_TRUE(rates.ComputeModel(slot_).has_value());
 }
 
+// A question (Advise) reads a fit that reflects every record observed before it, even within the
+// refit period; the record path keeps the period's fit. Once: a replay followed at once by advise
+// answered "unknown" for a second.
+TEST_F(LiveRatesTest, AQuestionSeesEveryRecordBeforeIt) {
+  LiveRates rates(registry_.slots().slot_count(), 300, [this] { return now_; }, /*refit_seconds=*/1);
+  Ledger ledger(registry_, aggregator_, &rates);
+  EXPECT_FALSE(rates.ComputeModel(slot_, /*current=*/true).has_value());
+  for (int i = 1; i <= 9; ++i) {
+    RecordFacts miss;
+    miss.model = "llama-3.1-8b";
+    miss.prompt_tokens = 512 * i;
+    miss.suffix_prefill_seconds = 0.01 * i;
+    ASSERT_TRUE(ledger.Record(miss).ok());
+  }
+  EXPECT_FALSE(rates.ComputeModel(slot_).has_value());  // the record path: the fit of before
+  const auto current = rates.ComputeModel(slot_, /*current=*/true);
+  ASSERT_TRUE(current.has_value());
+  EXPECT_EQ(current->samples, 9u);
+  EXPECT_EQ(rates.ComputeModel(slot_)->samples, 9u);  // one fit: the record path reads it too
+  RecordFacts more;
+  more.model = "llama-3.1-8b";
+  more.prompt_tokens = 8192;
+  more.suffix_prefill_seconds = 0.2;
+  ASSERT_TRUE(ledger.Record(more).ok());
+  EXPECT_EQ(rates.ComputeModel(slot_)->samples, 9u);
+  EXPECT_EQ(rates.ComputeModel(slot_, /*current=*/true)->samples, 10u);
+}
+
 // Only measured, positive times feed a rate; a miss has no reload; a record folded into "other"
 // feeds nothing (it would mix models).
 TEST_F(LiveRatesTest, WhatFeedsTheRates) {
