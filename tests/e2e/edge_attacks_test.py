@@ -62,6 +62,23 @@ def hello_and_close(address, hello, source, reset):
     s.close()
 
 
+def open_many(address, subnet, addresses, each):
+    """`addresses` x `each` non-blocking connections to `address`, from 127.0.SUBNET.1, .2, ..."""
+    host, port = address.rsplit(":", 1)
+    held = []
+    for i in range(addresses):
+        for _ in range(each):
+            s = socket.socket()
+            s.bind((f"127.0.{subnet}.{i + 1}", 0))
+            s.setblocking(False)
+            try:
+                s.connect((host, int(port)))
+            except BlockingIOError:
+                pass
+            held.append(s)
+    return held
+
+
 def basic(user, password):
     return "Basic " + base64.b64encode(f"{user}:{password}".encode("latin-1")).decode()
 
@@ -133,20 +150,9 @@ class TlsTest(unittest.TestCase):
     # 70-80 scrapes answered, the rest reset).
     def test_handshaking_addresses_never_starve_a_scraper(self):
         server = self.start_tls("NoClientCert", "--http_head_seconds=60")
-        host, port = server.metrics_address.rsplit(":", 1)
         hello = client_hello(ssl.TLSVersion.TLSv1_3)
-        held = []
+        held = open_many(server.metrics_address, 10, 20, 64)
         try:
-            for i in range(20):
-                for _ in range(64):
-                    s = socket.socket()
-                    s.bind((f"127.0.10.{i + 1}", 0))
-                    s.setblocking(False)
-                    try:
-                        s.connect((host, int(port)))
-                    except BlockingIOError:
-                        pass
-                    held.append(s)
             time.sleep(0.5)
             for s in held:
                 try:
@@ -331,18 +337,7 @@ class StarvationTest(unittest.TestCase):
     # connection slot (once: 2-4 of 70-80 scrapes answered, the rest reset): every scrape is answered.
     def test_trickling_addresses(self):
         server = self.start("--http_head_seconds=60")
-        host, port = server.metrics_address.rsplit(":", 1)
-        held = []
-        for i in range(20):
-            for _ in range(64):
-                s = socket.socket()
-                s.bind((f"127.0.8.{i + 1}", 0))
-                s.setblocking(False)
-                try:
-                    s.connect((host, int(port)))
-                except BlockingIOError:
-                    pass
-                held.append(s)
+        held = open_many(server.metrics_address, 8, 20, 64)
         stop = threading.Event()
 
         def trickle():
