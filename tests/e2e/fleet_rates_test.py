@@ -105,8 +105,10 @@ class FleetRatesTest(unittest.TestCase):
 
         def fleet_answers():
             answers = [advise(r) for r in self.replicas]
+            # Every replica's sums are in (C's misses too, whose scrape may come after A's and B's).
             if all(x.candidates[0].bandwidth.basis == record_pb2.BASIS_FLEET and x.compute.basis == record_pb2.BASIS_FLEET
-                   and math.isclose(x.candidates[0].bandwidth.value, FLEET_BANDWIDTH, rel_tol=0.02) for x in answers):
+                   and math.isclose(x.candidates[0].bandwidth.value, FLEET_BANDWIDTH, rel_tol=0.02)
+                   and x.compute.samples == 60 + 12 + 20 + 10 + 12 for x in answers):
                 return answers
             return None
 
