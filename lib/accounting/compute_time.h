@@ -12,6 +12,7 @@
 #ifndef KVLEDGER_LIB_ACCOUNTING_COMPUTE_TIME_H_
 #define KVLEDGER_LIB_ACCOUNTING_COMPUTE_TIME_H_
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -52,6 +53,9 @@ struct ComputeTime {
 // weighted coefficient of variation (standard deviation / mean of the FLOPs) is at least this.
 inline constexpr double kComputeFitMinWeight = 8;
 inline constexpr double kComputeFitMinSpread = 0.25;
+
+// The largest sample count a double holds exactly (2^53): beyond it a count read from outside is garbage.
+inline constexpr double kMaxExactCount = 9007199254740992.0;
 
 // N sums of samples, each sample weighing 2^(-age / half_life): the decay behind every live rate and
 // fit. `weight` is the decayed count of samples (1 for a sample now). Plain value; the caller
@@ -103,7 +107,9 @@ class DecayedSums {
     DecayedSums sums;
     for (int i = 0; i < N; ++i) sums.sums_[i] = parts[i];
     sums.weight_ = parts[N];
-    sums.samples_ = parts[N + 1] > 0 ? static_cast<uint64_t>(parts[N + 1]) : 0;
+    // A count past 2^53 is no count a replica could have made; saturate rather than convert out of range.
+    const double samples = parts[N + 1];
+    sums.samples_ = samples > 0 ? static_cast<uint64_t>(std::min(samples, kMaxExactCount)) : 0;
     return sums;
   }
 

@@ -66,6 +66,15 @@ absl::Status Implausible(absl::string_view what, double value, double low, doubl
                                                  FormatDouble(low), ", ", FormatDouble(high), "])"));
 }
 
+// A sample count is a whole number no replica could pass 2^53 of.
+absl::Status PlausibleCount(double samples, const std::string& model) {
+  if (!(samples <= kMaxExactCount) || samples != std::floor(samples)) {
+    return absl::InvalidArgumentError(absl::StrCat("sample count of ", model, " = ", FormatDouble(samples),
+                                                   ": must be a whole number <= 2^53"));
+  }
+  return absl::OkStatus();
+}
+
 // What garbage sums would make of a rate is refused before Advise could answer from it.
 absl::Status Plausible(const DecayedRate& rate, const std::string& model, Tier tier) {
   const std::optional<RateEvidence> evidence = rate.Evidence();
@@ -108,11 +117,13 @@ absl::StatusOr<FleetRates::Table> FleetRates::FromSamples(const std::vector<Labe
   if (absl::Status s = AddSamples("compute", compute, kComputeFitParts, ModelOf, compute_parts); !s.ok()) return s;
   Table table;
   for (const auto& [key, parts] : reload_parts) {
+    if (absl::Status s = PlausibleCount(parts.back(), key.first); !s.ok()) return s;
     const DecayedRate rate = DecayedRate::FromParts(parts);
     if (absl::Status s = Plausible(rate, key.first, key.second); !s.ok()) return s;
     table.reload.emplace(key, rate);
   }
   for (const auto& [key, parts] : compute_parts) {
+    if (absl::Status s = PlausibleCount(parts.back(), key); !s.ok()) return s;
     const DecayedAffineFit fit = DecayedAffineFit::FromParts(parts);
     if (absl::Status s = Plausible(fit, key); !s.ok()) return s;
     table.compute.emplace(key, fit);
