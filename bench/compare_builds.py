@@ -20,7 +20,7 @@ from compare_servers import populate, start  # noqa: E402
 
 
 def bench(cli, target, mode, duration):
-    out = subprocess.run([cli, "bench", "--target", target, "--mode", mode, "--batch-size", "100",
+    out = subprocess.run([cli, "bench", "--real", "--target", target, "--mode", mode, "--batch-size", "100",
                           "--connections", "2", "--duration", str(duration), "--json"],
                          capture_output=True, text=True, timeout=duration + 120, check=True).stdout
     return json.loads(out)

@@ -72,7 +72,7 @@ def ingest(cli, address, args, scrape_interval, metrics):
     thread = threading.Thread(target=scraper) if scrape_interval else None
     if thread:
         thread.start()
-    out = subprocess.run([cli, "bench", "--target", address, "--mode", "stream", "--duration", str(args.duration),
+    out = subprocess.run([cli, "bench", "--real", "--target", address, "--mode", "stream", "--duration", str(args.duration),
                           "--connections", "2", "--batch-size", "100", "--json"],
                          capture_output=True, text=True, check=True)
     stop.set()

@@ -61,7 +61,7 @@ def main():
             runs = {name: [] for name in servers}
             for _ in range(args.repetitions):
                 for name, (_, address, _) in servers.items():
-                    out = subprocess.run([cli, "bench", "--target", address, "--mode", mode, "--duration",
+                    out = subprocess.run([cli, "bench", "--real", "--target", address, "--mode", mode, "--duration",
                                           str(args.duration), "--connections", str(args.connections),
                                           "--batch-size", str(args.batch_size), "--json"],
                                          capture_output=True, text=True, check=True)
@@ -124,7 +124,7 @@ def scrape_while_ingesting(cli, tmp, args):
                 thread = threading.Thread(target=scraper, args=(stop,)) if name == "scraped 10/s" else None
                 if thread:
                     thread.start()
-                out = subprocess.run([cli, "bench", "--target", address, "--mode", "stream", "--duration",
+                out = subprocess.run([cli, "bench", "--real", "--target", address, "--mode", "stream", "--duration",
                                       str(args.duration), "--connections", str(args.connections),
                                       "--batch-size", str(args.batch_size), "--json"],
                                      capture_output=True, text=True, check=True)

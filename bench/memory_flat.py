@@ -49,7 +49,7 @@ def main():
         # memory every 10 s): the resident set then holds what the records left behind, not the
         # buffers of streams in flight (which swing by tens of MiB under load).
         def load_until(target):
-            load = subprocess.Popen([cli, "bench", "--target", grpc_address, "--mode", "stream", "--duration",
+            load = subprocess.Popen([cli, "bench", "--real", "--target", grpc_address, "--mode", "stream", "--duration",
                                      "3600", "--connections", "2", "--batch-size", "100", "--json"],
                                     stdout=subprocess.DEVNULL)
             peak = 0

@@ -14,6 +14,7 @@
 #include "client/connection.h"
 #include "client/flag_set.h"
 #include "lib/wire/json_writer.h"
+#include "lib/wire/call_metadata.h"
 #include "grpcpp/grpcpp.h"
 #include "kvledger/v1/ledger.grpc.pb.h"
 
@@ -68,7 +69,9 @@ void CountReply(const grpc::Status& status, const v1::RecordBatchResponse* reply
   }
 }
 
-void RunWorker(const Connection& connection, const std::string& mode, size_t batch_size, uint64_t seed,
+// Without `real`, every call is marked synthetic (kSyntheticMetadata): the target answers as usual
+// and its figures do not move.
+void RunWorker(const Connection& connection, const std::string& mode, size_t batch_size, uint64_t seed, bool real,
                Clock::time_point end, WorkerResult& out) {
   auto stub = connection.Stub(/*own_connection=*/true);
   const auto batches = MakeBatches(seed, batch_size, 16);
@@ -81,6 +84,7 @@ void RunWorker(const Connection& connection, const std::string& mode, size_t bat
   };
   if (mode == "stream") {
     grpc::ClientContext context;
+    if (!real) context.AddMetadata(kSyntheticMetadata, "1");
     v1::RecordBatchResponse reply;
     auto writer = stub->StreamRecords(&context, &reply);
     bool open = true;
@@ -95,6 +99,7 @@ void RunWorker(const Connection& connection, const std::string& mode, size_t bat
     const auto& batch = batches[next++ % batches.size()];
     grpc::ClientContext context;
     connection.SetDeadline(context);
+    if (!real) context.AddMetadata(kSyntheticMetadata, "1");
     if (mode == "unary") {
       v1::RecordResponse reply;
       timed([&] { CountReply(stub->Record(&context, batch.records(0), &reply), nullptr, out); });
@@ -159,7 +164,7 @@ int Bench(const Args& args) {
   std::string mode = "batch";
   std::optional<uint64_t> batch_size, connections, seed;
   std::optional<double> duration;
-  bool json = false;
+  bool json = false, real = false;
   FlagSet flags("bench",
                 "Closed-loop load generator: C connections send valid records for a fixed time.\n"
                 "Compare kvledger-server with kvledger-noop-server (same API, no accounting).");
@@ -170,6 +175,9 @@ int Bench(const Args& args) {
   flags.Double("duration", &duration, "seconds to run (default 10)");
   flags.Uint64("seed", &seed, "record generator seed (default 1)");
   flags.Switch("json", &json, "print one JSON object");
+  flags.Switch("real", &real,
+               "count the records in the target's figures (default: marked synthetic, counted only in "
+               "kvledger_synthetic_records_total)");
   if (int code = ParseOrExit(flags, args, "bench"); code >= 0) return code;
   const size_t per_message = mode == "unary" ? 1 : batch_size.value_or(100);
   const size_t threads = connections.value_or(4);
@@ -194,7 +202,7 @@ int Bench(const Args& args) {
   const auto end = start + std::chrono::microseconds(static_cast<int64_t>(seconds * 1e6));
   for (size_t i = 0; i < threads; ++i) {
     workers.emplace_back(RunWorker, std::cref(connection), std::cref(mode), per_message,
-                         seed.value_or(1) * 1000 + i, end, std::ref(results[i]));
+                         seed.value_or(1) * 1000 + i, real, end, std::ref(results[i]));
   }
   for (auto& w : workers) w.join();
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();

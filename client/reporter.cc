@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "kvledger/v1/ledger.grpc.pb.h"
+#include "lib/wire/call_metadata.h"
 
 namespace kvledger {
 namespace {
@@ -200,6 +201,7 @@ class GrpcTransport final : public BatchTransport {
                     v1::RecordBatchResponse* response) override {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(deadline));
+    if (options_.synthetic) context.AddMetadata(kSyntheticMetadata, "1");
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (cancelled_) return grpc::Status(grpc::StatusCode::CANCELLED, "reporter shut down");

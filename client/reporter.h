@@ -76,6 +76,10 @@ struct ReporterOptions {
   absl::Duration max_backoff = absl::Seconds(5);
   // How long the destructor keeps sending what is queued.
   absl::Duration shutdown_timeout = absl::Seconds(5);
+  // Marks every call as a load generator's (kSyntheticMetadata): the server validates and answers
+  // its records but counts them only in kvledger_synthetic_records_total. For tests and demos that
+  // must not move a real server's figures.
+  bool synthetic = false;
 };
 
 // Monotonic counters, except queued.

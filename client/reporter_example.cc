@@ -1,5 +1,6 @@
 // reporter_example: sends --records synthetic records to --target through kvledger::Reporter,
-// flushes, shuts down, and prints the reporter's Stats as one JSON object. With the server down it
+// flushes, shuts down, and prints the reporter's Stats as one JSON object. The calls are marked
+// synthetic, so the target's figures do not move, unless --real asks for them to be counted. With the server down it
 // still finishes within --flush-timeout + --shutdown-timeout, reporting what it dropped.
 #include <algorithm>
 #include <iostream>
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   std::optional<uint64_t> records, queue_size;
   std::optional<double> flush_timeout, shutdown_timeout, per_second;
   std::string target = "127.0.0.1:50051", model = "llama-3.1-8b";
+  bool real = false;
   FlagSet flags("reporter_example", "Sends synthetic records through kvledger::Reporter and prints its Stats as JSON.");
   flags.Uint64("records", &records, "records to report", true);
   flags.String("target", &target, "kvledger-server HOST:PORT (default 127.0.0.1:50051)");
@@ -25,6 +27,8 @@ int main(int argc, char** argv) {
   flags.Uint64("queue-size", &queue_size, "reporter queue size (default 65536; records beyond a full queue are dropped)");
   flags.Double("flush-timeout", &flush_timeout, "seconds Flush() may take (default 3)");
   flags.Double("records-per-second", &per_second, "report at this pace rather than all at once");
+  flags.Switch("real", &real, "count the records in the target's figures (default: marked synthetic, counted only in "
+                            "kvledger_synthetic_records_total)");
   flags.Double("shutdown-timeout", &shutdown_timeout, "seconds shutdown may keep sending (default 1)");
   if (int code = kvledger::cli::ParseOrExit(flags, std::vector<std::string>(argv + 1, argv + argc), "reporter_example");
       code >= 0) {
@@ -35,6 +39,7 @@ int main(int argc, char** argv) {
   options.target = target;
   options.flush_interval = absl::Milliseconds(100);
   options.max_queue_size = std::min<uint64_t>(queue_size.value_or(65536), uint64_t{1} << 24);
+  options.synthetic = !real;
   kvledger::Reporter reporter(options);
   kvledger::v1::Record r;
   r.set_model(model);

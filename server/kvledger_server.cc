@@ -76,6 +76,10 @@ struct KvledgerServer::State {
   std::unique_ptr<Aggregator> aggregator;
   std::unique_ptr<LiveRates> rates;
   std::unique_ptr<Ledger> ledger;
+  // Load generators' records (the kvledger-synthetic call marker) take the whole record path into an
+  // aggregator nothing exports: no family, live rate or label slot moves.
+  std::unique_ptr<Aggregator> synthetic_aggregator;
+  std::unique_ptr<Ledger> synthetic_ledger;
   std::unique_ptr<EngineStats> engine_stats;
   std::unique_ptr<ServerMetrics> metrics;  // null with a custom sink (the no-op server discards them too)
   std::unique_ptr<RecordSink> sink;  // when not the ledger
@@ -272,12 +276,16 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
                                              MonotonicSeconds, LiveRates::kDefaultRefitSeconds,
                                              options.live_compute_model);
   state->ledger = std::make_unique<Ledger>(*state->registry, *state->aggregator, state->rates.get());
+  state->synthetic_aggregator = std::make_unique<Aggregator>(state->registry->slots().slot_count());
+  state->synthetic_ledger = std::make_unique<Ledger>(*state->registry, *state->synthetic_aggregator, nullptr,
+                                                     LabelClaims::kNever);
   state->sink = std::move(sink);
   RecordSink& records = state->sink ? *state->sink : static_cast<RecordSink&>(*state->ledger);
+  RecordSink& synthetic = state->sink ? *state->sink : static_cast<RecordSink&>(*state->synthetic_ledger);
   if (!state->sink) state->engine_stats = std::make_unique<EngineStats>(*state->registry, state->rates.get());
   state->metrics = std::make_unique<ServerMetrics>(kVersion);
   ReadFleetRates(options, *state);
-  state->service = std::make_unique<LedgerService>(records, *state->registry, LedgerServiceOptions::From(options),
+  state->service = std::make_unique<LedgerService>(RecordSinks{records, synthetic}, *state->registry, LedgerServiceOptions::From(options),
                                                    state->rates.get(), state->engine_stats.get(), state->metrics.get(),
                                                    state->fleet.get());
   int grpc_port = 0;

@@ -157,8 +157,8 @@ constexpr size_t kReusedBytes = 64 << 10;
 // after it is counted, so the summary is exactly what was counted.
 class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
-  StreamReactor(LedgerService& service, std::string peer, grpc::ByteBuffer* response)
-      : service_(service), peer_(std::move(peer)), response_(response), last_read_(absl::Now()) {
+  StreamReactor(LedgerService& service, std::string peer, bool synthetic, grpc::ByteBuffer* response)
+      : service_(service), peer_(std::move(peer)), synthetic_(synthetic), response_(response), last_read_(absl::Now()) {
     bool ending;
     {
       MutexLock lock(&service_.streams_mu_);
@@ -200,7 +200,7 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::
     }
     bytes_.Clear();
     v1::RecordBatchResponse outcome;
-    const grpc::Status applied = service_.ApplyBatch(batch, &outcome);
+    const grpc::Status applied = service_.ApplyBatch(batch, synthetic_, &outcome);
     if (!applied.ok()) {
       FinishLocked(ToGrpcStatus(absl::Status(static_cast<absl::StatusCode>(applied.error_code()),
                                              absl::StrCat(applied.error_message(), " (this batch; the stream's "
@@ -253,6 +253,7 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::
 
   LedgerService& service_;
   const std::string peer_;  // the client address, for its share of the parts budget
+  const bool synthetic_;    // a load generator's stream (kSyntheticMetadata)
   grpc::ByteBuffer* response_;
   grpc::ByteBuffer bytes_;  // the batch being read
   v1::RecordBatchRequest batch_;  // and parsed
@@ -275,10 +276,10 @@ LedgerServiceOptions LedgerServiceOptions::From(const ServerOptions& options) {
   return o;
 }
 
-LedgerService::LedgerService(RecordSink& sink, const ModelRegistry& registry, const LedgerServiceOptions& options,
+LedgerService::LedgerService(RecordSinks sinks, const ModelRegistry& registry, const LedgerServiceOptions& options,
                              const LiveRates* rates, EngineStats* engine_stats, ServerMetrics* metrics,
                              const FleetRates* fleet)
-    : sink_(sink),
+    : sinks_(sinks),
       registry_(registry),
       rates_(rates),
       fleet_(fleet),
@@ -348,7 +349,10 @@ grpc::ServerUnaryReactor* LedgerService::Record(grpc::CallbackServerContext* con
   return ServeUnary<v1::Record, v1::RecordResponse>(
       context, *request, response, record_limits_, parts_budget_, NoEntries,
       [this, context](const v1::Record& record, v1::RecordResponse*) {
-        return ToGrpcStatus(context, sink_.Record(FactsFromProto(record)));
+        const bool synthetic = IsSynthetic(*context);
+        const Verdict verdict = (synthetic ? sinks_.synthetic : sinks_.real).Record(FactsFromProto(record));
+        if (synthetic && metrics_ != nullptr) metrics_->SyntheticRecords(verdict.ok() ? 1 : 0, verdict.ok() ? 0 : 1);
+        return ToGrpcStatus(context, verdict);
       });
 }
 
@@ -373,14 +377,20 @@ std::optional<grpc::Status> LedgerService::Claim(const std::string& key, v1::Rec
   return std::nullopt;
 }
 
-grpc::Status LedgerService::ApplyBatch(const v1::RecordBatchRequest& batch, v1::RecordBatchResponse* outcome) {
+grpc::Status LedgerService::ApplyBatch(const v1::RecordBatchRequest& batch, bool synthetic,
+                                       v1::RecordBatchResponse* outcome) {
   const std::string& id = batch.batch_id();
   if (id.size() > kMaxBatchIdBytes) {
     return BatchIdTooLong(id, "batch");
   }
   if (batch.records_size() == 0) return grpc::Status::OK;  // nothing to count twice: not remembered
+  if (synthetic) {
+    AccountBatch(sinks_.synthetic, batch, options_.max_listed_rejections, outcome);
+    if (metrics_ != nullptr) metrics_->SyntheticRecords(outcome->accepted(), outcome->rejected());
+    return grpc::Status::OK;
+  }
   if (std::optional<grpc::Status> answered = Claim(id, outcome)) return *answered;
-  AccountBatch(sink_, batch, options_.max_listed_rejections, outcome);
+  AccountBatch(sinks_.real, batch, options_.max_listed_rejections, outcome);
   dedup_.Finish(id, *outcome);
   if (metrics_ != nullptr && !id.empty()) {
     const BatchDeduplicator::Stats stats = dedup_.stats();
@@ -394,14 +404,14 @@ grpc::ServerUnaryReactor* LedgerService::RecordBatch(grpc::CallbackServerContext
   return ServeUnary<v1::RecordBatchRequest, v1::RecordBatchResponse>(
       context, *request, response, batch_limits_, parts_budget_,
       [this](size_t records) { return Oversized(records, "nothing of the batch was counted"); },
-      [this](const v1::RecordBatchRequest& batch, v1::RecordBatchResponse* outcome) {
-        return ApplyBatch(batch, outcome);
+      [this, context](const v1::RecordBatchRequest& batch, v1::RecordBatchResponse* outcome) {
+        return ApplyBatch(batch, IsSynthetic(*context), outcome);
       });
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* LedgerService::StreamRecords(grpc::CallbackServerContext* context,
                                                                         grpc::ByteBuffer* response) {
-  return new StreamReactor(*this, PeerAddress(*context), response);
+  return new StreamReactor(*this, PeerAddress(*context), IsSynthetic(*context), response);
 }
 
 grpc::ServerUnaryReactor* LedgerService::Explain(grpc::CallbackServerContext* context,
@@ -442,7 +452,12 @@ grpc::ServerUnaryReactor* LedgerService::RecordEngineStats(grpc::CallbackServerC
             absl::StrCat("transfers + unrecorded: ", entries, " entries in one request: must be at most ",
                          options_.max_batch_records, " (--max_batch_records); nothing of it was counted")));
       },
-      [this](const v1::EngineStatsRequest& stats, v1::EngineStatsResponse* outcome) {
+      [this, context](const v1::EngineStatsRequest& stats, v1::EngineStatsResponse* outcome) {
+        if (IsSynthetic(*context)) {  // they would feed the live rates, which synthetic calls never move
+          return ToGrpcStatus(absl::InvalidArgumentError(
+              absl::StrCat(kSyntheticMetadata, " = \"1\": engine statistics cannot be synthetic (they feed the "
+                           "live rates); nothing of the request was counted")));
+        }
         return ApplyEngineStats(stats, outcome);
       });
 }

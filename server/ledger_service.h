@@ -49,7 +49,14 @@ struct LedgerServiceOptions {
   static LedgerServiceOptions From(const ServerOptions& options);
 };
 
-// Thread-safe; `sink`, `registry` (for Explain and Advise), `rates` (for Advise; may be null) and
+// Where records go: `real` counts them; `synthetic` takes a load generator's (a call marked with
+// kSyntheticMetadata), kept out of every exported family.
+struct RecordSinks {
+  RecordSink& real;
+  RecordSink& synthetic;
+};
+
+// Thread-safe; `sinks`, `registry` (for Explain and Advise), `rates` (for Advise; may be null) and
 // `engine_stats` (for RecordEngineStats; null: entries are parsed and discarded, as a no-op sink
 // does with records) and `metrics` (streams open, deduplicated and oversized batches; may be null)
 // must outlive the service.
@@ -60,7 +67,7 @@ using RawLedgerService = v1::Ledger::WithRawCallbackMethod_Record<v1::Ledger::Wi
 
 class LedgerService final : public RawLedgerService {
  public:
-  LedgerService(RecordSink& sink, const ModelRegistry& registry, const LedgerServiceOptions& options,
+  LedgerService(RecordSinks sinks, const ModelRegistry& registry, const LedgerServiceOptions& options,
                 const LiveRates* rates = nullptr, EngineStats* engine_stats = nullptr,
                 ServerMetrics* metrics = nullptr, const FleetRates* fleet = nullptr);
   ~LedgerService() override;
@@ -93,7 +100,9 @@ class LedgerService final : public RawLedgerService {
  private:
   friend class StreamReactor;
   // Applies one batch once per batch_id (see BatchDeduplicator): its outcome, indices within the batch.
-  grpc::Status ApplyBatch(const v1::RecordBatchRequest& batch, v1::RecordBatchResponse* outcome);
+  // A synthetic batch goes to the synthetic sink and is never remembered (its ids must not push a
+  // real batch's out of the window).
+  grpc::Status ApplyBatch(const v1::RecordBatchRequest& batch, bool synthetic, v1::RecordBatchResponse* outcome);
   // The refusal of a batch of `records` records, more than max_batch_records (counted as oversized).
   grpc::Status Oversized(size_t records, absl::string_view what);
   // A batch id's claim in the dedup window: the answer for a batch applied before (its outcome in
@@ -102,7 +111,7 @@ class LedgerService final : public RawLedgerService {
   // Engine statistics, once per batch_id (like ApplyBatch), then AccountEngineStats.
   grpc::Status ApplyEngineStats(const v1::EngineStatsRequest& request, v1::EngineStatsResponse* response);
   void AccountEngineStats(const v1::EngineStatsRequest& request, v1::EngineStatsResponse* response);
-  RecordSink& sink_;
+  const RecordSinks sinks_;
   const ModelRegistry& registry_;
   const LiveRates* const rates_;
   const FleetRates* const fleet_;  // --fleet_prometheus_url; null without

@@ -146,6 +146,13 @@ ServerMetrics::ServerMetrics(const std::string& version)
                              .Help("Records in the batches refused as oversized (none of them counted).")
                              .Register(registry_)
                              .Add({})),
+      synthetic_family_(prometheus::BuildCounter()
+                            .Name("kvledger_synthetic_records_total")
+                            .Help("Records of calls marked kvledger-synthetic (kvledger bench, the examples) by "
+                                  "outcome: validated and answered, counted in no other family.")
+                            .Register(registry_)),
+      synthetic_accepted_(synthetic_family_.Add({{"outcome", "accepted"}})),
+      synthetic_rejected_(synthetic_family_.Add({{"outcome", "rejected"}})),
       scrape_seconds_(prometheus::BuildHistogram()
                           .Name("kvledger_scrape_duration_seconds")
                           .Help("Seconds to write one /metrics answer (the scrape itself shows from the next).")

@@ -64,6 +64,11 @@ class ServerMetrics {
     oversized_batches_.Increment();
     oversized_records_.Increment(static_cast<double>(records));
   }
+  // A load generator's records (kSyntheticMetadata): validated and answered, counted only here.
+  void SyntheticRecords(uint64_t accepted, uint64_t rejected) {
+    synthetic_accepted_.Increment(static_cast<double>(accepted));
+    synthetic_rejected_.Increment(static_cast<double>(rejected));
+  }
   // A /metrics answer took `seconds` and was `bytes` long (shown from the next scrape on).
   void Scraped(double seconds, size_t bytes) {
     scrape_seconds_.Observe(seconds);
@@ -90,6 +95,9 @@ class ServerMetrics {
   prometheus::Counter& deduplicated_batches_;
   prometheus::Counter& oversized_batches_;
   prometheus::Counter& oversized_records_;
+  prometheus::Family<prometheus::Counter>& synthetic_family_;
+  prometheus::Counter& synthetic_accepted_;
+  prometheus::Counter& synthetic_rejected_;
   prometheus::Histogram& scrape_seconds_;
   prometheus::Gauge& last_scrape_bytes_;
   prometheus::Family<prometheus::Gauge>& watchdog_family_;

@@ -13,6 +13,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "lib/base/mutex.h"
+#include "lib/wire/call_metadata.h"
 #include "lib/wire/wire_budget.h"
 
 namespace kvledger {
@@ -57,6 +58,13 @@ class PartsBudget {
 };
 
 // The client address of a call ("ipv4:127.0.0.1:5432" -> "ipv4:127.0.0.1"): the unit of fairness.
+// Whether the call carries the load generators' marker (kSyntheticMetadata = "1").
+inline bool IsSynthetic(const grpc::CallbackServerContext& context) {
+  const auto& metadata = context.client_metadata();
+  const auto found = metadata.find(kSyntheticMetadata);
+  return found != metadata.end() && found->second == "1";
+}
+
 inline std::string PeerAddress(const grpc::CallbackServerContext& context) {
   std::string peer = context.peer();
   const size_t colon = peer.rfind(':');

@@ -34,7 +34,9 @@ Verdict Ledger::Record(const RecordFacts& facts) {
     aggregator_.AddRejection(figures.rejection().reason);
     return figures.verdict();
   }
-  const LabelSlot label = model->label ? *model->label : registry_.ClaimLabel(facts.model, figures->profile);
+  const LabelSlot label = model->label                     ? *model->label
+                          : claims_ == LabelClaims::kClaim ? registry_.ClaimLabel(facts.model, figures->profile)
+                                                           : LabelSlot{registry_.slots().other_slot(), true};
   aggregator_.Add(label.slot, *figures, label.folded);
   // Rates are per model: a record folded into "other" would mix models.
   if (rates_ != nullptr && !label.folded) rates_->Observe(label.slot, *figures);

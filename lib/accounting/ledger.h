@@ -28,12 +28,18 @@ EstimateSource LiveEstimateSource(const absl::StatusOr<Resolution>& model, const
 // said in the figures' basis. A server never uses it: its records and its Explain estimate alike.
 inline EstimateSource OfflineEstimateSource() { return EstimateSource{std::nullopt, /*record_alone=*/true}; }
 
+// Whether a record of a name without a label slot claims one (the exported ledger) or is counted
+// under "other" without claiming (a ledger of synthetic records, which must not take a slot that
+// real traffic would show under).
+enum class LabelClaims { kClaim, kNever };
+
 // Accounts records into an Aggregator, and into LiveRates when given. Thread-safe; the registry,
 // aggregator and rates must outlive it.
 class Ledger final : public RecordSink {
  public:
-  Ledger(ModelRegistry& registry, Aggregator& aggregator, LiveRates* rates = nullptr)
-      : registry_(registry), aggregator_(aggregator), rates_(rates) {}
+  Ledger(ModelRegistry& registry, Aggregator& aggregator, LiveRates* rates = nullptr,
+         LabelClaims claims = LabelClaims::kClaim)
+      : registry_(registry), aggregator_(aggregator), rates_(rates), claims_(claims) {}
 
   // Counts an accepted record, or counts the rejection by reason and returns it. A record is
   // either counted once or rejected; never both, never partly.
@@ -44,6 +50,7 @@ class Ledger final : public RecordSink {
   ModelRegistry& registry_;
   Aggregator& aggregator_;
   LiveRates* const rates_;
+  const LabelClaims claims_;
 };
 
 }  // namespace kvledger

@@ -13,15 +13,9 @@
 #include "lib/accounting/derived_figures.h"
 #include "lib/accounting/figure_schema.h"
 #include "lib/accounting/record_facts.h"
+#include "lib/wire/call_metadata.h"
 
 namespace kvledger {
-
-// A refused record's or request's reason (RejectReasonLabel) travels in this trailing metadata key,
-// beside the INVALID_ARGUMENT message, as RecordBatch's rejections carry it in their `reason`.
-// With a record's rejection, the field the message begins with, as data, in the second key: a
-// client that names fields otherwise (the CLI's flags) renders the message from it.
-inline constexpr char kRejectReasonMetadata[] = "kvledger-reject-reason";
-inline constexpr char kRejectFieldMetadata[] = "kvledger-reject-field";
 
 // The facts view into `record`, which must outlive them.
 RecordFacts FactsFromProto(const v1::Record& record);

@@ -124,7 +124,7 @@ class MembershipTest(unittest.TestCase):
 
     def cpp_traffic(self, model, records, per_second):
         return subprocess.Popen([REPORTER_EXAMPLE, "--target", self.target, "--model", model, "--records",
-                                 str(records), "--records-per-second", str(per_second), "--flush-timeout", "30"],
+                                 str(records), "--records-per-second", str(per_second), "--flush-timeout", "30", "--real"],
                                 stdout=subprocess.PIPE, text=True)
 
     def test_replica_added_behind_the_name(self):

@@ -38,6 +38,8 @@ from kvledger.replicas import Replicas
 from kvledger.v1 import ledger_pb2, ledger_pb2_grpc
 
 _UNRECORDED_REASONS = {"aborted": 1, "failed": 2}
+# The request metadata key of a load generator's call (lib/wire/call_metadata.h, kSyntheticMetadata).
+SYNTHETIC_METADATA = "kvledger-synthetic"
 _TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED)
 
 
@@ -55,7 +57,8 @@ class Reporter:
     def __init__(self, target="127.0.0.1:50051", *, max_queue_size=2048, max_batch_size=512,
                  flush_interval_seconds=1.0, rpc_timeout_seconds=5.0, initial_backoff_seconds=0.05,
                  max_backoff_seconds=5.0, shutdown_timeout_seconds=5.0, credentials=None, channel_options=None,
-                 max_engine_stats_keys=1024, load_balancing_policy="round_robin", retry_same_replica_seconds=10.0):
+                 max_engine_stats_keys=1024, load_balancing_policy="round_robin", retry_same_replica_seconds=10.0,
+                 synthetic=False):
         self.target = target
         self.max_queue_size = max_queue_size
         self.max_batch_size = max_batch_size
@@ -71,6 +74,9 @@ class Reporter:
         self._channel_options = channel_options_with(load_balancing_policy, channel_options)
         self._load_balancing_policy = dict(self._channel_options)["grpc.lb_policy_name"]
         self._retry_same_replica_seconds = retry_same_replica_seconds
+        # synthetic=True marks every call as a load generator's: the server answers as usual but counts
+        # the records only in kvledger_synthetic_records_total (for tests and demos).
+        self._metadata = ((SYNTHETIC_METADATA, "1"),) if synthetic else None
         self._reset()
         me = weakref.ref(self)
         if hasattr(os, "register_at_fork"):
@@ -246,7 +252,8 @@ class Reporter:
                 return
             timeout = self.rpc_timeout_seconds if deadline is None else min(self.rpc_timeout_seconds, deadline - now)
             try:
-                response = self._replicas.pick(request.batch_id).RecordBatch(request, timeout=timeout)
+                response = self._replicas.pick(request.batch_id).RecordBatch(request, timeout=timeout,
+                                                                             metadata=self._metadata)
                 self._replicas.answered(grpc.StatusCode.OK)
             except grpc.RpcError as e:
                 self._replicas.answered(e.code())
@@ -292,7 +299,8 @@ class Reporter:
                                            logical_match_tokens=tokens)
                 entries = len(transfers) + len(unrecorded)
         try:
-            response = self._replicas.pick(request.batch_id).RecordEngineStats(request, timeout=self.rpc_timeout_seconds)
+            response = self._replicas.pick(request.batch_id).RecordEngineStats(request, timeout=self.rpc_timeout_seconds,
+                                                                               metadata=self._metadata)
         except grpc.RpcError as e:
             with self._lock:
                 if e.code() in _TRANSIENT and not self._closing:

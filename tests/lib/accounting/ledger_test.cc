@@ -54,6 +54,24 @@ TEST_F(LedgerTest, RejectionsAreCountedByReasonOnly) {
   EXPECT_EQ(registry.slots().LabelsBySlot().size(), registry.slots().known_slots());
 }
 
+// A ledger that never claims (the server's one for synthetic records) counts an unknown name under
+// "other" and leaves the registry's slots to real traffic; catalog names keep their own slots.
+TEST_F(LedgerTest, ANeverClaimingLedgerTakesNoSlot) {
+  ModelRegistry registry(catalog_, 4, UnknownModelPolicy::kGeneric);
+  Aggregator aggregator(registry.slots().slot_count());
+  Ledger ledger(registry, aggregator, nullptr, LabelClaims::kNever);
+  EXPECT_THAT(ToStatus(ledger.Record(Hit("a-model-never-seen"))), IsOk());
+  EXPECT_THAT(ToStatus(ledger.Record(Hit("llama-3.1-8b"))), IsOk());
+  EXPECT_EQ(registry.slots().LabelsBySlot().size(), registry.slots().known_slots());
+  uint64_t other = 0, total = 0;
+  for (const auto& cell : aggregator.Snapshot().cells) {
+    total += cell.totals.requests();
+    if (cell.model_slot == registry.slots().other_slot()) other += cell.totals.requests();
+  }
+  EXPECT_EQ(total, 2u);
+  EXPECT_EQ(other, 1u);
+}
+
 // Past max_models unknown names, records land in the "other" slot and the folding is counted;
 // known profiles keep their own labels whatever came first.
 TEST_F(LedgerTest, FoldedRecordsAreCounted) {
