@@ -35,6 +35,11 @@ stage() {
   local counts
   counts="$(sed -n 's/.*\(tests passed, [0-9]* tests failed out of [0-9]*\).*/\1/p' "$dir/ctest.log" 2>/dev/null | tail -n 1)"
   summary+=("$name: $result${counts:+ ($counts)}")
+  # A test that cannot run here (a kernel feature the machine lacks) exits with its SKIP_RETURN_CODE
+  # after printing "SKIP: <test>: <reason>"; the reason goes into the summary.
+  local skipped
+  skipped="$(grep -h '^SKIP: ' "$dir/Testing/Temporary/LastTest.log" 2>/dev/null | sort -u)"
+  while IFS= read -r line; do [ -n "$line" ] && summary+=("  skipped ${line#SKIP: }"); done <<<"$skipped"
   echo "test.sh: $name: $result"
 }
 

@@ -436,7 +436,7 @@ class EngineStatsIdempotenceTest(ServerTest):
             def __init__(self, real):
                 self.real, self.sent = real, []
 
-            def RecordEngineStats(self, request, timeout):
+            def RecordEngineStats(self, request, timeout, metadata=None):
                 self.sent.append(request.SerializeToString())
                 reply = self.real.RecordEngineStats(request, timeout=timeout)
                 if len(self.sent) == 1:
