@@ -120,11 +120,16 @@ class ReplicaSet {
   }
 
   // The outcome of the attempt Pick() last chose for: a replica that let a call run out of time (frozen
-  // or overloaded) gets no new batches for a while; one that answers is trusted again.
-  void Answered(grpc::StatusCode code) {
+  // or overloaded) gets no new batches for a while; one that answers is trusted again. One that is
+  // `draining` (it refused the call before applying any of it: kDrainingMetadata) is leaving: the
+  // batch's retry goes elsewhere at once, and no new batch goes there.
+  void Answered(grpc::StatusCode code, bool draining) {
     auto it = replicas_.find(pinned_address_);
     if (it == replicas_.end()) return;
-    if (code == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    if (draining) {
+      it->second.slow_until = absl::Now() + kResolveEvery;
+      pinned_until_ = absl::InfinitePast();
+    } else if (code == grpc::StatusCode::DEADLINE_EXCEEDED) {
       it->second.slow_until = absl::Now() + kResolveEvery;
     } else if (code == grpc::StatusCode::OK) {
       it->second.slow_until = absl::InfinitePast();
@@ -208,7 +213,9 @@ class GrpcTransport final : public BatchTransport {
       current_ = &context;
     }
     grpc::Status status = replicas_.Pick(batch.batch_id())->RecordBatch(&context, batch, response);
-    replicas_.Answered(status.error_code());
+    const auto& trailers = context.GetServerTrailingMetadata();
+    const auto draining = trailers.find(kDrainingMetadata);
+    replicas_.Answered(status.error_code(), draining != trailers.end() && draining->second == "1");
     std::lock_guard<std::mutex> lock(mu_);
     current_ = nullptr;
     return status;

@@ -27,6 +27,7 @@ namespace kvledger {
 namespace {
 
 constexpr std::chrono::seconds kShutdownGrace{5};
+constexpr absl::Duration kRefusalWindow = absl::Seconds(1);
 
 absl::StatusOr<std::string> ReadFile(const char* flag, const std::string& path) {
   std::ifstream in(path);
@@ -323,8 +324,12 @@ void KvledgerServer::Shutdown(bool patient) {
   // 1. Health turns NOT_SERVING at once; calls are still served while balancers notice.
   if (auto* health = state_->grpc_server->GetHealthCheckService()) health->Shutdown();
   if (patient) absl::SleepFor(absl::Seconds(state_->options.shutdown_drain_seconds));
-  // 2. Open streams end with their summaries; new calls are refused; calls in flight get a grace
-  //    period, then are cancelled.
+  // 2. Record calls are refused UNAVAILABLE before anything is applied, with the draining trailer,
+  //    for kRefusalWindow (at most the drain period) while connections are still up, so that clients hear it and retry on
+  //    another replica rather than meet a closing connection; then open streams end with their
+  //    summaries, new calls are refused by gRPC, and calls in flight get a grace period.
+  state_->service->Drain();
+  if (patient) absl::SleepFor(std::min(kRefusalWindow, absl::Seconds(state_->options.shutdown_drain_seconds)));
   state_->service->EndOpenStreams();
   state_->grpc_server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   state_->grpc_server->Wait();

@@ -349,11 +349,19 @@ grpc::ServerUnaryReactor* LedgerService::Record(grpc::CallbackServerContext* con
   return ServeUnary<v1::Record, v1::RecordResponse>(
       context, *request, response, record_limits_, parts_budget_, NoEntries,
       [this, context](const v1::Record& record, v1::RecordResponse*) {
+        if (std::optional<grpc::Status> refused = Draining(context)) return *refused;
         const bool synthetic = IsSynthetic(*context);
         const Verdict verdict = (synthetic ? sinks_.synthetic : sinks_.real).Record(FactsFromProto(record));
         if (synthetic && metrics_ != nullptr) metrics_->SyntheticRecords(verdict.ok() ? 1 : 0, verdict.ok() ? 0 : 1);
         return ToGrpcStatus(context, verdict);
       });
+}
+
+std::optional<grpc::Status> LedgerService::Draining(grpc::CallbackServerContext* context) const {
+  if (!draining_.load(std::memory_order_acquire)) return std::nullopt;
+  context->AddTrailingMetadata(kDrainingMetadata, "1");
+  return ToGrpcStatus(absl::UnavailableError(
+      "the server is shutting down: nothing of this call was applied; retry it on another replica"));
 }
 
 grpc::Status LedgerService::Oversized(size_t records, absl::string_view what) {
@@ -405,6 +413,7 @@ grpc::ServerUnaryReactor* LedgerService::RecordBatch(grpc::CallbackServerContext
       context, *request, response, batch_limits_, parts_budget_,
       [this](size_t records) { return Oversized(records, "nothing of the batch was counted"); },
       [this, context](const v1::RecordBatchRequest& batch, v1::RecordBatchResponse* outcome) {
+        if (std::optional<grpc::Status> refused = Draining(context)) return *refused;
         return ApplyBatch(batch, IsSynthetic(*context), outcome);
       });
 }
@@ -458,6 +467,7 @@ grpc::ServerUnaryReactor* LedgerService::RecordEngineStats(grpc::CallbackServerC
               absl::StrCat(kSyntheticMetadata, " = \"1\": engine statistics cannot be synthetic (they feed the "
                            "live rates); nothing of the request was counted")));
         }
+        if (std::optional<grpc::Status> refused = Draining(context)) return *refused;
         return ApplyEngineStats(stats, outcome);
       });
 }

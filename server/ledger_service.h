@@ -6,6 +6,7 @@
 #ifndef KVLEDGER_SERVER_LEDGER_SERVICE_H_
 #define KVLEDGER_SERVER_LEDGER_SERVICE_H_
 
+#include <atomic>
 #include <optional>
 #include <thread>
 
@@ -87,6 +88,10 @@ class LedgerService final : public RawLedgerService {
   grpc::ServerUnaryReactor* ListProfiles(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                                          grpc::ByteBuffer* response) override;
 
+  // From now on, Record, RecordBatch and RecordEngineStats are answered UNAVAILABLE (with
+  // kDrainingMetadata) before anything of them is applied; calls being applied finish as usual.
+  // For shutdown, before EndOpenStreams.
+  void Drain() { draining_.store(true, std::memory_order_release); }
   // Ends every open StreamRecords call with its summary (status OK, the counts so far); batches
   // that arrive afterwards are not counted. New streams opened later end at their first batch.
   // For shutdown.
@@ -111,7 +116,10 @@ class LedgerService final : public RawLedgerService {
   // Engine statistics, once per batch_id (like ApplyBatch), then AccountEngineStats.
   grpc::Status ApplyEngineStats(const v1::EngineStatsRequest& request, v1::EngineStatsResponse* response);
   void AccountEngineStats(const v1::EngineStatsRequest& request, v1::EngineStatsResponse* response);
+  // Nothing when serving; the refusal of a call while draining (see Drain).
+  std::optional<grpc::Status> Draining(grpc::CallbackServerContext* context) const;
   const RecordSinks sinks_;
+  std::atomic<bool> draining_{false};
   const ModelRegistry& registry_;
   const LiveRates* const rates_;
   const FleetRates* const fleet_;  // --fleet_prometheus_url; null without

@@ -15,6 +15,10 @@ inline constexpr char kRejectFieldMetadata[] = "kvledger-reject-field";
 // value "1": its records are validated and derived like any, answered the same, and counted only in
 // kvledger_synthetic_records_total, never in the ledger's families, live rates or dedup window.
 inline constexpr char kSyntheticMetadata[] = "kvledger-synthetic";
+// A call refused because the server is shutting down is answered UNAVAILABLE before anything of
+// it is applied, with this trailing metadata key set to "1": a client retries it on another replica
+// at once and sends that replica no new calls (it is leaving).
+inline constexpr char kDrainingMetadata[] = "kvledger-draining";
 
 }  // namespace kvledger
 

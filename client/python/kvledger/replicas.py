@@ -133,12 +133,16 @@ class Replicas:
         self._pinned = (key, chosen)
         return self._replicas[chosen][1]
 
-    def answered(self, code):
+    def answered(self, code, draining=False):
         """The outcome (a grpc.StatusCode) of the attempt pick() last chose for: a replica that let a
         call run out of time (frozen or overloaded) gets no new batches for a while; one that answers is
-        trusted again."""
+        trusted again. One `draining` (it refused the call before applying any of it, saying so in the
+        kvledger-draining trailer) is leaving: the retry goes elsewhere at once, new batches too."""
         address = self._pinned[1]
-        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        if draining:
+            self._slow_until[address] = time.monotonic() + RESOLVE_EVERY_SECONDS
+            self._pinned_until = 0.0
+        elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
             self._slow_until[address] = time.monotonic() + RESOLVE_EVERY_SECONDS
         elif code == grpc.StatusCode.OK:
             self._slow_until.pop(address, None)

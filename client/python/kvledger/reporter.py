@@ -40,7 +40,16 @@ from kvledger.v1 import ledger_pb2, ledger_pb2_grpc
 _UNRECORDED_REASONS = {"aborted": 1, "failed": 2}
 # The request metadata key of a load generator's call (lib/wire/call_metadata.h, kSyntheticMetadata).
 SYNTHETIC_METADATA = "kvledger-synthetic"
+# The trailer of a call a shutting-down server refused before applying any of it
+# (lib/wire/call_metadata.h, kDrainingMetadata).
+DRAINING_METADATA = "kvledger-draining"
 _TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED)
+
+
+def _draining(error):
+    """Whether a failed call says its server is leaving (nothing of it applied)."""
+    trailers = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
+    return any(key == DRAINING_METADATA and value == "1" for key, value in (trailers or ()))
 
 
 def channel_options_with(load_balancing_policy, channel_options):
@@ -256,7 +265,7 @@ class Reporter:
                                                                              metadata=self._metadata)
                 self._replicas.answered(grpc.StatusCode.OK)
             except grpc.RpcError as e:
-                self._replicas.answered(e.code())
+                self._replicas.answered(e.code(), draining=_draining(e))
                 if e.code() not in _TRANSIENT:
                     with self._lock:
                         self._answer_locked(len(batch))
