@@ -1,5 +1,6 @@
 #include "server/kvledger_server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -20,6 +21,7 @@
 #include "server/http_api.h"
 #include "server/http/listener.h"
 #include "server/ledger_service.h"
+#include "server/scrape_witness.h"
 #include "server/metrics_exposition.h"
 #include "server/server_metrics.h"
 
@@ -28,6 +30,7 @@ namespace {
 
 constexpr std::chrono::seconds kShutdownGrace{5};
 constexpr absl::Duration kRefusalWindow = absl::Seconds(1);
+constexpr absl::Duration kScrapeCheckEvery = absl::Milliseconds(20);
 
 absl::StatusOr<std::string> ReadFile(const char* flag, const std::string& path) {
   std::ifstream in(path);
@@ -87,6 +90,7 @@ struct KvledgerServer::State {
   std::unique_ptr<LedgerService> service;
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<MetricsExposition> exposition;
+  ScrapeWitness scrapes;  // who read /metrics when: the SIGTERM sequence's last wait
   std::unique_ptr<PlanningTrace> trace;  // --trace_file, for /api/v1/plan
   std::unique_ptr<HttpListener> http;
   // --fleet_prometheus_url; last, so the poller stops before what it writes to goes.
@@ -208,11 +212,13 @@ HttpLimits MetricsLimits(const ServerOptions& o) {
 }
 
 // /metrics, streamed, its duration and size observed.
-HttpListener::Route MetricsRoute(MetricsExposition* exposition, ServerMetrics* metrics) {
-  return {"/metrics", [exposition, metrics](const HttpRequest&) {
+// /metrics; each page written whole is told to `witness` (its scraper and when it began).
+HttpListener::Route MetricsRoute(MetricsExposition* exposition, ServerMetrics* metrics, ScrapeWitness* witness) {
+  return {"/metrics", [exposition, metrics, witness](const HttpRequest& request) {
             HttpResponse response = HttpResponse::Of(200, kExpositionContentType, "");
-            response.stream = [exposition, metrics](const HttpResponse::Writer& write) {
+            response.stream = [exposition, metrics, witness, peer = request.peer](const HttpResponse::Writer& write) {
               const absl::Time start = absl::Now();
+              const double began = MonotonicSeconds();
               size_t bytes = 0;
               metrics->SampleProcess();
               exposition->Write([&](std::string& piece) {
@@ -220,6 +226,7 @@ HttpListener::Route MetricsRoute(MetricsExposition* exposition, ServerMetrics* m
                 write(piece);
               });
               metrics->Scraped(absl::ToDoubleSeconds(absl::Now() - start), bytes);
+              witness->Delivered(peer, began);
             };
             return response;
           }};
@@ -303,7 +310,8 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   state->exposition = std::make_unique<MetricsExposition>(*state->aggregator, *state->registry, state->rates.get(),
                                                           state->engine_stats.get(),
                                                           std::vector<const prometheus::Collectable*>{&state->metrics->registry()});
-  std::vector<HttpListener::Route> routes = {MetricsRoute(state->exposition.get(), state->metrics.get())};
+  std::vector<HttpListener::Route> routes = {
+      MetricsRoute(state->exposition.get(), state->metrics.get(), &state->scrapes)};
   for (auto& route : HttpApiRoutes(*state->registry, *state->aggregator, *state->rates, state->fleet.get(), state->trace.get())) routes.push_back(std::move(route));
   auto http = HttpListener::Start(options.metrics_address, MetricsLimits(options), *std::move(security),
                                   std::move(routes));
@@ -333,8 +341,15 @@ void KvledgerServer::Shutdown(bool patient) {
   state_->service->EndOpenStreams();
   state_->grpc_server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   state_->grpc_server->Wait();
-  // 3. /metrics stays up for a last scrape of everything acknowledged.
-  if (patient) absl::SleepFor(absl::Seconds(state_->options.shutdown_scrape_grace_seconds));
+  // 3. Nothing more is acknowledged: /metrics stays up until every scraper active now has scraped
+  //    once more, at most the grace period.
+  if (patient) {
+    const double acknowledged_all = MonotonicSeconds();
+    const absl::Time deadline = absl::Now() + absl::Seconds(state_->options.shutdown_scrape_grace_seconds);
+    while (absl::Now() < deadline && !state_->scrapes.AllSince(acknowledged_all)) {
+      absl::SleepFor(kScrapeCheckEvery);
+    }
+  }
   state_->http.reset();
   state_->fleet_poller.reset();
 }

@@ -626,7 +626,11 @@ HttpResponse HttpListener::Impl::Answer(const ParsedHead& head, const std::strin
     }
   }
   for (const Route& route : routes) {
-    if (route.path == head.request.path) return route.handler(head.request);
+    if (route.path == head.request.path) {
+      HttpRequest request = head.request;
+      request.peer = peer;
+      return route.handler(request);
+    }
   }
   return Text(404, "not found\n");
 }

@@ -16,6 +16,7 @@ namespace kvledger {
 struct HttpRequest {
   std::string path;
   std::string query;  // raw query string, without '?'
+  std::string peer;   // the client's address, without its port
   // The `occurrence`-th value of query parameter `name` (URL-decoded), if present.
   std::optional<std::string> Param(const std::string& name, int occurrence = 0) const;
   std::vector<std::string> ParamNames() const;  // every parameter given, in order

@@ -164,7 +164,7 @@ class KubernetesTest(unittest.TestCase):
                          ("Deployment", "kvledger"))
 
     # Proves: the ports the server listens on (its flags) are the container ports the Services and
-    # probes use; the headless Service serves gRPC and the scraped Service is named for job="kvledger".
+    # probes use; the headless Service serves gRPC, and the PodMonitor scrapes the pods as job="kvledger".
     def test_ports_and_flags(self):
         args = dict(a[2:].split("=", 1) for a in self.container["args"])
         self.assertEqual(set(args) - self.server_flags, set(), "flags the server does not have")
@@ -176,10 +176,15 @@ class KubernetesTest(unittest.TestCase):
         self.assertEqual(grpc_service["spec"]["ports"][0]["targetPort"], "grpc")
         metrics_service = self.docs[("Service", "kvledger")]
         self.assertEqual(metrics_service["spec"]["ports"][0]["targetPort"], "metrics")
-        monitor = self.docs[("ServiceMonitor", "kvledger")]
-        self.assertEqual(monitor["spec"]["endpoints"][0]["port"], metrics_service["spec"]["ports"][0]["name"])
-        self.assertTrue(all(metrics_service["metadata"]["labels"].get(k) == v
-                            for k, v in monitor["spec"]["selector"]["matchLabels"].items()))
+        # Pod-role discovery (a PodMonitor): a pod being stopped stays a target until its process exits.
+        monitor = self.docs[("PodMonitor", "kvledger")]
+        self.assertNotIn(("ServiceMonitor", "kvledger"), self.docs)
+        self.assertEqual(monitor["spec"]["podMetricsEndpoints"][0]["port"], "metrics")
+        self.assertIn("metrics", ports)
+        self.assertTrue(self.selects_pods(monitor["spec"]["selector"]["matchLabels"]))
+        # job="kvledger", which the rules and alerts expect, from the pods' label jobLabel names.
+        pod_labels = self.deployment["spec"]["template"]["metadata"]["labels"]
+        self.assertEqual(pod_labels[monitor["spec"]["jobLabel"]], "kvledger")
         for probe in ("readinessProbe", "livenessProbe"):  # through gRPC health, never /metrics
             self.assertEqual(self.container[probe]["grpc"]["port"], ports["grpc"])
 

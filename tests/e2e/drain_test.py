@@ -5,6 +5,11 @@ saying so in the kvledger-draining trailer; both Reporters retry those batches o
 at once. Then nothing is dropped, and what the two replicas counted (the leaving one read during its
 final-scrape period, after its gRPC port closed) is exactly what the Reporters had acknowledged.
 
+Scale-down as the shipped monitoring sees it: a real Prometheus discovers the replicas as pod-role
+discovery (the PodMonitor) does, keeping a replica's target until its process has exited. The leaving
+replica exits once Prometheus has scraped it after its last acknowledged record, well before its
+grace period ends; Prometheus's totals then equal what the Reporters had acknowledged.
+
 Usage: drain_test.py KVLEDGER_SERVER REPORTER_EXAMPLE PYTHON_STUBS_DIR
 """
 import json
@@ -47,10 +52,82 @@ def refuses_connections(address):
         return True
 
 
+def publish_targets(sd_file, servers):
+    with open(sd_file + ".tmp", "w") as f:
+        json.dump([{"targets": [s.metrics_address for s in servers]}], f)
+    os.replace(sd_file + ".tmp", sd_file)
+
+
+class Traffic:
+    """Both Reporters sending PER_SECOND records each to `target` until finish()."""
+
+    def __init__(self, target, seconds):
+        self.cpp = subprocess.Popen([REPORTER_EXAMPLE, "--target", target, "--records", str(PER_SECOND * seconds),
+                                     "--records-per-second", str(PER_SECOND), "--flush-timeout", "30", "--real"],
+                                    stdout=subprocess.PIPE, text=True)
+        self.reporter = kvledger.Reporter(target, max_batch_size=20, flush_interval_seconds=0.02)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._python, daemon=True)
+        self.thread.start()
+
+    def _python(self):
+        i, start = 0, time.monotonic()
+        while not self.stop.is_set():
+            self.reporter.report(model="llama-3.1-8b", tier=record_pb2.TIER_DEVICE, prompt_tokens=1024 + i % 7,
+                                 logical_match_tokens=512)
+            i += 1
+            self.stop.wait(max(0.0, start + i / PER_SECOND - time.monotonic()))
+
+    def finish(self, test):
+        """Stops the Python traffic, lets the C++ one end; asserts nothing was dropped; the records
+        the two acknowledged."""
+        self.stop.set()
+        self.thread.join()
+        test.assertTrue(self.reporter.flush(30))
+        self.reporter.close(5)
+        python_stats = self.reporter.stats()
+        cpp_out, _ = self.cpp.communicate(timeout=60)
+        test.assertEqual(self.cpp.returncode, 0)
+        cpp_stats = json.loads(cpp_out)
+        test.assertEqual((python_stats["dropped"], cpp_stats["dropped"]), (0, 0), (python_stats, cpp_stats))
+        return python_stats["sent"] + cpp_stats["sent"]
+
+
 class DrainTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
+
+    def test_scale_down_under_load_reaches_prometheus(self):
+        grace = 60
+        leaving = harness.Server(SERVER, "--shutdown_drain_seconds=1", f"--shutdown_scrape_grace_seconds={grace}",
+                                 log_dir=self.tmp.name)
+        staying = harness.Server(SERVER, log_dir=self.tmp.name)
+        self.addCleanup(staying.stop)
+        self.addCleanup(leaving.stop)
+        sd_file = os.path.join(self.tmp.name, "targets.json")
+        publish_targets(sd_file, [leaving, staying])
+        prometheus = harness.Prometheus(
+            "global:\n  scrape_interval: 2s\nscrape_configs:\n  - job_name: kvledger\n    file_sd_configs:\n"
+            f"      - files: ['{sd_file}']\n        refresh_interval: 1s\n", self.tmp.name)
+        self.addCleanup(prometheus.stop)
+        total = 'sum(last_over_time(kvledger_requests_total{job="kvledger"}[10m]))'
+        harness.poll("Prometheus to scrape both replicas",
+                     lambda: prometheus.value('count(up{job="kvledger"} == 1)') == 2)
+        traffic = Traffic(f"ipv4:{leaving.grpc_address},{staying.grpc_address}", 8)
+        harness.poll("records on the leaving replica", lambda: counted(leaving) > PER_SECOND)
+        terminated = time.monotonic()
+        leaving.proc.terminate()
+        leaving.proc.wait(timeout=grace + 30)
+        took = time.monotonic() - terminated
+        publish_targets(sd_file, [staying])  # the pod is gone once its process has exited
+        self.assertEqual(leaving.proc.returncode, 0)
+        # It ended on Prometheus's scrape after its last acknowledged record, not on the grace.
+        print(f"scale-down: the leaving replica exited {took:.1f} s after SIGTERM", file=sys.stderr)
+        self.assertLess(took, grace / 2, leaving.read_log())
+        acknowledged = traffic.finish(self)
+        harness.poll(f"Prometheus's total to reach the {acknowledged} records acknowledged",
+                     lambda: prometheus.value(total) == acknowledged, deadline=60)
 
     def test_sigterm_under_load_drops_nothing(self):
         leaving = harness.Server(SERVER, "--shutdown_drain_seconds=1", "--shutdown_scrape_grace_seconds=10",
@@ -58,40 +135,14 @@ class DrainTest(unittest.TestCase):
         staying = harness.Server(SERVER, log_dir=self.tmp.name)
         self.addCleanup(staying.stop)
         self.addCleanup(leaving.stop)
-        target = f"ipv4:{leaving.grpc_address},{staying.grpc_address}"
-        cpp = subprocess.Popen([REPORTER_EXAMPLE, "--target", target, "--records", str(PER_SECOND * 6),
-                                "--records-per-second", str(PER_SECOND), "--flush-timeout", "30", "--real"],
-                               stdout=subprocess.PIPE, text=True)
-        reporter = kvledger.Reporter(target, max_batch_size=20, flush_interval_seconds=0.02)
-        stop = threading.Event()
-
-        def python_traffic():
-            i, start = 0, time.monotonic()
-            while not stop.is_set():
-                reporter.report(model="llama-3.1-8b", tier=record_pb2.TIER_DEVICE, prompt_tokens=1024 + i % 7,
-                                logical_match_tokens=512)
-                i += 1
-                stop.wait(max(0.0, start + i / PER_SECOND - time.monotonic()))
-
-        thread = threading.Thread(target=python_traffic, daemon=True)
-        thread.start()
+        traffic = Traffic(f"ipv4:{leaving.grpc_address},{staying.grpc_address}", 6)
         harness.poll("records on the leaving replica", lambda: counted(leaving) > PER_SECOND / 2)
         leaving.proc.terminate()
         # Its gRPC port closes after the drain period; /metrics stays up for the final scrape.
         harness.poll("the leaving replica's gRPC port to close", lambda: refuses_connections(leaving.grpc_address))
         counted_by_leaving = counted(leaving)
-        harness.poll("traffic on the staying replica after the other left",
-                     lambda: counted(staying) > PER_SECOND)
-        stop.set()
-        thread.join()
-        self.assertTrue(reporter.flush(30))
-        reporter.close(5)
-        python_stats = reporter.stats()
-        cpp_out, _ = cpp.communicate(timeout=60)
-        self.assertEqual(cpp.returncode, 0)
-        cpp_stats = json.loads(cpp_out)
-        self.assertEqual((python_stats["dropped"], cpp_stats["dropped"]), (0, 0), (python_stats, cpp_stats))
-        acknowledged = python_stats["sent"] + cpp_stats["sent"]
+        harness.poll("traffic on the staying replica after the other left", lambda: counted(staying) > PER_SECOND)
+        acknowledged = traffic.finish(self)
         self.assertEqual(counted_by_leaving + counted(staying), acknowledged)
         self.assertEqual(leaving.stop(), 0)
 

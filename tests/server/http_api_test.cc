@@ -24,7 +24,7 @@ class HttpApiTest : public ::testing::Test {
  protected:
   HttpResponse Call(const std::string& path, const std::string& query = "") {
     for (const auto& route : routes_) {
-      if (route.path == path) return route.handler(HttpRequest{path, query});
+      if (route.path == path) return route.handler(HttpRequest{path, query, "127.0.0.1"});
     }
     ADD_FAILURE() << "no route " << path;
     return {};

@@ -1,0 +1,35 @@
+#include "server/scrape_witness.h"
+
+#include <algorithm>
+
+namespace kvledger {
+
+void ScrapeWitness::Delivered(const std::string& peer, double started) {
+  MutexLock lock(&mu_);
+  auto found = latest_.find(peer);
+  if (found != latest_.end()) {
+    found->second = std::max(found->second, started);
+    return;
+  }
+  if (latest_.size() >= kMaxScrapers) {
+    auto oldest = std::min_element(latest_.begin(), latest_.end(),
+                                   [](const auto& a, const auto& b) { return a.second < b.second; });
+    latest_.erase(oldest);
+  }
+  latest_.emplace(peer, started);
+}
+
+bool ScrapeWitness::AllSince(double cutoff) const {
+  MutexLock lock(&mu_);
+  bool any = false;
+  for (const auto& [peer, started] : latest_) {
+    if (started >= cutoff) {
+      any = true;
+    } else if (started >= cutoff - kActiveSeconds) {
+      return false;  // active, and not yet scraped since
+    }
+  }
+  return any;
+}
+
+}  // namespace kvledger
