@@ -23,7 +23,7 @@ del sys.argv[1:4]
 
 import grpc  # noqa: E402
 
-from harness import Server, parse_exposition, poll, sample  # noqa: E402
+from harness import Server, assert_json_close, parse_exposition, poll, sample  # noqa: E402
 from kvledger.v1 import advice_pb2, ledger_pb2_grpc, record_pb2  # noqa: E402
 
 BYTES_PER_TOKEN = 131072  # llama-3.1-8b: 2 x 32 layers x 8 KV heads x 128 x 2 bytes
@@ -47,23 +47,6 @@ def get(server, path, auth=None):
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
-
-
-def assert_same(test, a, b, path="$"):
-    """Equal JSON, floats to 12 significant digits (a decayed rate is recomputed per call, so its
-    last bits can move between two calls)."""
-    if isinstance(a, float) or isinstance(b, float):
-        test.assertAlmostEqual(a / b if b else a, 1 if b else 0, delta=1e-12, msg=path)
-    elif isinstance(a, dict):
-        test.assertEqual(sorted(a), sorted(b), path)
-        for k in a:
-            assert_same(test, a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, list):
-        test.assertEqual(len(a), len(b), path)
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same(test, x, y, f"{path}[{i}]")
-    else:
-        test.assertEqual(a, b, path)
 
 
 def cli(*args):
@@ -186,7 +169,7 @@ class AdviceTest(unittest.TestCase):
              ("candidate", "disk:6000")]))
         self.assertEqual(status, 200, body)
         from_http = json.loads(body)
-        assert_same(self, without(from_cli, "weight"), without(from_http, "weight"))
+        assert_json_close(self, without(from_cli, "weight"), without(from_http, "weight"), 1e-12)
         self.assertEqual(from_cli["recommendation"], "host")
         self.assertEqual([c["tier"] for c in from_cli["candidates"]], ["host", "disk"])
         self.assertEqual(from_cli["candidates"][0]["match_tokens"], 3000)
@@ -232,7 +215,7 @@ class AdviceTest(unittest.TestCase):
         status, body = get(self.server, "/api/v1/advise?" + urllib.parse.urlencode(
             [("model", "llama-3.1-8b"), ("prompt_tokens", "8192")] + [("candidate", c) for c in candidates]))
         self.assertEqual(status, 200, body)
-        assert_same(self, without(from_cli, "weight"), without(json.loads(body), "weight"))
+        assert_json_close(self, without(from_cli, "weight"), without(json.loads(body), "weight"), 1e-12)
         for c in from_cli["candidates"]:
             self.assertAlmostEqual(c["expected_seconds"] / expected[c["replica"]], 1, delta=1e-9)
         self.assertEqual([(c["replica"], c["rank"], c["choice"]) for c in from_cli["candidates"]],

@@ -119,6 +119,24 @@ def parse_exposition(text):
     return samples
 
 
+def assert_json_close(test, a, b, relative, path="$"):
+    """Equal JSON values, numbers within `relative` of each other (decayed figures are recomputed
+    per call, so their last digits move between two calls)."""
+    if isinstance(a, dict):
+        test.assertEqual(sorted(a), sorted(b), path)
+        for key in a:
+            assert_json_close(test, a[key], b[key], relative, f"{path}.{key}")
+    elif isinstance(a, list):
+        test.assertEqual(len(a), len(b), path)
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_json_close(test, x, y, relative, f"{path}[{i}]")
+    elif isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) \
+            and not isinstance(b, bool) and (isinstance(a, float) or isinstance(b, float)):
+        test.assertLessEqual(abs(a - b), relative * abs(b), path)
+    else:
+        test.assertEqual(a, b, path)
+
+
 def sample(samples, name, **labels):
     return samples[(name, frozenset(labels.items()))]
 

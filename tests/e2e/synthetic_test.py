@@ -22,7 +22,7 @@ del sys.argv[1:5]
 
 import grpc  # noqa: E402
 
-from harness import Server, parse_exposition  # noqa: E402
+from harness import Server, assert_json_close, parse_exposition  # noqa: E402
 from kvledger.reporter import SYNTHETIC_METADATA, Reporter  # noqa: E402
 from kvledger.v1 import ledger_pb2, ledger_pb2_grpc, record_pb2  # noqa: E402
 
@@ -39,22 +39,6 @@ ADVISE = ("advise", "--model", "llama-3.1-8b", "--prompt-tokens", "8192", "--can
 
 def cli(*args):
     return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120)
-
-
-def assert_close(test, a, b, path="$"):
-    """Equal JSON, numbers within 1e-4 relative (decayed weights age by 2^(-t / one day))."""
-    if isinstance(a, dict):
-        test.assertEqual(sorted(a), sorted(b), path)
-        for key in a:
-            assert_close(test, a[key], b[key], f"{path}.{key}")
-    elif isinstance(a, list):
-        test.assertEqual(len(a), len(b), path)
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_close(test, x, y, f"{path}[{i}]")
-    elif isinstance(a, (int, float)) and not isinstance(a, bool) and isinstance(b, (int, float)):
-        test.assertLessEqual(abs(a - b), 1e-4 * abs(b), path)
-    else:
-        test.assertEqual(a, b, path)
 
 
 def figures(server):
@@ -132,7 +116,7 @@ class SyntheticTest(unittest.TestCase):
         self.assert_same_figures(before, self.current_figures())
         text, as_json = self.advice()
         self.assertEqual(text, advice_before[0])
-        assert_close(self, as_json, advice_before[1])
+        assert_json_close(self, as_json, advice_before[1], 1e-4)  # decayed weights age by 2^(-t / one day)
 
     def test_a_synthetic_rejection_reads_as_a_real_one_and_counts_apart(self):
         bad = record_pb2.Record(model="llama-3.1-8b", prompt_tokens=10, logical_match_tokens=20)
