@@ -4,9 +4,11 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -31,6 +33,9 @@ namespace {
 constexpr std::chrono::seconds kShutdownGrace{5};
 constexpr absl::Duration kRefusalWindow = absl::Seconds(1);
 constexpr absl::Duration kScrapeCheckEvery = absl::Milliseconds(20);
+// The gRPC health service name of the ledger: what a readiness probe asks about ("" stays SERVING
+// from start to SIGTERM, for liveness).
+constexpr char kLedgerService[] = "kvledger.v1.Ledger";
 
 absl::StatusOr<std::string> ReadFile(const char* flag, const std::string& path) {
   std::ifstream in(path);
@@ -90,7 +95,10 @@ struct KvledgerServer::State {
   std::unique_ptr<LedgerService> service;
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<MetricsExposition> exposition;
-  ScrapeWitness scrapes;  // who read /metrics when: the SIGTERM sequence's last wait
+  ScrapeWitness scrapes;  // who read /metrics when: readiness at start, the SIGTERM sequence's last wait
+  // --ready_after_scrape_seconds: marks the service SERVING after the first scrape.
+  std::thread readiness;
+  absl::Notification stop_readiness;
   std::unique_ptr<PlanningTrace> trace;  // --trace_file, for /api/v1/plan
   std::unique_ptr<HttpListener> http;
   // --fleet_prometheus_url; last, so the poller stops before what it writes to goes.
@@ -301,7 +309,7 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   if (!grpc_server.ok()) return grpc_server.status();
   state->grpc_server = *std::move(grpc_server);
   // Without ConfigureGrpcProcess() (an in-process test) there is no health service to mark.
-  if (auto* health = state->grpc_server->GetHealthCheckService()) health->SetServingStatus("kvledger.v1.Ledger", true);
+  if (auto* health = state->grpc_server->GetHealthCheckService()) health->SetServingStatus(kLedgerService, true);
   auto security = MetricsSecurity(options);
   if (!security.ok()) {
     state->grpc_server->Shutdown();
@@ -320,15 +328,33 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
     return http.status();
   }
   state->http = *std::move(http);
+  StartReadiness(*state);
   auto server = std::unique_ptr<KvledgerServer>(new KvledgerServer(std::move(state)));
   server->grpc_address_ = absl::StrCat(HostOf(options.grpc_address), ":", grpc_port);
   server->metrics_address_ = server->state_->http->address();
   return server;
 }
 
+void KvledgerServer::StartReadiness(State& state) {
+  auto* health = state.grpc_server->GetHealthCheckService();
+  if (health == nullptr || state.options.ready_after_scrape_seconds == 0) return;
+  health->SetServingStatus(kLedgerService, false);
+  const absl::Time until = absl::Now() + absl::Seconds(state.options.ready_after_scrape_seconds);
+  state.readiness = std::thread([&state, health, until] {
+    while (!state.stop_readiness.WaitForNotificationWithTimeout(kScrapeCheckEvery)) {
+      if (state.scrapes.Any() || absl::Now() >= until) {
+        health->SetServingStatus(kLedgerService, true);
+        return;
+      }
+    }
+  });
+}
+
 void KvledgerServer::Shutdown(bool patient) {
   if (!state_ || state_->stopped) return;
   state_->stopped = true;
+  state_->stop_readiness.Notify();
+  if (state_->readiness.joinable()) state_->readiness.join();
   // 1. Health turns NOT_SERVING at once; calls are still served while balancers notice.
   if (auto* health = state_->grpc_server->GetHealthCheckService()) health->Shutdown();
   if (patient) absl::SleepFor(absl::Seconds(state_->options.shutdown_drain_seconds));

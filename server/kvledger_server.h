@@ -53,6 +53,8 @@ class KvledgerServer {
  private:
   struct State;
   static void ReadFleetRates(const ServerOptions& options, State& state);
+  // --ready_after_scrape_seconds: the ledger service NOT_SERVING until the first scrape, then SERVING.
+  static void StartReadiness(State& state);
   explicit KvledgerServer(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
   std::string grpc_address_;

@@ -19,6 +19,11 @@ void ScrapeWitness::Delivered(const std::string& peer, double started) {
   latest_.emplace(peer, started);
 }
 
+bool ScrapeWitness::Any() const {
+  MutexLock lock(&mu_);
+  return !latest_.empty();
+}
+
 bool ScrapeWitness::AllSince(double cutoff) const {
   MutexLock lock(&mu_);
   bool any = false;

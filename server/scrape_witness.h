@@ -25,6 +25,8 @@ class ScrapeWitness {
 
   // A scrape by `peer` that began at `started` was written whole.
   void Delivered(const std::string& peer, double started);
+  // Whether any page has been written whole yet.
+  bool Any() const;
   // True when at least one scraper was active at `cutoff` and every active one has had a scrape
   // that began at or after `cutoff` written whole; false while none is known (one may still come).
   bool AllSince(double cutoff) const;

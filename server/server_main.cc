@@ -72,6 +72,10 @@ ABSL_FLAG(uint32_t, shutdown_drain_seconds, kDefaults.shutdown_drain_seconds,
           "On SIGTERM: seconds gRPC health reports NOT_SERVING while calls are still served");
 ABSL_FLAG(uint32_t, shutdown_scrape_grace_seconds, kDefaults.shutdown_scrape_grace_seconds,
           "On SIGTERM: seconds /metrics stays up after the last call, for a final scrape");
+ABSL_FLAG(uint32_t, ready_after_scrape_seconds, kDefaults.ready_after_scrape_seconds,
+          "At start: gRPC health reports kvledger.v1.Ledger NOT_SERVING until /metrics has been scraped once, "
+          "at most this many seconds, so a readiness probe keeps traffic away until Prometheus has the "
+          "replica's series at 0 (0 = serving at once)");
 ABSL_FLAG(uint32_t, deaf_listener_seconds, kDefaults.deaf_listener_seconds,
           "Exit with status 3 when connections wait this long in the gRPC listener's accept queue unaccepted "
           "(the listener went deaf, e.g. after running out of file descriptors), so a supervisor restarts "
@@ -221,6 +225,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.fleet_refresh_seconds = absl::GetFlag(FLAGS_fleet_refresh_seconds);
   options.shutdown_drain_seconds = absl::GetFlag(FLAGS_shutdown_drain_seconds);
   options.deaf_listener_seconds = absl::GetFlag(FLAGS_deaf_listener_seconds);
+  options.ready_after_scrape_seconds = absl::GetFlag(FLAGS_ready_after_scrape_seconds);
   options.shutdown_scrape_grace_seconds = absl::GetFlag(FLAGS_shutdown_scrape_grace_seconds);
   options.batch_dedup_entries = absl::GetFlag(FLAGS_batch_dedup_entries);
   options.batch_dedup_bytes = absl::GetFlag(FLAGS_batch_dedup_bytes);

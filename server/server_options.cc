@@ -82,6 +82,7 @@ absl::Status ServerOptions::Validate() const {
                          Bound{"fleet_refresh_seconds", fleet_refresh_seconds, 1, 3600},
                          Bound{"shutdown_scrape_grace_seconds", shutdown_scrape_grace_seconds, 0, 3600},
                          Bound{"deaf_listener_seconds", deaf_listener_seconds, 0, 86400},
+                         Bound{"ready_after_scrape_seconds", ready_after_scrape_seconds, 0, 3600},
                          Bound{"batch_dedup_bytes", batch_dedup_bytes, uint64_t{64} << 10, uint64_t{4} << 30},
                          Bound{"batch_dedup_entries", batch_dedup_entries, 0, 10000000},
                          Bound{"batch_dedup_seconds", batch_dedup_seconds, 1, 86400},

@@ -94,10 +94,16 @@ struct ServerOptions {
   std::string fleet_prometheus_url;
   std::string fleet_job = "kvledger";
   uint32_t fleet_refresh_seconds = 15;
+  // Start: with a value > 0, gRPC health reports kvledger.v1.Ledger NOT_SERVING (the overall ""
+  // status stays SERVING, for liveness) until /metrics has been scraped once, at most this long:
+  // a readiness probe on that service then keeps traffic away until Prometheus has the replica's
+  // cells at 0, so rate() and increase() see its first records. 0: serving at once.
+  uint32_t ready_after_scrape_seconds = 0;
   // Shutdown (SIGTERM): gRPC health reports NOT_SERVING for drain_seconds while calls are still
-  // served (so balancers move traffic away), then open streams get their summaries, new calls are
-  // refused and calls in flight get 5 s; then /metrics stays up scrape_grace_seconds more, so the
-  // last scrape sees every acknowledged record.
+  // served (so balancers move traffic away), then record calls are refused UNAVAILABLE for up to
+  // 1 s, open streams get their summaries, new calls are refused and calls in flight get 5 s; then
+  // /metrics stays up until each active scraper has scraped again, at most scrape_grace_seconds,
+  // so the last scrape sees every acknowledged record.
   uint32_t shutdown_drain_seconds = 5;
   uint32_t shutdown_scrape_grace_seconds = 20;
   // kvledger-server's listener watchdog (server/listener_watchdog.h): connections left unaccepted in

@@ -5,6 +5,11 @@ saying so in the kvledger-draining trailer; both Reporters retry those batches o
 at once. Then nothing is dropped, and what the two replicas counted (the leaving one read during its
 final-scrape period, after its gRPC port closed) is exactly what the Reporters had acknowledged.
 
+A new replica started as the shipped Deployment starts it (--ready_after_scrape_seconds,
+--declare_series) reports its ledger service NOT_SERVING, so a readiness probe keeps traffic away,
+until Prometheus has scraped it once with its declared cells at 0: every record it then takes is
+between Prometheus's first and last sample of it.
+
 Scale-down as the shipped monitoring sees it: a real Prometheus discovers the replicas as pod-role
 discovery (the PodMonitor) does, keeping a replica's target until its process has exited. The leaving
 replica exits once Prometheus has scraped it after its last acknowledged record, well before its
@@ -32,6 +37,8 @@ del sys.argv[1:4]
 import grpc  # noqa: E402
 
 import harness  # noqa: E402
+import health_pb2  # noqa: E402
+import health_pb2_grpc  # noqa: E402
 import kvledger  # noqa: E402
 from kvledger.reporter import DRAINING_METADATA  # noqa: E402
 from kvledger.v1 import ledger_pb2, ledger_pb2_grpc, record_pb2  # noqa: E402
@@ -97,6 +104,37 @@ class DrainTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
+
+    def test_a_new_replica_is_ready_after_its_first_scrape(self):
+        joining = harness.Server(SERVER, "--ready_after_scrape_seconds=600", "--declare_series=llama-3.1-8b:device",
+                                 log_dir=self.tmp.name)
+        self.addCleanup(joining.stop)
+        with grpc.insecure_channel(joining.grpc_address) as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+
+            def status(service):
+                return health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10).status
+
+            self.assertEqual(status(""), health_pb2.HealthCheckResponse.SERVING)  # alive
+            self.assertEqual(status("kvledger.v1.Ledger"), health_pb2.HealthCheckResponse.NOT_SERVING)  # not ready
+            sd_file = os.path.join(self.tmp.name, "targets.json")
+            publish_targets(sd_file, [joining])  # pod-role discovery sees a pod before it is ready
+            prometheus = harness.Prometheus(
+                "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: kvledger\n    file_sd_configs:\n"
+                f"      - files: ['{sd_file}']\n        refresh_interval: 1s\n", self.tmp.name)
+            self.addCleanup(prometheus.stop)
+            harness.poll("the replica to be ready after its first scrape",
+                         lambda: status("kvledger.v1.Ledger") == health_pb2.HealthCheckResponse.SERVING)
+            cell = 'kvledger_requests_total{job="kvledger",model="llama-3.1-8b",tier="device"}'
+            self.assertEqual(prometheus.value(f"min_over_time({cell}[10m])"), 0)
+            stub = ledger_pb2_grpc.LedgerStub(channel)
+            record = record_pb2.Record(model="llama-3.1-8b", tier=record_pb2.TIER_DEVICE, prompt_tokens=1024,
+                                       logical_match_tokens=512)
+            for _ in range(5):
+                stub.RecordBatch(ledger_pb2.RecordBatchRequest(records=[record] * 100), timeout=10)
+            # Every record lies between the first sample (0) and the last: nothing counted unseen.
+            harness.poll("Prometheus to see the 500 records",
+                         lambda: prometheus.value(f"max_over_time({cell}[10m]) - min_over_time({cell}[10m])") == 500)
 
     def test_scale_down_under_load_reaches_prometheus(self):
         grace = 60
