@@ -21,8 +21,8 @@ namespace kvledger {
 class ServerMetrics;
 
 // The recording rules a replica reads (deploy/prometheus/rules/kvledger-rules.yml).
-inline constexpr char kFleetReloadRule[] = "model_tier:kvledger_live_reload_sums:sum";
-inline constexpr char kFleetComputeRule[] = "model:kvledger_live_compute_fit_sums:sum";
+inline constexpr char kFleetReloadRule[] = "model_tier:kvledger_live_reload_sums:increase10m";
+inline constexpr char kFleetComputeRule[] = "model:kvledger_live_compute_fit_sums:increase10m";
 
 // Where Prometheus answers: http://HOST[:PORT][/PATH_PREFIX].
 struct PrometheusUrl {

@@ -47,7 +47,7 @@ struct Scrape {
   std::vector<Labels> cell_labels;  // {model, tier} per snapshot cell
   std::optional<EngineStats::Snapshot> engine;
   std::optional<std::vector<LiveRates::Entry>> rates;
-  std::optional<LiveRates::Sums> sums;  // with rates
+  std::optional<LiveRates::Sums> totals;  // with rates
   const ModelRegistry* registry = nullptr;
 
   ClientMetric::Label Model(uint32_t slot) const {
@@ -203,21 +203,22 @@ void FillRates(const Scrape& s, MetricFamily& f) {
   }
 }
 
-// The decayed sums behind the live rates, one sample per term (kReloadParts, kComputeFitParts):
-// what the kvledger.fleet rules add over the replicas (lib/accounting/fleet_rates.h).
+// The undecayed sums behind the live rates, one counter per term (kReloadParts, kComputeFitParts):
+// their increase over a window is what the kvledger.fleet rules add over the replicas
+// (lib/accounting/fleet_rates.h).
 void FillReloadSums(const Scrape& s, MetricFamily& f) {
-  for (const auto& e : s.sums->reload) {
+  for (const auto& e : s.totals->reload) {
     for (size_t i = 0; i < kReloadParts.size(); ++i) {
-      f.metric.push_back(GaugeMetric({s.Model(e.model_slot), {"tier", TierLabel(e.tier)}, {"term", kReloadParts[i]}},
-                                     e.parts[i]));
+      f.metric.push_back(
+          CounterMetric({s.Model(e.model_slot), {"tier", TierLabel(e.tier)}, {"term", kReloadParts[i]}}, e.parts[i]));
     }
   }
 }
 
 void FillComputeSums(const Scrape& s, MetricFamily& f) {
-  for (const auto& e : s.sums->compute) {
+  for (const auto& e : s.totals->compute) {
     for (size_t i = 0; i < kComputeFitParts.size(); ++i) {
-      f.metric.push_back(GaugeMetric({s.Model(e.model_slot), {"term", kComputeFitParts[i]}}, e.parts[i]));
+      f.metric.push_back(CounterMetric({s.Model(e.model_slot), {"term", kComputeFitParts[i]}}, e.parts[i]));
     }
   }
 }
@@ -262,14 +263,16 @@ constexpr ServedFamily kServedFamilies[] = {
      MetricType::Gauge, FillRates<false, RateValue::kFixedSeconds>, ServedFamily::kRates},
     {"kvledger_prefill_flops_weight", "Decayed weight of the records behind the live compute-time model.",
      MetricType::Gauge, FillRates<false, RateValue::kWeight>, ServedFamily::kRates},
-    {"kvledger_live_reload_sums",
-     "Decayed sums behind kvledger_reload_bandwidth_bytes_per_second, by term: bytes, seconds, weight, samples. "
-     "Summed over replicas they give the fleet's rate (bytes / seconds).",
-     MetricType::Gauge, FillReloadSums, ServedFamily::kRates},
-    {"kvledger_live_compute_fit_sums",
-     "Decayed least-squares sums behind the live compute-time model, by term: tflops, seconds, tflops_squared, "
-     "tflops_seconds (FLOPs in units of 1e12), weight, samples. Summed over replicas they give the fleet's model.",
-     MetricType::Gauge, FillComputeSums, ServedFamily::kRates},
+    {"kvledger_live_reload_sums_total",
+     "Sums of the samples behind kvledger_reload_bandwidth_bytes_per_second since start, undecayed, by term: "
+     "bytes, seconds, weight and samples (equal). Their increase over a window, summed over replicas, gives the "
+     "fleet's rate (bytes / seconds).",
+     MetricType::Counter, FillReloadSums, ServedFamily::kRates},
+    {"kvledger_live_compute_fit_sums_total",
+     "Least-squares sums of the suffix passes behind the live compute-time model since start, undecayed, by "
+     "term: tflops, seconds, tflops_squared, tflops_seconds (FLOPs in units of 1e12), weight and samples "
+     "(equal). Their increase over a window, summed over replicas, gives the fleet's model.",
+     MetricType::Counter, FillComputeSums, ServedFamily::kRates},
 };
 
 // An ostream target that appends straight to the piece being filled, so a family's text is not
@@ -303,7 +306,7 @@ void MetricsExposition::CollectEach(const std::function<void(MetricFamily&)>& em
   if (engine_stats_ != nullptr) s.engine = engine_stats_->Totals();
   if (rates_ != nullptr) {
     s.rates = rates_->Snapshot();
-    s.sums = rates_->SumsNow();
+    s.totals = rates_->TotalsNow();
   }
   s.cell_labels.reserve(s.snapshot.cells.size());
   for (const auto& cell : s.snapshot.cells) s.cell_labels.push_back({s.Model(cell.model_slot), {"tier", TierLabel(cell.tier)}});

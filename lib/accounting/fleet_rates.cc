@@ -66,11 +66,11 @@ absl::Status Implausible(absl::string_view what, double value, double low, doubl
                                                  FormatDouble(low), ", ", FormatDouble(high), "])"));
 }
 
-// A sample count is a whole number no replica could pass 2^53 of.
+// A sample count (of a window, so extrapolated and not always whole) no replica could pass 2^53 of.
 absl::Status PlausibleCount(double samples, const std::string& model) {
-  if (!(samples <= kMaxExactCount) || samples != std::floor(samples)) {
-    return absl::InvalidArgumentError(absl::StrCat("sample count of ", model, " = ", FormatDouble(samples),
-                                                   ": must be a whole number <= 2^53"));
+  if (!(samples <= kMaxExactCount)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sample count of ", model, " = ", FormatDouble(samples), ": must be at most 2^53"));
   }
   return absl::OkStatus();
 }

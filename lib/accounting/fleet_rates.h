@@ -1,11 +1,15 @@
 // Fleet rates (docs/operations.md, "Advise across replicas"): the live rates of every replica at
-// once. Each replica exports the decayed sums behind its live rates (LiveRates::SumsNow, the gauges
-// kvledger_live_reload_sums and kvledger_live_compute_fit_sums); the recording rules of the group
-// kvledger.fleet add them over the replicas; a replica given --fleet_prometheus_url reads the added
-// sums back and answers Advise from them. Sums add where rates do not: the fleet's bandwidth is
-// Σ bytes / Σ seconds over every replica's samples and its compute model the least-squares line
-// through all of them, as if one replica had accounted every record. Keyed by model label, so a
-// replica that never saw a model answers for it too.
+// once. Each replica exports the undecayed sums behind its live rates as counters (LiveRates::
+// TotalsNow: kvledger_live_reload_sums_total and kvledger_live_compute_fit_sums_total); the recording
+// rules of the group kvledger.fleet add their increase over a window over the replicas; a replica
+// given --fleet_prometheus_url reads the added sums back and answers Advise from them. Sums add where
+// rates do not: the fleet's bandwidth is Σ bytes / Σ seconds over every replica's samples in the
+// window and its compute model the least-squares line through all of them, as if one replica had
+// accounted every record. Counters over a window, not gauges of decayed sums: a restarted replica's
+// earlier samples stay in the window (increase() sees the reset) and a replica that missed a scrape
+// keeps its samples, so neither moves the answer. Keyed by model label, so a replica that never saw
+// a model answers for it too. Window sums are extrapolated by increase(), so their counts need not
+// be whole.
 //
 // Thread-safe: the table is replaced whole.
 #ifndef KVLEDGER_LIB_ACCOUNTING_FLEET_RATES_H_

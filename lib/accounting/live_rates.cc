@@ -4,8 +4,15 @@
 #include <time.h>
 
 #include <cmath>
+#include <limits>
 
 namespace kvledger {
+namespace {
+
+// The half-life of the undecayed totals: a sample keeps weight 1 for ever.
+constexpr double kNoDecay = std::numeric_limits<double>::infinity();
+
+}  // namespace
 
 std::optional<RateEvidence> DecayedRate::Evidence() const {
   if (sums_.samples() == 0 || sums_.sum(1) <= 0) return std::nullopt;
@@ -26,6 +33,8 @@ LiveRates::LiveRates(uint32_t slot_count, double half_life_seconds, Clock clock,
     MutexLock lock(&shard.mu);
     shard.cells.reload.resize(static_cast<size_t>(slot_count) * kTierCount);
     shard.cells.compute.resize(slot_count);
+    shard.cells.reload_total.resize(static_cast<size_t>(slot_count) * kTierCount);
+    shard.cells.compute_total.resize(slot_count);
   }
 }
 
@@ -46,12 +55,15 @@ void LiveRates::Observe(uint32_t model_slot, const RecordFigures& d) {
   Shard& shard = ShardForThisThread();
   MutexLock lock(&shard.mu);
   if (reload) {
-    shard.cells.reload[static_cast<size_t>(model_slot) * kTierCount + static_cast<size_t>(d.tier)].Observe(
-        Uint128ToDouble(d.reused_bytes), *d.reload_seconds, now, half_life_);
+    const size_t cell = static_cast<size_t>(model_slot) * kTierCount + static_cast<size_t>(d.tier);
+    shard.cells.reload[cell].Observe(Uint128ToDouble(d.reused_bytes), *d.reload_seconds, now, half_life_);
+    shard.cells.reload_total[cell].Observe(Uint128ToDouble(d.reused_bytes), *d.reload_seconds, now, kNoDecay);
   }
   if (compute) {
     shard.cells.compute[model_slot].Observe(Uint128ToDouble(suffix_flops), *d.suffix_prefill_seconds, now,
                                             half_life_);
+    shard.cells.compute_total[model_slot].Observe(Uint128ToDouble(suffix_flops), *d.suffix_prefill_seconds, now,
+                                                  kNoDecay);
     // After the sample is in its shard: a question that sees the count sees the sample.
     fitted_[model_slot].observed.fetch_add(1, std::memory_order_release);
   }
@@ -62,8 +74,9 @@ void LiveRates::ObserveTransfer(uint32_t model_slot, Tier tier, double bytes, do
   const double now = clock_();
   Shard& shard = ShardForThisThread();
   MutexLock lock(&shard.mu);
-  shard.cells.reload[static_cast<size_t>(model_slot) * kTierCount + static_cast<size_t>(tier)].Observe(
-      bytes, seconds, now, half_life_);
+  const size_t cell = static_cast<size_t>(model_slot) * kTierCount + static_cast<size_t>(tier);
+  shard.cells.reload[cell].Observe(bytes, seconds, now, half_life_);
+  shard.cells.reload_total[cell].Observe(bytes, seconds, now, kNoDecay);
 }
 
 std::optional<RateEvidence> LiveRates::ReloadBandwidth(uint32_t model_slot, Tier tier) const {
@@ -129,17 +142,20 @@ std::optional<ComputeTime> LiveRates::ComputeModel(uint32_t model_slot, bool cur
   return fit;
 }
 
-LiveRates::Cells LiveRates::Merged(double now, bool with_compute) const {
+LiveRates::Cells LiveRates::Merged(double now, bool with_compute, bool totals) const {
   Cells merged;
   merged.reload.resize(static_cast<size_t>(slot_count_) * kTierCount);
   merged.compute.resize(with_compute && compute_model_ ? slot_count_ : 0);
+  const auto reload = totals ? &Cells::reload_total : &Cells::reload;
+  const auto compute = totals ? &Cells::compute_total : &Cells::compute;
+  const double half_life = totals ? kNoDecay : half_life_;
   for (const auto& shard : shards_) {
     MutexLock lock(&shard.mu);
     for (size_t i = 0; i < merged.reload.size(); ++i) {
-      shard.cells.reload[i].AddDecayedTo(merged.reload[i], now, half_life_);
+      (shard.cells.*reload)[i].AddDecayedTo(merged.reload[i], now, half_life);
     }
     for (size_t i = 0; i < merged.compute.size(); ++i) {
-      shard.cells.compute[i].AddDecayedTo(merged.compute[i], now, half_life_);
+      (shard.cells.*compute)[i].AddDecayedTo(merged.compute[i], now, half_life);
     }
   }
   return merged;
@@ -162,8 +178,8 @@ std::vector<LiveRates::Entry> LiveRates::Snapshot() const {
   return entries;
 }
 
-LiveRates::Sums LiveRates::SumsNow() const {
-  const Cells merged = Merged(clock_(), /*with_compute=*/true);
+LiveRates::Sums LiveRates::TotalsNow() const {
+  const Cells merged = Merged(clock_(), /*with_compute=*/true, /*totals=*/true);
   const std::vector<DecayedRate>& reload = merged.reload;
   const std::vector<DecayedAffineFit>& compute = merged.compute;
   Sums sums;

@@ -103,8 +103,11 @@ class LiveRates {
   };
   std::vector<Entry> Snapshot() const;
 
-  // The decayed sums behind every rate with a sample, merged over the shards and decayed to now:
-  // what the fleet adds up (fleet_rates.h). Compute sums only with the compute model on.
+  // The undecayed sums of every sample observed since start (the same terms as the decayed ones
+  // behind the rates, weight = samples), merged over the shards: exported as counters, whose increase
+  // over a window the fleet's rules add up over the replicas (fleet_rates.h), so that a replica's
+  // restart or a missed scrape moves the fleet's answer little. Compute sums only with the compute
+  // model on.
   struct Sums {
     struct Reload {
       uint32_t model_slot;
@@ -118,7 +121,7 @@ class LiveRates {
     std::vector<Reload> reload;
     std::vector<Compute> compute;
   };
-  Sums SumsNow() const;
+  Sums TotalsNow() const;
 
   double half_life_seconds() const { return half_life_; }
   uint32_t slot_count() const { return slot_count_; }
@@ -128,14 +131,18 @@ class LiveRates {
   struct Cells {
     std::vector<DecayedRate> reload;        // slot * kTierCount + tier
     std::vector<DecayedAffineFit> compute;  // slot
+    // The same samples never decayed (half-life infinite): TotalsNow.
+    std::vector<DecayedRate> reload_total;
+    std::vector<DecayedAffineFit> compute_total;
   };
   struct alignas(64) Shard {
     mutable Mutex mu;
     Cells cells ABSL_GUARDED_BY(mu);
   };
   // Every shard's cells added, decayed to `now`: the reload rates, and the compute fits when asked
-  // for (and kept). The one merge Snapshot and SumsNow read.
-  Cells Merged(double now, bool with_compute) const;
+  // for (and kept); with `totals`, the undecayed cells instead. The one merge Snapshot and TotalsNow
+  // read.
+  Cells Merged(double now, bool with_compute, bool totals = false) const;
   // The last fit of one slot's compute model and when it was made, read without a lock on the
   // record path: a sequence lock (odd while a refit writes it; a reader retries on a change).
   struct alignas(64) Fitted {

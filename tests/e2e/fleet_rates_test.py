@@ -3,16 +3,20 @@ that never saw the model, a real Prometheus scraping them with the shipped recor
 every replica reading the fleet's rates back. Every replica must answer the same question alike, from
 the fleet's evidence (basis fleet), equal to hand arithmetic over every record sent (Σ bytes /
 Σ seconds, not a mean of the replicas' rates; the engine's own compute line); with Prometheus gone
-each falls back to its own rates. Bad flags exit 2.
+each falls back to its own rates. A replica restarted (its counters reset behind the same instance)
+and one frozen past several scrapes move no replica's answer by 5 %: the fleet's sums are counters'
+increase over a window, not gauges that vanish with their replica. Bad flags exit 2.
 
 Usage: fleet_rates_test.py KVLEDGER_SERVER PYTHON_STUBS_DIR RULES_FILE
 """
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 SERVER, RULES = sys.argv[1], sys.argv[3]
@@ -103,16 +107,7 @@ class FleetRatesTest(unittest.TestCase):
         self.assertAlmostEqual(local[0] / FAST, 1, places=6)
         self.assertAlmostEqual(local[1] / SLOW, 1, places=6)
 
-        def fleet_answers():
-            answers = [advise(r) for r in self.replicas]
-            # Every replica's sums are in (C's misses too, whose scrape may come after A's and B's).
-            if all(x.candidates[0].bandwidth.basis == record_pb2.BASIS_FLEET and x.compute.basis == record_pb2.BASIS_FLEET
-                   and math.isclose(x.candidates[0].bandwidth.value, FLEET_BANDWIDTH, rel_tol=0.02)
-                   and x.compute.samples == 60 + 12 + 20 + 10 + 12 for x in answers):
-                return answers
-            return None
-
-        answers = harness.poll("every replica to answer from the fleet's rates", fleet_answers)
+        answers = harness.poll("every replica to answer from the fleet's rates", self.fleet_answers)
         for x in answers:
             self.assertEqual(x.candidates[0].basis, record_pb2.BASIS_FLEET)
             self.assertTrue(math.isclose(x.compute.value, RATE, rel_tol=1e-3), x.compute)
@@ -137,6 +132,48 @@ class FleetRatesTest(unittest.TestCase):
         errors = harness.sample(harness.parse_exposition(a.scrape()), "kvledger_fleet_rates_fetches_total", result="error")
         self.assertGreater(errors, 0)
         self.assertIn("--fleet_prometheus_url", a.read_log())
+
+    def fleet_answers(self):
+        """Every replica's answer, once all answer from the fleet with every replica's samples in."""
+        answers = [advise(r) for r in self.replicas]
+        # Every replica's sums are in (C's misses too, whose scrape may come after A's and B's).
+        if all(x.candidates[0].bandwidth.basis == record_pb2.BASIS_FLEET and x.compute.basis == record_pb2.BASIS_FLEET
+               and math.isclose(x.candidates[0].bandwidth.value, FLEET_BANDWIDTH, rel_tol=0.02)
+               and x.compute.samples == 60 + 12 + 20 + 10 + 12 for x in answers):
+            return answers
+        return None
+
+    def test_a_restart_and_a_freeze_move_no_answer(self):
+        self.traffic(explain_on=self.replicas[3])
+        harness.poll("every replica to answer from the fleet's rates", self.fleet_answers)
+        a, b, c, d = self.replicas
+
+        def assert_steady(during, seconds):
+            """Observes every replica's answer for `seconds` (each refresh is 1 s): never 5 % off."""
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                for r in (a, d):
+                    x = advise(r)
+                    for what, value, want in (("bandwidth", x.candidates[0].bandwidth.value, FLEET_BANDWIDTH),
+                                              ("compute", x.compute.value, RATE)):
+                        self.assertLess(abs(value / want - 1), 0.05, (during, what, value, x))
+                time.sleep(0.2)
+
+        # B restarts behind the same addresses: its counters start again from 0 under the same instance.
+        metrics_port = b.metrics_address.rsplit(":", 1)[1]
+        self.assertEqual(b.stop(), 0)
+        restarted = harness.Server(SERVER, f"--fleet_prometheus_url={self.prometheus.url}", "--fleet_refresh_seconds=1",
+                                   f"--metrics_address=127.0.0.1:{metrics_port}", grpc_address=b.grpc_address,
+                                   log_dir=self.tmp)
+        self.addCleanup(restarted.stop)
+        assert_steady("after B's restart", 6)
+        # C freezes past several scrapes (Prometheus marks it down and its series stale), then thaws.
+        os.kill(c.proc.pid, signal.SIGSTOP)
+        try:
+            assert_steady("while C is frozen", 6)
+        finally:
+            os.kill(c.proc.pid, signal.SIGCONT)
+        assert_steady("after C thawed", 3)
 
     def test_bad_flags(self):
         for flag, message in (("--fleet_prometheus_url=https://prometheus:9090", "https is not supported"),

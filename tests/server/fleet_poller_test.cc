@@ -96,15 +96,18 @@ TEST(FleetRatesTest, ImplausibleSumsAreRefused) {
   std::vector<LabeledSample> fine = {sample("m", "host", "bytes", 6e9), sample("m", "host", "seconds", 1),
                                      sample("m", "host", "weight", 1), sample("m", "host", "samples", 1)};
   EXPECT_TRUE(FleetRates::FromSamples(fine, {}).ok());
-  // A sample count no replica could reach (once: converted out of range, undefined behaviour) or not
-  // whole is refused, for reload and compute alike.
+  // A sample count no replica could reach (once: converted out of range, undefined behaviour) is
+  // refused, for reload and compute alike; a window's extrapolated count need not be whole.
   std::vector<LabeledSample> countless = {sample("m", "host", "bytes", 6e9), sample("m", "host", "seconds", 1),
                                           sample("m", "host", "weight", 1), sample("m", "host", "samples", 6.6e90)};
   EXPECT_THAT(std::string(FleetRates::FromSamples(countless, {}).status().message()),
-              HasSubstr("sample count of m = 6.6e+90: must be a whole number <= 2^53"));
-  std::vector<LabeledSample> half = {sample("m", "", "samples", 1.5)};
-  EXPECT_THAT(std::string(FleetRates::FromSamples({}, half).status().message()),
-              HasSubstr("sample count of m = 1.5: must be a whole number"));
+              HasSubstr("sample count of m = 6.6e+90: must be at most 2^53"));
+  std::vector<LabeledSample> huge = {sample("m", "", "samples", 1e16)};
+  EXPECT_THAT(std::string(FleetRates::FromSamples({}, huge).status().message()),
+              HasSubstr("sample count of m = 1e+16: must be at most 2^53"));
+  std::vector<LabeledSample> extrapolated = {sample("m", "host", "bytes", 6.3e9), sample("m", "host", "seconds", 1.05),
+                                             sample("m", "host", "weight", 1.05), sample("m", "host", "samples", 1.05)};
+  EXPECT_TRUE(FleetRates::FromSamples(extrapolated, {}).ok());
 }
 
 // A local socket that stands in for Prometheus: accepts, reads the request, then sends `answer`

@@ -1,4 +1,4 @@
-// Fleet rates: replicas' decayed sums added equal one replica that saw every sample, worked by hand;
+// Fleet rates: replicas' sums added equal one replica that saw every sample, worked by hand;
 // the table from the rules' samples; bad samples named; an old table not used.
 #include "lib/accounting/fleet_rates.h"
 
@@ -14,7 +14,7 @@ LabeledSample S(std::vector<std::pair<std::string, std::string>> labels, double 
   return LabeledSample{std::move(labels), value};
 }
 
-// The samples one replica exports for a reload rate (kvledger_live_reload_sums).
+// The samples the fleet rules give for one replica's reload rate (from kvledger_live_reload_sums_total).
 void AddReload(std::vector<LabeledSample>& out, const std::string& model, const char* tier, const DecayedRate& r) {
   const auto parts = r.Parts();
   for (size_t i = 0; i < parts.size(); ++i) out.push_back(S({{"model", model}, {"tier", tier}, {"term", kReloadParts[i]}}, parts[i]));

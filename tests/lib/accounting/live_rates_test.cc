@@ -94,6 +94,28 @@ TEST_F(LiveRatesTest, RatesFromRecordsByHand) {
   EXPECT_DOUBLE_EQ(entries[0].evidence.rate, bandwidth->rate);
 }
 
+// The totals the fleet's counters export never decay: two host hits 300 s apart sum whole (bytes,
+// seconds, weight = samples), while the rate's weight is 1.5; a second thread's sample adds in.
+TEST_F(LiveRatesTest, TotalsAreUndecayedSums) {
+  ASSERT_TRUE(ledger_.Record(Hit(0.05, 0.4)).ok());
+  now_ = 300;
+  std::thread other([this] { ASSERT_TRUE(ledger_.Record(Hit(0.1, 0.2)).ok()); });
+  other.join();
+  EXPECT_DOUBLE_EQ(rates_.ReloadBandwidth(slot_, Tier::kHost)->weight, 1.5);
+  now_ = 3000;
+  const LiveRates::Sums totals = rates_.TotalsNow();
+  ASSERT_EQ(totals.reload.size(), 1u);
+  EXPECT_EQ(totals.reload[0].tier, Tier::kHost);
+  const std::array<double, 4> want = {2 * 536870912.0, 0.05 + 0.1, 2, 2};  // kReloadParts
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_DOUBLE_EQ(totals.reload[0].parts[i], want[i]) << kReloadParts[i];
+  ASSERT_EQ(totals.compute.size(), 1u);
+  // tflops: the suffix of 70369817919488 FLOPs twice; seconds 0.4 + 0.2; weight and samples 2.
+  EXPECT_DOUBLE_EQ(totals.compute[0].parts[0], 2 * 70.369817919488);
+  EXPECT_DOUBLE_EQ(totals.compute[0].parts[1], 0.4 + 0.2);
+  EXPECT_DOUBLE_EQ(totals.compute[0].parts[4], 2);
+  EXPECT_DOUBLE_EQ(totals.compute[0].parts[5], 2);
+}
+
 // Misses of several sizes from an engine whose pass takes 12 ms + F / 3e14 FLOP/s make the model
 // ready; the snapshot carries it first, as FLOP/s with its fixed cost.
 TEST_F(LiveRatesTest, ComputeModelFromRecords) {
