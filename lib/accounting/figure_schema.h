@@ -354,8 +354,10 @@ inline constexpr LatencyBounds kTokenLatencyBucketsNanos = {
     1'000'000,   2'500'000,   5'000'000,   7'500'000,   10'000'000,  15'000'000,  20'000'000,  25'000'000, 30'000'000,
     40'000'000,  50'000'000,  75'000'000,  100'000'000, 150'000'000, 200'000'000, 300'000'000, 500'000'000};
 
-// Latency histograms: only records that reported (or could derive) the latency are observed.
-enum class Latency : uint8_t { kReload, kSuffixPrefill, kTtft, kQueue, kTimePerOutputToken };
+// Latency histograms: only records that reported (or could derive) the latency are observed. Each
+// is read by a dashboard panel (docs/operations.md, "A series budget"); the scheduling wait is
+// exported as a sum only (kvledger_ttft_part_seconds_total{part="queue"}), which its panel reads.
+enum class Latency : uint8_t { kReload, kSuffixPrefill, kTtft, kTimePerOutputToken };
 struct LatencySpec {
   Latency id;
   const char* name;
@@ -363,7 +365,7 @@ struct LatencySpec {
   std::optional<double> (*seconds)(const RecordFigures& d);
   const LatencyBounds* bounds;
 };
-inline constexpr std::array<LatencySpec, 5> kLatencies = {{
+inline constexpr std::array<LatencySpec, 4> kLatencies = {{
     {Latency::kReload, "kvledger_reload_seconds", "Reload latency per record that reported one.",
      [](const RecordFigures& d) { return d.reload_seconds; }, &kLatencyBucketsNanos},
     {Latency::kSuffixPrefill, "kvledger_suffix_prefill_seconds",
@@ -371,9 +373,6 @@ inline constexpr std::array<LatencySpec, 5> kLatencies = {{
      [](const RecordFigures& d) { return d.suffix_prefill_seconds; }, &kLatencyBucketsNanos},
     {Latency::kTtft, "kvledger_ttft_seconds", "Time to first token per record that reported one.",
      [](const RecordFigures& d) { return d.ttft_seconds; }, &kLatencyBucketsNanos},
-    {Latency::kQueue, "kvledger_queue_seconds",
-     "Scheduling wait (arrival to prefill scheduled) per record that reported one.",
-     [](const RecordFigures& d) { return d.whole.queue_seconds; }, &kLatencyBucketsNanos},
     {Latency::kTimePerOutputToken, "kvledger_time_per_output_token_seconds",
      "Decode time per output token, decode_seconds / (output_tokens - 1), per record with decode_seconds "
      "and at least 2 output tokens.",
