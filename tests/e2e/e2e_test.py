@@ -561,6 +561,52 @@ class SeriesCountTest(unittest.TestCase):
                 self.assertEqual(server.stop(), 0)
 
 
+def unread_families_allowed():
+    """The names (and `prefix*` patterns) docs/operations.md lists as read by no panel, rule or alert."""
+    import re
+    with open(os.path.join(HERE, "..", "..", "docs", "operations.md")) as f:
+        text = f.read()
+    start = text.index("**Families no panel, rule or alert reads**")
+    return re.findall(r"`((?:kvledger|grpc|process)_[a-z0-9_]*\*?)`", text[start:text.index("\n\n", start)])
+
+
+def deploy_text():
+    """Every dashboard, recording rule and alert the project ships."""
+    import glob
+    root = os.path.join(HERE, "..", "..", "deploy")
+    paths = glob.glob(os.path.join(root, "grafana", "dashboards", "*.json")) + \
+        glob.glob(os.path.join(root, "prometheus", "rules", "*.yml")) + \
+        glob.glob(os.path.join(root, "prometheus", "alerts", "*.yml"))
+    return "".join(open(p).read() for p in paths)
+
+
+class FamilyBudgetTest(unittest.TestCase):
+    # Proves: every family a busy server exports is read by a shipped panel, rule or alert, or is one
+    # docs/operations.md lists with its reason; a new family needs one or the other.
+    def test_every_family_is_read_or_listed(self):
+        allowed = unread_families_allowed()
+        self.assertIn("grpc_server_*", allowed)
+        consumers = deploy_text()
+        with tempfile.TemporaryDirectory() as tmp:
+            server = harness.Server(SERVER, "--unknown_model=generic", log_dir=tmp)
+            try:
+                replayed = subprocess.run([CLI, "replay", os.path.join(HERE, "..", "..", "examples", "trace.jsonl"),
+                                           "--target", server.grpc_address], capture_output=True, text=True,
+                                          timeout=60)
+                self.assertEqual(replayed.returncode, 0, replayed.stderr)
+                families = sorted({line.split()[2] for line in server.scrape().splitlines()
+                                   if line.startswith("# TYPE ")})
+            finally:
+                self.assertEqual(server.stop(), 0)
+        self.assertGreater(len(families), 60)
+
+        def listed(name):
+            return any(name == a or (a.endswith("*") and name.startswith(a[:-1])) for a in allowed)
+
+        unread = [f for f in families if f not in consumers and not listed(f)]
+        self.assertEqual(unread, [], "read by no panel, rule or alert and not listed in docs/operations.md")
+
+
 class ClientCountsTest(unittest.TestCase):
     # Proves: replay counts the rejections the server counted, not the ones it listed
     # (--max_listed_rejections 2 for 5 bad lines), and exits 2 for the bad input; `kvledger profiles
