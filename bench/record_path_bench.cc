@@ -4,7 +4,7 @@
 // - BM_Derive/<model>: the cost model alone, per model shape;
 // - BM_Scrape: merging shards and writing the exposition text, per scrape, at 64 and 1,000 models x 5 tiers;
 //   BM_ScrapeCollectOnly: the same up to prometheus-cpp's MetricFamily values (no text);
-// - BM_Advise16: one Advise with 16 replica candidates, beside BM_AdviseOne;
+// - BM_Advise16: one Advise with 16 replica candidates, beside BM_AdviseOne; BM_BreakEven: one break-even;
 // - BM_Stage/<stage>: one record's way through the server split into its stages, each alone on the
 //   same 1,024 records: count (the wire budget's scan), parse, validate (fields, then against the
 //   profile), resolve (the model's profile and label), derive, aggregate, live rates;
@@ -316,6 +316,17 @@ void BM_AdviseOne(benchmark::State& state) { AdviseWith(state, 1); }
 void BM_Advise16(benchmark::State& state) { AdviseWith(state, 16); }
 BENCHMARK(BM_AdviseOne)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Advise16)->Unit(benchmark::kMicrosecond);
+
+// One break-even (docs/cost-model.md §13): a binary search over llama-3.1-8b's boundaries up to 2^31
+// tokens, two Evaluates per step; Advise computes one per distinct (tier, bandwidth, wait) of its
+// candidates, the exposition one per (model, tier) with a live bandwidth. Beside BM_AdviseOne.
+void BM_BreakEven(benchmark::State& state) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
+  const auto model = registry.Resolve("llama-3.1-8b");
+  for (auto _ : state) benchmark::DoNotOptimize(BreakEvenTokens(model, Tier::kHost, 2e9, 3e14));
+}
+BENCHMARK(BM_BreakEven);
 BENCHMARK(BM_ScrapeCollectOnly)->Arg(64)->Arg(1000)->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -47,6 +47,10 @@ void PrintAdvice(const v1::Advice& advice) {
       std::cout << absl::StrFormat("  %-20s %s, wait %s\n", "replica", c.replica().empty() ? "-" : c.replica(),
                                    Seconds(c.has_wait_seconds(), c.wait_seconds()));
     }
+    std::cout << absl::StrFormat("  %-20s %s\n", "break-even",
+                                 c.has_break_even_tokens()
+                                     ? absl::StrCat("reloading pays from ", c.break_even_tokens(), " reusable tokens on")
+                                     : "unknown (a rate is missing) or never");
     std::cout << absl::StrFormat("  %-20s %s%s\n", "expected (rank)", Seconds(c.has_expected_seconds(), c.expected_seconds()),
                                  c.rank() > 0 ? absl::StrCat(" (", c.rank(), ", ", c.choice(), ")") : " (not ranked)");
   }

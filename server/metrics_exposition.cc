@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "lib/advice/advisor.h"
 #include "prometheus/text_serializer.h"
 
 namespace kvledger {
@@ -203,6 +204,25 @@ void FillRates(const Scrape& s, MetricFamily& f) {
   }
 }
 
+// The break-even of reloading from each tier with a live bandwidth (docs/cost-model.md §13): the
+// reusable prefix from which on reloading pays, with the compute rate Advise would use (the live
+// compute model, else the profile's stated throughput). Absent where reloading never pays.
+void FillBreakEven(const Scrape& s, MetricFamily& f) {
+  for (const auto& reload : *s.rates) {
+    if (!reload.tier || reload.model_slot >= s.models.size()) continue;
+    const absl::StatusOr<Resolution> model = s.registry->Resolve(s.models[reload.model_slot].model);
+    if (!model.ok()) continue;
+    double flops_per_second = model->profile->prefill_flops_per_second();
+    for (const auto& compute : *s.rates) {
+      if (!compute.tier && compute.model_slot == reload.model_slot) flops_per_second = compute.evidence.rate;
+    }
+    const auto tokens = BreakEvenTokens(model, *reload.tier, reload.evidence.rate, flops_per_second);
+    if (!tokens) continue;
+    f.metric.push_back(
+        GaugeMetric({s.Model(reload.model_slot), {"tier", TierLabel(*reload.tier)}}, static_cast<double>(*tokens)));
+  }
+}
+
 // The undecayed sums behind the live rates, one counter per term (kReloadParts, kComputeFitParts):
 // their increase over a window is what the kvledger.fleet rules add over the replicas
 // (lib/accounting/fleet_rates.h).
@@ -263,6 +283,11 @@ constexpr ServedFamily kServedFamilies[] = {
      MetricType::Gauge, FillRates<false, RateValue::kFixedSeconds>, ServedFamily::kRates},
     {"kvledger_prefill_flops_weight", "Decayed weight of the records behind the live compute-time model.",
      MetricType::Gauge, FillRates<false, RateValue::kWeight>, ServedFamily::kRates},
+    {"kvledger_reload_break_even_tokens",
+     "Reusable prefix (tokens, at a boundary the model resumes at) from which on reloading from the tier is faster "
+     "than recomputing it, with the live bandwidth and the compute rate Advise uses: the threshold an engine's "
+     "reload knob wants; absent where reloading never pays.",
+     MetricType::Gauge, FillBreakEven, ServedFamily::kRates},
     {"kvledger_live_reload_sums_total",
      "Sums of the samples behind kvledger_reload_bandwidth_bytes_per_second since start, undecayed, by term: "
      "bytes, seconds, weight and samples (equal). Their increase over a window, summed over replicas, gives the "

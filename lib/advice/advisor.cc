@@ -155,6 +155,21 @@ struct Rates {
   }
 };
 
+// Seconds recomputing the reusable prefix of `p` tokens saves over reloading it after `wait`: > 0
+// where reloading pays. Nothing when `p` is not a valid prefix of the model.
+std::optional<double> ReloadGain(const absl::StatusOr<Resolution>& model, Tier tier, uint64_t p, double bandwidth,
+                                 double compute, double wait) {
+  RecordFacts facts;
+  facts.model = model->profile->name();
+  facts.tier_value = static_cast<int>(tier);
+  facts.prompt_tokens = static_cast<int64_t>(p);
+  facts.logical_match_tokens = static_cast<int64_t>(p);
+  auto figures = Evaluate(facts, model);
+  if (!figures.ok()) return std::nullopt;
+  return Uint128ToDouble(figures->ReusedPrefillFlops()) / compute - wait -
+         Uint128ToDouble(figures->reused_bytes) / bandwidth;
+}
+
 // One candidate costed from its figures and the rates (docs/cost-model.md §10).
 CandidateAdvice Costed(const AdviceCandidateInput& in, const RecordFigures& figures, const Profile& profile,
                        const Rates& rates, const RateUsed& compute) {
@@ -176,6 +191,31 @@ CandidateAdvice Costed(const AdviceCandidateInput& in, const RecordFigures& figu
   c.replica = in.replica;
   c.wait_seconds = in.wait_seconds;
   return c;
+}
+
+// Each candidate's break-even with its bandwidth, the compute rate and its wait; computed once per
+// (tier, bandwidth, wait), since candidates of one tier and wait share it.
+void AddBreakEvens(const absl::StatusOr<Resolution>& model, Advice& advice) {
+  if (!advice.compute.rate) return;
+  struct Known {
+    Tier tier;
+    double bandwidth, wait;
+    std::optional<uint64_t> tokens;
+  };
+  std::vector<Known> known;
+  for (CandidateAdvice& c : advice.candidates) {
+    if (!c.bandwidth.rate) continue;
+    const double wait = c.wait_seconds.value_or(0);
+    auto same = std::find_if(known.begin(), known.end(), [&](const Known& k) {
+      return k.tier == c.tier && k.bandwidth == *c.bandwidth.rate && k.wait == wait;
+    });
+    if (same == known.end()) {
+      known.push_back({c.tier, *c.bandwidth.rate, wait,
+                       BreakEvenTokens(model, c.tier, *c.bandwidth.rate, *advice.compute.rate, wait)});
+      same = known.end() - 1;
+    }
+    c.break_even_tokens = same->tokens;
+  }
 }
 
 // Without replicas: the candidate whose prefill is fastest, or recomputing, when any is known.
@@ -200,6 +240,37 @@ void RecommendTier(Advice& advice) {
 }
 
 }  // namespace
+
+std::optional<uint64_t> BreakEvenTokens(const absl::StatusOr<Resolution>& model, Tier tier, double bytes_per_second,
+                                        double flops_per_second, double wait_seconds) {
+  if (!model.ok() || !(bytes_per_second > 0) || !(flops_per_second > 0) || !(wait_seconds >= 0)) return std::nullopt;
+  // Reloading pays for good at p: it pays there, and the gain does not fall at the next boundary
+  // (a convex gap past its minimum only grows). False, then true from p* on.
+  uint64_t step = 1;  // the coarsest boundary spacing of the model's layer groups
+  for (const auto& group : model->profile->shape().groups) step = std::max(step, group.alignment_tokens);
+  auto pays_for_good = [&](uint64_t p) {
+    const auto here = ReloadGain(model, tier, p, bytes_per_second, flops_per_second, wait_seconds);
+    const auto next = ReloadGain(model, tier, std::min(p + step, kMaxTokens), bytes_per_second, flops_per_second,
+                                 wait_seconds);
+    return here && next && *here > 0 && *next >= *here;
+  };
+  if (!pays_for_good(kMaxTokens)) return std::nullopt;
+  uint64_t lo = 1, hi = kMaxTokens;  // pays_for_good(hi); the answer is in [lo, hi]
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (pays_for_good(mid)) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  RecordFacts facts;
+  facts.model = model->profile->name();
+  facts.tier_value = static_cast<int>(tier);
+  facts.prompt_tokens = static_cast<int64_t>(lo);
+  facts.logical_match_tokens = static_cast<int64_t>(lo);
+  return Evaluate(facts, model)->reused_tokens;
+}
 
 absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegistry& registry,
                               const LiveRates* rates, const FleetRates* fleet) {
@@ -236,6 +307,7 @@ absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegi
     if (!figures.ok()) return RejectionStatus(figures.rejection(), at);
     advice.candidates.push_back(Costed(in, *figures, profile, sources, advice.compute));
   }
+  AddBreakEvens(model, advice);
   RecommendTier(advice);
   RankReplicas(advice);
   return advice;

@@ -74,6 +74,9 @@ struct CandidateAdvice {
   // wait + min(reload, recompute) of the prefix + the rest (docs/cost-model.md §11); absent when a
   // rate it needs is unknown. `reload` is whether reloading is the better (a tie recomputes).
   std::optional<double> expected_seconds;
+  // BreakEvenTokens with this candidate's bandwidth, the compute rate and its wait; absent when a
+  // rate is unknown or reloading never pays.
+  std::optional<uint64_t> break_even_tokens;
   bool reload = false;
   uint32_t rank = 0;  // 1 = fastest; 0 = not ranked
 };
@@ -95,6 +98,15 @@ struct Advice {
   // "host", "disk", ... for a candidate, "recompute", or "" when there is no recommendation.
   std::string recommendation() const;
 };
+
+// The break-even of reloading from one tier (docs/cost-model.md §13): the least reusable prefix, in
+// tokens at a boundary `model` can resume at, from which on reloading it (after `wait_seconds`) at
+// `bytes_per_second` is faster than recomputing it at `flops_per_second` — the threshold an engine's
+// reload knob wants. Absent when reloading never pays up to kMaxTokens. The gap between the two,
+// F(p) / C - wait - bytes(p) / B, is convex in p, so the prefixes where reloading pays for good are
+// one interval [p*, kMaxTokens]: a binary search finds p*.
+std::optional<uint64_t> BreakEvenTokens(const absl::StatusOr<Resolution>& model, Tier tier, double bytes_per_second,
+                                        double flops_per_second, double wait_seconds = 0);
 
 // The refusal of a request with more than kMaxAdviceCandidates candidates (also given before one is
 // parsed, by the server).

@@ -154,6 +154,7 @@ v1::Advice AdviceToProto(const Advice& advice) {
       o->set_choice(c.reload ? TierLabel(c.tier) : "recompute");
     }
     o->set_rank(c.rank);
+    if (c.break_even_tokens) o->set_break_even_tokens(static_cast<int64_t>(*c.break_even_tokens));
   }
   out.set_recommendation(advice.recommendation());
   if (advice.recommended && *advice.recommended >= 0) {
@@ -191,6 +192,11 @@ std::string AdviceToJson(const v1::Advice& advice) {
       o.Null("rank");
     } else {
       o.Integer("rank", Uint128{c.rank()});
+    }
+    if (c.has_break_even_tokens()) {
+      o.Integer("break_even_tokens", Uint128{static_cast<uint64_t>(c.break_even_tokens())});
+    } else {
+      o.Null("break_even_tokens");
     }
     candidates.push_back(o);
   }

@@ -107,6 +107,30 @@ class AdviceTest(unittest.TestCase):
         self.assertRegex(advised.stdout, r"recommendation\s+host\n")
         self.assertIn("(live: 50 records", advised.stdout)
 
+    # The break-even a reload knob wants (docs/cost-model.md §13), by hand from the live rates: with
+    # B = 4096 x 131072 bytes / 0.5 s and the engine's C, reloading p tokens pays (no wait) from the
+    # first 16-token boundary above 2 (131072 C / B - 13958643712) / 524288 - 1. The gauge, the CLI
+    # and its JSON say the same; a router's wait moves it up.
+    def test_break_even_by_hand(self):
+        self.teach()
+        self.record(record_pb2.TIER_HOST, 4096, 0.5)
+        bandwidth = 4096 * BYTES_PER_TOKEN / 0.5
+        want = (int(2 * (BYTES_PER_TOKEN * COMPUTE / bandwidth - 13958643712) / 524288 - 1) // 16 + 1) * 16
+        self.assertGreater(want, 16)
+        s = parse_exposition(self.server.scrape())
+        self.assertEqual(sample(s, "kvledger_reload_break_even_tokens", model="llama-3.1-8b", tier="host"), want)
+        args = ("advise", "--target", self.server.grpc_address, "--model", "llama-3.1-8b", "--prompt-tokens", "8192",
+                "--candidate", "host:6000")
+        text = cli(*args)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertRegex(text.stdout, rf"break-even\s+reloading pays from {want} reusable tokens on\n")
+        as_json = json.loads(cli(*args, "--json").stdout)
+        self.assertEqual(as_json["candidates"][0]["break_even_tokens"], want)
+        waited = json.loads(cli("advise", "--target", self.server.grpc_address, "--model", "llama-3.1-8b",
+                                "--prompt-tokens", "8192", "--candidate", "replica=a,tier=host,tokens=6000,wait=0.05",
+                                "--json").stdout)
+        self.assertGreater(waited["candidates"][0]["break_even_tokens"], want)
+
     # Two host records with different bandwidths, after the engine's misses: with a one-day half-life
     # the decay over the test's seconds is below 1e-4, so the live bandwidth is the ratio of the
     # exported totals (compared reused bytes / compared reload seconds), and the compute model is the

@@ -343,3 +343,71 @@ TEST(AdvisorTest, AllOrNothingByBruteForce) {
 
 }  // namespace
 }  // namespace kvledger
+
+namespace kvledger {
+namespace {
+
+// llama-3.1-8b by hand (docs/cost-model.md §13): F(p) = a p + c p (p + 1) / 2 with a = 13,958,643,712
+// FLOPs per token and c = 524,288 per causal pair, bytes(p) = 131,072 p. With no wait, reloading p
+// tokens pays when a + c (p + 1) / 2 > 131,072 C / B, i.e. from the first 16-token boundary above
+// 2 (131,072 C / B - a) / c - 1. At C = 3e14 FLOP/s: 96,752 tokens at 1 GB/s, 21,760 at 2 GB/s.
+TEST(BreakEvenTest, HandWorkedAtTwoBandwidths) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
+  const auto model = registry.Resolve("llama-3.1-8b");
+  const double a = 13958643712, c = 524288, C = 3e14;
+  for (const double B : {1e9, 2e9}) {
+    const double bound = 2 * (131072 * C / B - a) / c - 1;
+    const uint64_t want = (static_cast<uint64_t>(bound) / 16 + 1) * 16;
+    EXPECT_EQ(BreakEvenTokens(model, Tier::kHost, B, C), want) << B;
+  }
+  EXPECT_EQ(BreakEvenTokens(model, Tier::kHost, 1e9, C), 96752u);
+  EXPECT_EQ(BreakEvenTokens(model, Tier::kHost, 2e9, C), 21760u);
+  // Fast enough that the first boundary pays; a wait moves the threshold up; unknown rates: nothing.
+  EXPECT_EQ(BreakEvenTokens(model, Tier::kHost, 1e11, C), 16u);
+  EXPECT_GT(*BreakEvenTokens(model, Tier::kHost, 2e9, C, 0.05), 21760u);
+  EXPECT_FALSE(BreakEvenTokens(model, Tier::kHost, 0, C).has_value());
+  EXPECT_FALSE(BreakEvenTokens(model, Tier::kHost, 1e9, 0).has_value());
+}
+
+// Against brute force on every catalog model (full, sliding-window, latent and hybrid recurrent
+// attention): scanning boundaries up to 2^18 tokens, the least one from which on reloading always
+// pays equals BreakEvenTokens, with and without a wait.
+TEST(BreakEvenTest, EqualsBruteForceOnEveryCatalogModel) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
+  constexpr int64_t kScan = int64_t{1} << 18;
+  for (const std::string& name : catalog.Names()) {
+    const auto model = registry.Resolve(name);
+    for (const auto& [B, wait] : {std::pair{2e9, 0.0}, std::pair{8e9, 0.02}}) {
+      const double C = 3e14;
+      // The gain of every reusable boundary, ascending; the answer is the first of the last run of gains > 0.
+      std::optional<uint64_t> first_of_run;
+      int64_t last_boundary = -1;
+      for (int64_t p = 1; p <= kScan; ++p) {
+        RecordFacts f;
+        f.model = name;
+        f.tier_value = static_cast<int>(Tier::kHost);
+        f.prompt_tokens = p;
+        f.logical_match_tokens = p;
+        auto figures = Evaluate(f, model);
+        ASSERT_TRUE(figures.ok()) << name << " " << p;
+        if (static_cast<int64_t>(figures->reused_tokens) == last_boundary) continue;
+        last_boundary = static_cast<int64_t>(figures->reused_tokens);
+        const double gain = Uint128ToDouble(figures->ReusedPrefillFlops()) / C - wait -
+                            Uint128ToDouble(figures->reused_bytes) / B;
+        if (gain > 0 && !first_of_run) first_of_run = figures->reused_tokens;
+        if (!(gain > 0)) first_of_run.reset();
+      }
+      const auto got = BreakEvenTokens(model, Tier::kHost, B, C, wait);
+      if (first_of_run) {
+        EXPECT_EQ(got, first_of_run) << name << " B=" << B << " wait=" << wait;
+      } else if (got) {
+        EXPECT_GT(*got, static_cast<uint64_t>(kScan) - 1024) << name << " B=" << B << " wait=" << wait;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvledger
