@@ -152,6 +152,13 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> BuildGrpcServer(const ServerOption
   grpc::ResourceQuota quota("kvledger");
   quota.Resize(static_cast<size_t>(options.grpc_memory_quota_bytes));
   builder.SetResourceQuota(quota);
+  // gRPC says only "cannot listen" (and logs a dump); a bind of our own names the reason first.
+  if (!absl::EndsWith(options.grpc_address, ":0")) {
+    if (absl::Status probe = ProbeListen(options.grpc_address); !probe.ok()) {
+      return absl::UnavailableError(absl::StrCat("--grpc_address = \"", options.grpc_address,
+                                                 "\": cannot listen (is the port in use?): ", probe.message()));
+    }
+  }
   builder.AddListeningPort(options.grpc_address, *credentials, port);
   builder.RegisterService(&service);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;

@@ -321,7 +321,14 @@ int ServerMain(int argc, char** argv, const char* program, const char* summary, 
             << std::endl;
   const std::unique_ptr<ListenerWatchdog> watchdog = WatchListener(program, **server, options->deaf_listener_seconds);
   const int signal = WaitForStop(stop_signals);
-  std::cerr << program << ": signal " << signal << ", shutting down" << std::endl;
+  if (signal == SIGTERM) {
+    std::cerr << program << ": SIGTERM: still serving for " << options->shutdown_drain_seconds
+              << " s (--shutdown_drain_seconds) while balancers move traffic away, then /metrics stays up until "
+              << "each scraper has read it once more, at most " << options->shutdown_scrape_grace_seconds
+              << " s (--shutdown_scrape_grace_seconds); Ctrl-C stops at once" << std::endl;
+  } else {
+    std::cerr << program << ": signal " << signal << ", stopping now" << std::endl;
+  }
   (*server)->Shutdown(/*patient=*/signal == SIGTERM);  // Ctrl-C at a terminal stops at once
   std::cerr << program << ": stopped" << std::endl;
   return kExitOk;

@@ -131,8 +131,9 @@ absl::Status CheckRanges(const TraceRequest& r, size_t line, uint64_t block_toke
   const uint64_t need = (static_cast<uint64_t>(r.input_length) + block_tokens - 1) / block_tokens;
   if (r.hash_ids.size() != need) {
     return Problem(line, absl::StrFormat("hash_ids has %d blocks: must be ceil(input_length %d / %d) = %d, one per "
-                                         "block of the prompt (is --block-tokens the trace's block size?)",
-                                         r.hash_ids.size(), r.input_length, block_tokens, need));
+                                         "block of the prompt (is %d tokens the trace's block size? kvledger plan's "
+                                         "--block-tokens and kvledger-server's --trace_block_tokens set it)",
+                                         r.hash_ids.size(), r.input_length, block_tokens, need, block_tokens));
   }
   return absl::OkStatus();
 }

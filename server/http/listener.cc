@@ -676,4 +676,12 @@ const HttpLimits& HttpListener::limits() const { return impl_->limits; }
 
 const char* HttpListener::scheme() const { return impl_->security.tls ? "https" : "http"; }
 
+absl::Status ProbeListen(const std::string& address) {
+  std::string error;
+  const int fd = Listen(address, &error);
+  if (fd < 0) return absl::UnavailableError(error);
+  close(fd);
+  return absl::OkStatus();
+}
+
 }  // namespace kvledger

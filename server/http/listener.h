@@ -53,6 +53,10 @@ struct HttpSecurity {
   std::shared_ptr<BasicAuthenticator> auth;   // basic auth on every route when set
 };
 
+// Whether a TCP listener could bind HOST:PORT now: what a listener that reports its failure poorly
+// (gRPC's) is checked with first, for a message that says the port is in use.
+absl::Status ProbeListen(const std::string& address);
+
 class HttpListener {
  public:
   using Handler = std::function<HttpResponse(const HttpRequest&)>;

@@ -395,7 +395,10 @@ class TraceAndPackagingTest(unittest.TestCase):
             self.assertEqual(result.returncode, 0, result.stderr)
             with open(os.path.join(target, "kvledger-0.1.0.dist-info", "entry_points.txt")) as f:
                 self.assertIn("kvledger = kvledger.vllm:KvledgerStatLogger", f.read())
-            check = subprocess.run(["/usr/bin/python3", "-c", "import kvledger; print(kvledger.__file__)"],
+            # The gateway snippet of docs/integration.md: submodules reachable after a bare import,
+            # which still imports no grpc.
+            check = subprocess.run(["/usr/bin/python3", "-c", "import sys, kvledger; kvledger.adapters.from_openai; "
+                                    "assert 'grpc' not in sys.modules; print(kvledger.__file__)"],
                                    env={**os.environ, "PYTHONPATH": target}, cwd=tmp,
                                    capture_output=True, text=True, timeout=60)
             self.assertTrue(check.stdout.startswith(target), check.stdout + check.stderr)

@@ -429,6 +429,9 @@ class ShutdownTest(unittest.TestCase):
                 self.assertEqual(total(), 9)  # a scrape after SIGTERM sees every acknowledged record
                 self.assertEqual(server.proc.wait(timeout=30), 0)
                 self.assertIn("stopped", server.read_log())
+                # It said what it waits for, and how long at most.
+                self.assertIn("SIGTERM: still serving for 5 s (--shutdown_drain_seconds)", server.read_log())
+                self.assertIn("at most 5 s (--shutdown_scrape_grace_seconds)", server.read_log())
             finally:
                 release.set()
                 channel.close()
@@ -523,6 +526,22 @@ class ServerFlagsTest(unittest.TestCase):
             result = subprocess.run([SERVER, *args], capture_output=True, text=True, timeout=60)
             self.assertEqual(result.returncode, 2, args)
             self.assertRegex(result.stderr.strip(), r"^kvledger-server: --\w+: no such flag \(see --help\)$")
+
+
+class PortInUseTest(unittest.TestCase):
+    # Proves: a gRPC port another process holds is named as such (exit 1), without gRPC's own dump.
+    def test_port_in_use(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            first = harness.Server(SERVER, log_dir=tmp)
+            try:
+                second = subprocess.run([SERVER, f"--grpc_address={first.grpc_address}", "--metrics_address=127.0.0.1:0"],
+                                        capture_output=True, text=True, timeout=60)
+                self.assertEqual(second.returncode, 1, second.stderr)
+                self.assertIn(f'--grpc_address = "{first.grpc_address}": cannot listen (is the port in use?): '
+                              "Address already in use", second.stderr)
+                self.assertNotIn("chttp2", second.stderr)
+            finally:
+                self.assertEqual(first.stop(), 0)
 
 
 class SeriesCountTest(unittest.TestCase):

@@ -25,10 +25,17 @@ __all__ = ["Advisor", "Reporter", "enable_fork_support", "make_record", "read_tr
 _LAZY = {"Advisor": "kvledger.advice", "Reporter": "kvledger.reporter"}
 
 
+# Submodules reachable as attributes after a bare `import kvledger` (kvledger.adapters.from_openai),
+# imported on first use for the same reason.
+_SUBMODULES = ("adapters", "vllm")
+
+
 def __getattr__(name):
+    import importlib  # noqa: PLC0415
     if name in _LAZY:
-        import importlib  # noqa: PLC0415
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"kvledger.{name}")
     raise AttributeError(name)
 
 
