@@ -115,7 +115,9 @@ absl::StatusOr<PlanResult> Plan(const std::vector<TraceRequest>& trace, const Pr
     facts.prompt_tokens = request.input_length;
     facts.logical_match_tokens =
         std::min<int64_t>(static_cast<int64_t>(match.blocks * config.block_tokens), request.input_length);
-    facts.output_tokens = request.output_length;
+    // A trace's output_length 0 (a request that generated nothing, or a trace that does not say) is
+    // no output reported; a record's output_tokens counts a generated token at least.
+    if (request.output_length > 0) facts.output_tokens = request.output_length;
     const auto from = TokensFrom(match, static_cast<uint64_t>(facts.logical_match_tokens), config.block_tokens);
     Verdict verdict = ValidateFields(facts);
     if (verdict.ok()) verdict = ValidateAgainstProfile(facts, profile);

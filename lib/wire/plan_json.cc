@@ -39,9 +39,11 @@ const std::vector<PlanColumn>& PlanTotalsColumns() {
       {"prefill_avoided_ratio", [](T t) { return Shortest(t.PrefillAvoided()); }},
       {"reused_bytes", [](T t) { return Uint128ToString(t.reused_bytes); }},
       {"compared_hits", [](T t) { return Uint128ToString(t.compared); }},
-      {"reload_seconds", [](T t) { return Shortest(t.reload_seconds); }},
-      {"recompute_seconds", [](T t) { return Shortest(t.recompute_seconds); }},
-      {"cheaper_recomputed_hits", [](T t) { return Uint128ToString(t.cheaper_recomputed); }},
+      // Unknown (null, "-" in the text) when no hit had both a reload and a recompute estimate.
+      {"reload_seconds", [](T t) { return t.compared == 0 ? std::string("null") : Shortest(t.reload_seconds); }},
+      {"recompute_seconds", [](T t) { return t.compared == 0 ? std::string("null") : Shortest(t.recompute_seconds); }},
+      {"cheaper_recomputed_hits",
+       [](T t) { return t.compared == 0 ? std::string("null") : Uint128ToString(t.cheaper_recomputed); }},
   };
   return columns;
 }

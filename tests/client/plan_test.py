@@ -159,6 +159,27 @@ class AgainstIndependentImplementation(unittest.TestCase):
     def test_whole_synthetic_trace(self):
         self.check(SYNTHETIC, load(SYNTHETIC), [1_000_000, 10_000_000], lower=(20_000_000,))
 
+    # The agentic-coding trace plans whole (its output_length 0 lines included), and the token hit at
+    # each capacity equals the prefix token hit an independent Python LRU gave for it (the figures
+    # published with the trace, docs/planning.md).
+    def test_whole_agentic_coding_trace(self):
+        import lzma
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "weka.jsonl")
+            with lzma.open(os.path.join(TRACES, "weka-agentic-coding-512.jsonl.xz")) as f, open(path, "wb") as out:
+                out.write(f.read())
+            result = subprocess.run([CLI, "plan", "--model", "llama-3.1-8b", "--capacity-tokens",
+                                     "512000,2048000,8192000,32768000,inf", "--json", path],
+                                    capture_output=True, text=True, timeout=300)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            plan = json.loads(result.stdout)
+            hits = [r["total"]["token_hit_ratio"] for r in plan["results"]]
+            for got, want in zip(hits, (0.12679, 0.55241, 0.92750, 0.95221, 0.95252)):
+                self.assertAlmostEqual(got, want, delta=5e-6)
+            self.assertEqual(plan["results"][0]["total"]["requests"], 11849)
+            # No reload or recompute estimate without rates: unknown, not 0.
+            self.assertIsNone(plan["results"][0]["total"]["reload_seconds"])
+
     # A partial last block: the match stops at the prompt's length, and the block size is a flag.
     def test_block_size_and_partial_blocks(self):
         trace = [{"timestamp": 0, "input_length": 40, "output_length": 1, "hash_ids": [1, 2, 3]},
