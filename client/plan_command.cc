@@ -7,6 +7,7 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -155,6 +156,32 @@ absl::StatusOr<std::vector<PlanConfig>> Configs(const PlanFlags& f, const LiveRa
   return configs;
 }
 
+// Capacities that are legal but hardly what was meant (a tier smaller than one block, or less KV than
+// a GiB — "40" meant as GiB): each noted once on stderr; the plan still runs.
+void NoteCapacities(const std::vector<PlanConfig>& configs, const Profile& profile) {
+  constexpr const char* kFlags[kPlanTierCount] = {"--capacity-tokens", "--host-capacity-tokens",
+                                                  "--disk-capacity-tokens"};
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  const double per_token = static_cast<double>(BytesPerCachedToken(profile.shape()));
+  std::set<std::pair<size_t, uint64_t>> noted;
+  for (const PlanConfig& c : configs) {
+    for (size_t t = 0; t < kPlanTierCount; ++t) {
+      if (!c.HasTier(t) || !c.Finite(t) || !noted.insert({t, c.capacity_tokens[t]}).second) continue;
+      const uint64_t tokens = c.capacity_tokens[t];
+      if (tokens < c.block_tokens) {
+        std::cerr << absl::StrFormat("kvledger plan: note: %s = %d: less than one block of %d tokens, so this tier "
+                                     "holds nothing and nothing is reused from it\n",
+                                     kFlags[t], tokens, c.block_tokens);
+      } else if (static_cast<double>(tokens) * per_token < kGiB) {
+        std::cerr << absl::StrFormat("kvledger plan: note: %s = %d tokens is %.1f MiB of %s's KV: capacities are in "
+                                     "tokens (1 GiB holds %.0f tokens of this model)\n",
+                                     kFlags[t], tokens, static_cast<double>(tokens) * per_token / (1024 * 1024),
+                                     profile.name(), kGiB / per_token);
+      }
+    }
+  }
+}
+
 // Reports each simulated request as a record through the Reporter, paced by --speedup.
 class PlanSender {
  public:
@@ -267,9 +294,11 @@ int Plan(const Args& args) {
   if (!catalog.ok()) return Fail(catalog.status());
   auto configs = Prepare(f, *catalog);
   if (!configs.ok()) return Fail(configs.status());
-  auto trace = LoadTrace(files.empty() ? "-" : files[0], configs->front().block_tokens);
+  const std::string trace_path = files.empty() ? "-" : files[0];
+  auto trace = LoadTrace(trace_path, configs->front().block_tokens);
   if (!trace.ok()) return Fail(trace.status());
   const Profile& profile = *catalog->Find(f.model);
+  NoteCapacities(*configs, profile);
   int send_exit = kExitOk;
   auto results = RunAll(f, *trace, profile, *configs, &send_exit);
   if (!results.ok()) return Fail(results.status());
@@ -281,7 +310,9 @@ int Plan(const Args& args) {
     PrintPlanText(std::cout, profile, *trace, *results);
   }
   if (!f.plot.empty()) {
-    if (absl::Status s = WritePlanPlot(f.plot, profile, *results); !s.ok()) return Fail(s);
+    auto wrote = WritePlanPlot(f.plot, profile, *results, trace_path == "-" ? "standard input" : trace_path);
+    if (!wrote.ok()) return Fail(wrote.status());
+    std::cerr << "kvledger plan: " << *wrote << "\n";
   }
   return send_exit;
 }

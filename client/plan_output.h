@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "lib/planning/plan.h"
 #include "lib/profiles/profile.h"
 
@@ -20,9 +21,12 @@ void PrintPlanText(std::ostream& out, const Profile& profile, const std::vector<
 void PrintPlanCsv(std::ostream& out, const std::vector<PlanResult>& results);
 
 // The token hit ratio, attention avoided and prefill avoided against the device capacity (log
-// scale); an unlimited capacity is drawn as a level line. INVALID_ARGUMENT for a FILE not ending in
-// .svg or fewer than two finite, non-zero device capacities.
-absl::Status WritePlanPlot(const std::string& path, const Profile& profile, const std::vector<PlanResult>& results);
+// scale), titled with the model and `trace` (its path, "-" for stdin), the share axis up to the data's
+// highest point rounded up to 10 %; an unlimited capacity is drawn as a level line. What was written,
+// in a line for the user; INVALID_ARGUMENT for a FILE not ending in .svg or fewer than two finite,
+// non-zero device capacities.
+absl::StatusOr<std::string> WritePlanPlot(const std::string& path, const Profile& profile,
+                                          const std::vector<PlanResult>& results, const std::string& trace);
 
 }  // namespace kvledger::cli
 

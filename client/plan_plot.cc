@@ -1,5 +1,7 @@
 // `kvledger plan --plot FILE.svg`: the plan's curves against device capacity, as a standalone SVG.
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/match.h"
@@ -30,16 +32,19 @@ std::string TokensLabel(double tokens) {
   return absl::StrFormat("%g", tokens);
 }
 
-// The plot's frame: axes, grid, ticks and labels for x in [10^lo, 10^hi] tokens and y in 0..100 %.
-std::string Frame(const std::string& model, double lo, double hi) {
+// The plot's frame: axes, grid, ticks and labels for x in [10^lo, 10^hi] tokens and y in 0..top
+// (a share: the data's highest point rounded up to a multiple of 10 %).
+std::string Frame(const std::string& title, double lo, double hi, double top) {
   const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
   std::string svg = absl::StrFormat(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" font-family=\"sans-serif\" "
       "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-      "<text x=\"%g\" y=\"22\" font-size=\"14\">What a device KV cache of each capacity buys: %s</text>\n",
-      kWidth, kHeight, kLeft, model);
-  for (int p = 0; p <= 100; p += 20) {
-    const double y = kTop + plot_h * (1 - p / 100.0);
+      "<text x=\"%g\" y=\"22\" font-size=\"14\">%s</text>\n",
+      kWidth, kHeight, kLeft, title);
+  const int top_percent = static_cast<int>(std::lround(top * 100));
+  const int step = top_percent <= 50 ? 10 : 20;
+  for (int p = 0; p <= top_percent; p += step) {
+    const double y = kTop + plot_h * (1 - p / (top * 100));
     absl::StrAppendFormat(&svg, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>"
                           "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%d%%</text>\n",
                           kLeft, y, kLeft + plot_w, y, kLeft - 6, y + 4, p);
@@ -58,9 +63,9 @@ std::string Frame(const std::string& model, double lo, double hi) {
 
 // One series: a line through the finite capacities, a dashed level for an unlimited one, its legend.
 std::string Curve(const Series& s, int index, const std::vector<const PlanResult*>& finite,
-                  const PlanResult* unlimited, double lo, double hi) {
+                  const PlanResult* unlimited, double lo, double hi, double top) {
   const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
-  auto y_of = [&](double ratio) { return kTop + plot_h * (1 - ratio); };
+  auto y_of = [&](double ratio) { return kTop + plot_h * (1 - ratio / top); };
   std::string points;
   std::string svg;
   for (const PlanResult* r : finite) {
@@ -84,9 +89,19 @@ std::string Curve(const Series& s, int index, const std::vector<const PlanResult
   return svg;
 }
 
+// The highest share any series reaches, rounded up to a multiple of 10 % (at least 10 %).
+double AxisTop(const std::vector<PlanResult>& results) {
+  double highest = 0;
+  for (const PlanResult& r : results) {
+    for (const Series& s : kSeries) highest = std::max(highest, (r.total.*s.ratio)());
+  }
+  return std::clamp(std::ceil(highest * 10 - 1e-9) / 10, 0.1, 1.0);
+}
+
 }  // namespace
 
-absl::Status WritePlanPlot(const std::string& path, const Profile& profile, const std::vector<PlanResult>& results) {
+absl::StatusOr<std::string> WritePlanPlot(const std::string& path, const Profile& profile,
+                                          const std::vector<PlanResult>& results, const std::string& trace) {
   if (!absl::EndsWith(path, ".svg")) {
     return absl::InvalidArgumentError(absl::StrCat("--plot = ", path, ": the plot is written as SVG; name it FILE.svg"));
   }
@@ -102,8 +117,11 @@ absl::Status WritePlanPlot(const std::string& path, const Profile& profile, cons
   }
   const double lo = std::log10(static_cast<double>(finite.front()->config.capacity_tokens[0]));
   const double hi = std::log10(static_cast<double>(finite.back()->config.capacity_tokens[0]));
-  std::string svg = Frame(profile.name(), lo, hi);
-  for (int i = 0; i < 3; ++i) svg += Curve(kSeries[i], i, finite, unlimited, lo, hi);
+  const double top = AxisTop(results);
+  const std::string title = absl::StrCat("What a device KV cache of each capacity buys: ", profile.name(), " on ",
+                                         std::filesystem::path(trace).filename().string());
+  std::string svg = Frame(title, lo, hi, top);
+  for (int i = 0; i < 3; ++i) svg += Curve(kSeries[i], i, finite, unlimited, lo, hi, top);
   if (unlimited != nullptr) {
     absl::StrAppendFormat(&svg, "<text x=\"%g\" y=\"%g\" fill=\"#555\">dashed: unlimited capacity</text>\n",
                           kWidth - kRight + 12, kTop + 14 + 20 * 3);
@@ -112,7 +130,10 @@ absl::Status WritePlanPlot(const std::string& path, const Profile& profile, cons
   std::ofstream out(path);
   out << svg;
   if (!out) return absl::InvalidArgumentError(absl::StrCat("--plot = ", path, ": cannot be written"));
-  return absl::OkStatus();
+  return absl::StrFormat("wrote %s: token hit, attention and prefill avoided of %s on %s at %d device capacities%s, "
+                         "y axis to %d %%",
+                         path, profile.name(), trace, finite.size(), unlimited != nullptr ? " and unlimited" : "",
+                         static_cast<int>(std::lround(top * 100)));
 }
 
 }  // namespace kvledger::cli

@@ -180,6 +180,26 @@ class AgainstIndependentImplementation(unittest.TestCase):
             # No reload or recompute estimate without rates: unknown, not 0.
             self.assertIsNone(plan["results"][0]["total"]["reload_seconds"])
 
+    # Capacities that cannot be what was meant are noted (the plan still runs); a plot says what it
+    # wrote, names model and trace, and its share axis stops just above the data (the conversation
+    # trace's hit ratio stays below 40 %).
+    def test_capacity_notes_and_plot_message(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            svg = os.path.join(tmp, "curve.svg")
+            result = run("--model", "llama-3.1-8b", "--capacity-tokens", "0,1024,1e6,1e7,inf", "--plot", svg,
+                         CONVERSATION)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn("note: --capacity-tokens = 0: less than one block of 512 tokens", result.stderr)
+            self.assertIn("note: --capacity-tokens = 1024 tokens is 128.0 MiB of llama-3.1-8b's KV: capacities are in "
+                          "tokens (1 GiB holds 8192 tokens of this model)", result.stderr)
+            self.assertIn(f"wrote {svg}: token hit, attention and prefill avoided of llama-3.1-8b on {CONVERSATION} "
+                          "at 3 device capacities and unlimited, y axis to 40 %", result.stderr)
+            texts = [t.text for t in ElementTree.parse(svg).iter("{http://www.w3.org/2000/svg}text")]
+            self.assertIn("What a device KV cache of each capacity buys: llama-3.1-8b on mooncake-conversation.jsonl",
+                          texts)
+            self.assertIn("40%", texts)
+            self.assertNotIn("100%", texts)
+
     # A partial last block: the match stops at the prompt's length, and the block size is a flag.
     def test_block_size_and_partial_blocks(self):
         trace = [{"timestamp": 0, "input_length": 40, "output_length": 1, "hash_ids": [1, 2, 3]},
