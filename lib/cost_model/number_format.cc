@@ -81,27 +81,68 @@ std::optional<Uint128> CheckedSum(Uint128 a, Uint128 b) {
 
 namespace {
 
-// The rule a text that is not a whole number of type T broke.
-template <typename T>
-std::string WholeNumberRule(absl::string_view text) {
-  const bool digits = !text.empty() && text.find_first_not_of("0123456789", text[0] == '-' ? 1 : 0) ==
-                                           absl::string_view::npos && text != "-";
-  if (digits) {  // well formed, out of the type's range
-    return text[0] == '-' ? absl::StrCat("must be at least ", std::numeric_limits<T>::min())
-                          : absl::StrCat("must be at most ", std::numeric_limits<T>::max());
+// A whole number written as digits with an optional decimal point and exponent ("8e3", "1.5e6",
+// "80e9"), read exactly (never through a double): its sign and magnitude, or nothing when the text is
+// not such a number or its value is not whole or passes 2^127.
+std::optional<std::pair<bool, Uint128>> ExactWhole(absl::string_view text) {
+  const bool negative = !text.empty() && text[0] == '-';
+  if (negative || (!text.empty() && text[0] == '+')) text.remove_prefix(1);
+  const size_t e = text.find_first_of("eE");
+  absl::string_view mantissa = text.substr(0, e);
+  int64_t exponent = 0;
+  if (e != absl::string_view::npos) {
+    absl::string_view exp_text = text.substr(e + 1);
+    if (!exp_text.empty() && exp_text[0] == '+') exp_text.remove_prefix(1);
+    if (exp_text.empty() || exp_text.size() > 3 || !absl::SimpleAtoi(exp_text, &exponent)) return std::nullopt;
   }
-  double value;
-  if (absl::SimpleAtod(text, &value) && std::isfinite(value) && value == std::floor(value) &&
-      std::fabs(value) < 9007199254740992.0 && (std::is_signed_v<T> || value >= 0)) {
-    return absl::StrCat("must be a whole number written in digits (write ", static_cast<int64_t>(value), ")");
+  const size_t dot = mantissa.find('.');
+  std::string digits(mantissa.substr(0, dot));
+  if (dot != absl::string_view::npos) {
+    const absl::string_view fraction = mantissa.substr(dot + 1);
+    digits.append(fraction.data(), fraction.size());
+    exponent -= static_cast<int64_t>(fraction.size());
   }
-  return std::is_signed_v<T> ? "must be a whole number" : "must be a whole number >= 0";
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  while (exponent < 0) {  // digits shifted right: only zeros may drop off
+    if (digits.back() != '0') return std::nullopt;
+    digits.pop_back();
+    ++exponent;
+    if (digits.empty()) digits = "0";
+  }
+  Uint128 value = 0;
+  for (char c : digits) {
+    auto next = CheckedProduct({value, 10});
+    if (!next) return std::nullopt;
+    auto sum = CheckedSum(*next, static_cast<Uint128>(c - '0'));
+    if (!sum) return std::nullopt;
+    value = *sum;
+  }
+  for (; exponent > 0; --exponent) {
+    auto next = CheckedProduct({value, 10});
+    if (!next) return std::nullopt;
+    value = *next;
+  }
+  return std::make_pair(negative, value);
 }
 
 template <typename T>
 std::optional<std::string> ParseWhole(absl::string_view text, T* out) {
   if (absl::SimpleAtoi(text, out)) return std::nullopt;
-  return WholeNumberRule<T>(text);
+  const auto exact = ExactWhole(text);
+  if (!exact) return std::is_signed_v<T> ? "must be a whole number" : "must be a whole number >= 0";
+  const auto [negative, magnitude] = *exact;
+  if (negative && magnitude != 0) {
+    if (!std::is_signed_v<T>) return "must be a whole number >= 0";
+    const Uint128 limit = static_cast<Uint128>(std::numeric_limits<T>::max()) + 1;
+    if (magnitude > limit) return absl::StrCat("must be at least ", std::numeric_limits<T>::min());
+    *out = static_cast<T>(-static_cast<__int128>(magnitude));
+    return std::nullopt;
+  }
+  if (magnitude > static_cast<Uint128>(std::numeric_limits<T>::max())) {
+    return absl::StrCat("must be at most ", std::numeric_limits<T>::max());
+  }
+  *out = static_cast<T>(magnitude);
+  return std::nullopt;
 }
 
 }  // namespace

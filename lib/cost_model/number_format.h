@@ -29,9 +29,10 @@ std::optional<uint64_t> FloorRatioTimes(double ratio, uint64_t tokens);
 inline constexpr int kMaxExactDecimalPlaces = 27;
 std::optional<Uint128> FloorDecimalTimes(absl::string_view decimal, uint64_t tokens);
 
-// A whole number as typed: decimal digits, with a leading '-' for the signed form. On failure, the
-// rule it broke, for a message that names the input first: "must be a whole number written in
-// digits (write 80000000000)" for "80e9", "must be at most 18446744073709551615" past the type.
+// A whole number as typed: decimal digits, or a decimal with an exponent whose value is whole
+// ("8e3", "1.5e6", "80e9"; read exactly, never through a double), with a leading '-' for the signed
+// form. On failure, the rule it broke, for a message that names the input first: "must be a whole
+// number" for "1.5", "must be at most 18446744073709551615" past the type.
 std::optional<std::string> ParseWholeNumber(absl::string_view text, uint64_t* out);
 std::optional<std::string> ParseWholeNumber(absl::string_view text, int64_t* out);
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "lib/base/quote.h"
+#include "lib/cost_model/number_format.h"
 #include "lib/planning/plan.h"
 
 namespace kvledger {
@@ -25,16 +26,14 @@ absl::Status Bad(absl::string_view flag, absl::string_view value, absl::string_v
 absl::StatusOr<uint64_t> ParseCapacity(absl::string_view text, absl::string_view flag) {
   const absl::string_view value = absl::StripAsciiWhitespace(text);
   if (value == "inf" || value == "unlimited") return kUnlimitedTokens;
+  // The one grammar of whole numbers (lib/cost_model/number_format.h): digits, or exactly 1e6.
   uint64_t whole = 0;
-  if (absl::SimpleAtoi(value, &whole) && whole < kUnlimitedTokens) return whole;
+  if (!ParseWholeNumber(value, &whole) && static_cast<double>(whole) < kMaxCapacity) return whole;
   double number = 0;
   if (!absl::SimpleAtod(value, &number) || !std::isfinite(number)) {
     return Bad(flag, text, "must be a number of tokens (e.g. 1000000 or 1e6) or inf");
   }
-  if (number < 0 || number >= kMaxCapacity || number != std::floor(number)) {
-    return Bad(flag, text, "must be a whole number of tokens from 0 to 2^63");
-  }
-  return static_cast<uint64_t>(number);
+  return Bad(flag, text, "must be a whole number of tokens from 0 to 2^63");
 }
 
 absl::StatusOr<std::vector<uint64_t>> ParseCapacityList(absl::string_view text, absl::string_view flag) {

@@ -327,9 +327,8 @@ class UsageTest(unittest.TestCase):
              "kvledger kv-bytes: --reserved-bytes = 200: must be at most --budget-bytes = 100"),
             (["kv-bytes", "--model", "llama-3.1-8b", "--tokens", "100", "--reserved-bytes", "200"],
              "kvledger kv-bytes: --reserved-bytes: only with --budget-bytes (it is taken from the budget)"),
-            (["kv-bytes", "--model", "llama-3.1-8b", "--tokens", "100", "--budget-bytes", "80e9"],
-             'kvledger kv-bytes: --budget-bytes = "80e9": must be a whole number written in digits '
-             '(write 80000000000)'),
+            (["kv-bytes", "--model", "llama-3.1-8b", "--tokens", "100", "--budget-bytes", "80.5"],
+             'kvledger kv-bytes: --budget-bytes = "80.5": must be a whole number >= 0'),
             (["kv-bytes", "--model", "llama-3.1-8b", "--tokens", "18446744073709551616"],
              'kvledger kv-bytes: --tokens = "18446744073709551616": must be at most 18446744073709551615'),
             (["calc", "--alpha", "0.5", "--alpha", "0.7"],

@@ -393,8 +393,7 @@ class AdviceTest(unittest.TestCase):
             ("/api/v1/calc?alpha=0.5&attention=ring", 'attention = "ring": must be full, swa or recurrent'),
             ("/api/v1/calc?alpha=0.5&prompt_tokens=x", 'prompt_tokens = "x": must be a whole number >= 0'),
             # The CLI's rule for a whole number (docs/operations.md, "Messages and exit status").
-            ("/api/v1/kv-bytes?model=llama-3.1-8b&tokens=8e3", 'tokens = "8e3": must be a whole number written in '
-                                                                  'digits (write 8000)'),
+            ("/api/v1/kv-bytes?model=llama-3.1-8b&tokens=8.5e0", 'tokens = "8.5e0": must be a whole number >= 0'),
             ("/api/v1/kv-bytes?model=llama-3.1-8b&tokens=100&budget_bytes=10&reserved_bytes=20",
              "reserved_bytes = 20: must be at most budget_bytes = 10"),
             ("/api/v1/calc?alpha=0.5&attention=recurrent&checkpoint=256",

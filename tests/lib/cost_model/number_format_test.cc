@@ -80,3 +80,41 @@ TEST(CheckedArithmeticTest, OverflowIsDetected) {
 
 }  // namespace
 }  // namespace kvledger
+
+namespace kvledger {
+namespace {
+
+// One grammar for every count: digits, or a decimal with an exponent whose value is whole, read
+// exactly (2^53 + 1 survives, which a double would round); what is not whole or not in range is
+// named by its rule.
+TEST(ParseWholeNumberTest, DigitsOrAnExactExponent) {
+  uint64_t u = 0;
+  int64_t i = 0;
+  EXPECT_FALSE(ParseWholeNumber("8000", &u));
+  EXPECT_EQ(u, 8000u);
+  EXPECT_FALSE(ParseWholeNumber("8e3", &u));
+  EXPECT_EQ(u, 8000u);
+  EXPECT_FALSE(ParseWholeNumber("1.5e6", &u));
+  EXPECT_EQ(u, 1500000u);
+  EXPECT_FALSE(ParseWholeNumber("80E9", &u));
+  EXPECT_EQ(u, 80000000000u);
+  EXPECT_FALSE(ParseWholeNumber("9007199254740993e0", &u));
+  EXPECT_EQ(u, 9007199254740993u);
+  EXPECT_FALSE(ParseWholeNumber("1200e-2", &u));
+  EXPECT_EQ(u, 12u);
+  EXPECT_FALSE(ParseWholeNumber("-4e2", &i));
+  EXPECT_EQ(i, -400);
+  EXPECT_EQ(ParseWholeNumber("1.5", &u), std::string("must be a whole number >= 0"));
+  EXPECT_EQ(ParseWholeNumber("1234e-2", &u), std::string("must be a whole number >= 0"));
+  EXPECT_EQ(ParseWholeNumber("-4e2", &u), std::string("must be a whole number >= 0"));
+  EXPECT_EQ(ParseWholeNumber("x", &i), std::string("must be a whole number"));
+  EXPECT_EQ(ParseWholeNumber("1e", &u), std::string("must be a whole number >= 0"));
+  EXPECT_EQ(ParseWholeNumber("2e19", &u), std::string("must be at most 18446744073709551615"));
+  EXPECT_EQ(ParseWholeNumber("1e40", &u), std::string("must be a whole number >= 0"));
+  EXPECT_EQ(ParseWholeNumber("-1e19", &i), std::string("must be at least -9223372036854775808"));
+  EXPECT_FALSE(ParseWholeNumber("-9.223372036854775808e18", &i));
+  EXPECT_EQ(i, std::numeric_limits<int64_t>::min());
+}
+
+}  // namespace
+}  // namespace kvledger
