@@ -35,6 +35,10 @@ class InstalledReporterTest(unittest.TestCase):
             recipe = re.search(r"Linking it from your own project.*?```sh\n(.*?)```", f.read(), re.S).group(1)
         self.assertIn("cmake --install build-kvledger", recipe)
         recipe = recipe.replace("build-kvledger", os.path.join(WORK, "build")).replace("/opt/kvledger", prefix)
+        # As on a machine without the test packages: the recipe must not need GTest or Google Benchmark.
+        recipe = recipe.replace("cmake -S . ", "cmake -S . -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON "
+                                "-DCMAKE_DISABLE_FIND_PACKAGE_benchmark=ON ", 1)
+        self.assertIn("DISABLE_FIND_PACKAGE_GTest", recipe)
         result = subprocess.run(["bash", "-euo", "pipefail", "-c", recipe], cwd=SOURCE, capture_output=True,
                                 text=True, timeout=1500)
         self.assertEqual(result.returncode, 0, f"the recipe failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# lib/ on its own: configures kvledger with -DKVLEDGER_LIB_ONLY=ON while gRPC and civetweb are
-# forbidden from being found, builds and installs it into a temporary prefix, then builds the
+# lib/ on its own: configures kvledger as docs/integration.md's recipe does (-DKVLEDGER_LIB_ONLY=ON
+# -DKVLEDGER_BUILD_TESTS=OFF) while gRPC, civetweb, GTest and Google Benchmark are forbidden from
+# being found, builds and installs it into a temporary prefix, then builds the
 # out-of-tree consumer in tests/install/consumer against the installed package and checks what it
 # prints (the figures are hand-checkable: a 2048-token hit on a 4096-token prompt avoids
 # 2048·2049 / (4096·4097) of causal attention).
@@ -12,6 +13,7 @@ rm -rf "$work"
 mkdir -p "$work"
 cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DKVLEDGER_LIB_ONLY=ON -DKVLEDGER_BUILD_TESTS=OFF \
   -DCMAKE_DISABLE_FIND_PACKAGE_gRPC=ON -DCMAKE_DISABLE_FIND_PACKAGE_civetweb=ON \
+  -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON -DCMAKE_DISABLE_FIND_PACKAGE_benchmark=ON \
   -DCMAKE_INSTALL_PREFIX="$work/prefix" --no-warn-unused-cli >/dev/null
 cmake --build "$work/build" -j"$(nproc)" >/dev/null
 cmake --install "$work/build" >/dev/null
