@@ -419,6 +419,11 @@ std::string UnparseableLine(const std::string& parser_message) {
                           "\" (or its number); a miss has no tier");
     }
   }
+  if (absl::StrContains(parser_message, "hash_ids") || absl::StrContains(parser_message, "input_length")) {
+    return absl::StrCat("not a Record in JSON: ", absl::StripSuffix(parser_message, "."),
+                        "; the line is a prefix-reuse trace request (input_length, hash_ids): kvledger plan reads "
+                        "traces, kvledger replay reads record files (docs/trace-format.md)");
+  }
   return absl::StrCat("not a Record in JSON: ", parser_message);
 }
 

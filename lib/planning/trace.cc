@@ -146,12 +146,14 @@ absl::StatusOr<TraceRequest> ParseTraceLine(absl::string_view text, size_t line,
   Cursor cursor(text);
   if (!cursor.Eat('{')) return Problem(line, absl::StrCat("not a JSON object: starts ", cursor.Here()));
   std::array<bool, kFieldCount> seen{};
+  bool record_like = false;  // a key of a kvledger record: the file is for replay
   if (!cursor.Eat('}')) {
     do {
       auto key = cursor.String();
       if (!key || !cursor.Eat(':')) return Problem(line, absl::StrCat("expected \"field\": at ", cursor.Here()));
       size_t f = 0;
       while (f < kFieldCount && kFieldNames[f] != *key) ++f;
+      record_like = record_like || *key == "prompt_tokens" || *key == "logical_match_tokens";
       if (f == kFieldCount) {
         if (!cursor.SkipValue()) return Problem(line, absl::StrCat(*key, ": not a JSON value at ", cursor.Here()));
         continue;
@@ -170,7 +172,13 @@ absl::StatusOr<TraceRequest> ParseTraceLine(absl::string_view text, size_t line,
   }
   if (!cursor.AtEnd()) return Problem(line, absl::StrCat("text after the object: ", cursor.Here()));
   for (size_t f = 0; f < kFieldCount; ++f) {
-    if (!seen[f]) return Problem(line, absl::StrCat(kFieldNames[f], ": missing (required)"));
+    if (!seen[f]) {
+      return Problem(line, absl::StrCat(kFieldNames[f], ": missing (required)",
+                                        record_like ? "; the line is a kvledger record (prompt_tokens, ...): "
+                                                      "kvledger replay reads record files, kvledger plan reads "
+                                                      "prefix-reuse traces (docs/trace-format.md)"
+                                                    : ""));
+    }
   }
   if (absl::Status s = CheckRanges(r, line, block_tokens); !s.ok()) return s;
   return r;

@@ -200,6 +200,18 @@ class AgainstIndependentImplementation(unittest.TestCase):
             self.assertIn("40%", texts)
             self.assertNotIn("100%", texts)
 
+    # A record file given to plan, and a trace given to replay: each says which command reads it.
+    def test_each_command_names_the_other(self):
+        records = os.path.join(ROOT, "examples", "trace.jsonl")
+        planned = run("--model", "llama-3.1-8b", records)
+        self.assertEqual(planned.returncode, 2)
+        self.assertIn("the line is a kvledger record (prompt_tokens, ...): kvledger replay reads record files, "
+                      "kvledger plan reads prefix-reuse traces", planned.stderr)
+        replayed = subprocess.run([CLI, "replay", "--target", "127.0.0.1:1", CONVERSATION], capture_output=True,
+                                  text=True, timeout=120)
+        self.assertIn("the line is a prefix-reuse trace request (input_length, hash_ids): kvledger plan reads "
+                      "traces, kvledger replay reads record files", replayed.stdout + replayed.stderr)
+
     # A partial last block: the match stops at the prompt's length, and the block size is a flag.
     def test_block_size_and_partial_blocks(self):
         trace = [{"timestamp": 0, "input_length": 40, "output_length": 1, "hash_ids": [1, 2, 3]},
