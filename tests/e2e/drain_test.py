@@ -20,10 +20,8 @@ Usage: drain_test.py KVLEDGER_SERVER REPORTER_EXAMPLE PYTHON_STUBS_DIR
 import json
 import os
 import socket
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 
@@ -37,17 +35,13 @@ del sys.argv[1:4]
 import grpc  # noqa: E402
 
 import harness  # noqa: E402
+from traffic import Traffic, counted  # noqa: E402
 import health_pb2  # noqa: E402
 import health_pb2_grpc  # noqa: E402
-import kvledger  # noqa: E402
 from kvledger.reporter import DRAINING_METADATA  # noqa: E402
 from kvledger.v1 import ledger_pb2, ledger_pb2_grpc, record_pb2  # noqa: E402
 
 PER_SECOND = 300  # records per second from each Reporter
-
-
-def counted(server):
-    return sum(v for (n, _), v in harness.parse_exposition(server.scrape()).items() if n == "kvledger_requests_total")
 
 
 def refuses_connections(address):
@@ -63,41 +57,6 @@ def publish_targets(sd_file, servers):
     with open(sd_file + ".tmp", "w") as f:
         json.dump([{"targets": [s.metrics_address for s in servers]}], f)
     os.replace(sd_file + ".tmp", sd_file)
-
-
-class Traffic:
-    """Both Reporters sending PER_SECOND records each to `target` until finish()."""
-
-    def __init__(self, target, seconds):
-        self.cpp = subprocess.Popen([REPORTER_EXAMPLE, "--target", target, "--records", str(PER_SECOND * seconds),
-                                     "--records-per-second", str(PER_SECOND), "--flush-timeout", "30", "--real"],
-                                    stdout=subprocess.PIPE, text=True)
-        self.reporter = kvledger.Reporter(target, max_batch_size=20, flush_interval_seconds=0.02)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._python, daemon=True)
-        self.thread.start()
-
-    def _python(self):
-        i, start = 0, time.monotonic()
-        while not self.stop.is_set():
-            self.reporter.report(model="llama-3.1-8b", tier=record_pb2.TIER_DEVICE, prompt_tokens=1024 + i % 7,
-                                 logical_match_tokens=512)
-            i += 1
-            self.stop.wait(max(0.0, start + i / PER_SECOND - time.monotonic()))
-
-    def finish(self, test):
-        """Stops the Python traffic, lets the C++ one end; asserts nothing was dropped; the records
-        the two acknowledged."""
-        self.stop.set()
-        self.thread.join()
-        test.assertTrue(self.reporter.flush(30))
-        self.reporter.close(5)
-        python_stats = self.reporter.stats()
-        cpp_out, _ = self.cpp.communicate(timeout=60)
-        test.assertEqual(self.cpp.returncode, 0)
-        cpp_stats = json.loads(cpp_out)
-        test.assertEqual((python_stats["dropped"], cpp_stats["dropped"]), (0, 0), (python_stats, cpp_stats))
-        return python_stats["sent"] + cpp_stats["sent"]
 
 
 class DrainTest(unittest.TestCase):
@@ -152,7 +111,7 @@ class DrainTest(unittest.TestCase):
         total = 'sum(last_over_time(kvledger_requests_total{job="kvledger"}[10m]))'
         harness.poll("Prometheus to scrape both replicas",
                      lambda: prometheus.value('count(up{job="kvledger"} == 1)') == 2)
-        traffic = Traffic(f"ipv4:{leaving.grpc_address},{staying.grpc_address}", 8)
+        traffic = Traffic(REPORTER_EXAMPLE, f"ipv4:{leaving.grpc_address},{staying.grpc_address}", 8, PER_SECOND)
         harness.poll("records on the leaving replica", lambda: counted(leaving) > PER_SECOND)
         terminated = time.monotonic()
         leaving.proc.terminate()
@@ -163,7 +122,7 @@ class DrainTest(unittest.TestCase):
         # It ended on Prometheus's scrape after its last acknowledged record, not on the grace.
         print(f"scale-down: the leaving replica exited {took:.1f} s after SIGTERM", file=sys.stderr)
         self.assertLess(took, grace / 2, leaving.read_log())
-        acknowledged = traffic.finish(self)
+        acknowledged = sum(stats["sent"] for stats in traffic.finish(self))
         harness.poll(f"Prometheus's total to reach the {acknowledged} records acknowledged",
                      lambda: prometheus.value(total) == acknowledged, deadline=60)
 
@@ -173,14 +132,14 @@ class DrainTest(unittest.TestCase):
         staying = harness.Server(SERVER, log_dir=self.tmp.name)
         self.addCleanup(staying.stop)
         self.addCleanup(leaving.stop)
-        traffic = Traffic(f"ipv4:{leaving.grpc_address},{staying.grpc_address}", 6)
+        traffic = Traffic(REPORTER_EXAMPLE, f"ipv4:{leaving.grpc_address},{staying.grpc_address}", 6, PER_SECOND)
         harness.poll("records on the leaving replica", lambda: counted(leaving) > PER_SECOND / 2)
         leaving.proc.terminate()
         # Its gRPC port closes after the drain period; /metrics stays up for the final scrape.
         harness.poll("the leaving replica's gRPC port to close", lambda: refuses_connections(leaving.grpc_address))
         counted_by_leaving = counted(leaving)
         harness.poll("traffic on the staying replica after the other left", lambda: counted(staying) > PER_SECOND)
-        acknowledged = traffic.finish(self)
+        acknowledged = sum(stats["sent"] for stats in traffic.finish(self))
         self.assertEqual(counted_by_leaving + counted(staying), acknowledged)
         self.assertEqual(leaving.stop(), 0)
 

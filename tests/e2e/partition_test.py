@@ -8,14 +8,11 @@ Nothing is dropped; the overcount is measured and printed.
 
 Usage: partition_test.py KVLEDGER_SERVER REPORTER_EXAMPLE PYTHON_STUBS_DIR
 """
-import json
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 import unittest
 
 SERVER, REPORTER_EXAMPLE = sys.argv[1], sys.argv[2]
@@ -26,8 +23,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "client", "python"))
 del sys.argv[1:4]
 
 import harness  # noqa: E402
-import kvledger  # noqa: E402
-from kvledger.v1 import record_pb2  # noqa: E402
+from traffic import Traffic, counted  # noqa: E402
 
 PER_SECOND = 200          # records per second from each Reporter
 PYTHON_BATCH = 50         # the Python Reporter's max_batch_size here
@@ -78,10 +74,6 @@ class OneWayProxy:
         self.listener.close()
 
 
-def counted(server):
-    return sum(v for (n, _), v in harness.parse_exposition(server.scrape()).items() if n == "kvledger_requests_total")
-
-
 class PartitionTest(unittest.TestCase):
     def test_one_way_partition_counts_at_most_a_batch_per_reporter_twice(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -92,33 +84,10 @@ class PartitionTest(unittest.TestCase):
             proxy = OneWayProxy(behind.grpc_address)
             self.addCleanup(proxy.close)
             target = f"ipv4:{proxy.address},{other.grpc_address}"
-            seconds = 25
-            cpp = subprocess.Popen([REPORTER_EXAMPLE, "--target", target, "--records", str(PER_SECOND * seconds),
-                                    "--records-per-second", str(PER_SECOND), "--flush-timeout", "60", "--real"],
-                                   stdout=subprocess.PIPE, text=True)
-            reporter = kvledger.Reporter(target, max_batch_size=PYTHON_BATCH, flush_interval_seconds=0.05)
-            stop = threading.Event()
-
-            def python_traffic():
-                i, start = 0, time.monotonic()
-                while not stop.is_set() and i < PER_SECOND * seconds:
-                    reporter.report(model="llama-3.1-8b", tier=record_pb2.TIER_DEVICE, prompt_tokens=1024 + i % 7,
-                                    logical_match_tokens=512)
-                    i += 1
-                    stop.wait(max(0.0, start + i / PER_SECOND - time.monotonic()))
-
-            thread = threading.Thread(target=python_traffic, daemon=True)
-            thread.start()
+            traffic = Traffic(REPORTER_EXAMPLE, target, 25, PER_SECOND, python_batch=PYTHON_BATCH, python_stops=True)
             harness.poll("records through the proxy", lambda: counted(behind) > PER_SECOND)
             proxy.partition()
-            thread.join()
-            self.assertTrue(reporter.flush(60))
-            reporter.close(5)
-            python_stats = reporter.stats()
-            cpp_out, _ = cpp.communicate(timeout=120)
-            self.assertEqual(cpp.returncode, 0)
-            cpp_stats = json.loads(cpp_out)
-            self.assertEqual((python_stats["dropped"], cpp_stats["dropped"]), (0, 0), (python_stats, cpp_stats))
+            python_stats, cpp_stats = traffic.finish(self, stop=False)
             acknowledged = python_stats["sent"] + cpp_stats["sent"]
             overcount = counted(behind) + counted(other) - acknowledged
             print(f"one-way partition: {acknowledged} records acknowledged, {overcount:.0f} counted twice "
