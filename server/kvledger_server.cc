@@ -226,8 +226,8 @@ HttpLimits MetricsLimits(const ServerOptions& o) {
   return l;
 }
 
-// /metrics, streamed, its duration and size observed.
-// /metrics; each page written whole is told to `witness` (its scraper and when it began).
+// /metrics, streamed, its duration and size observed; each page written whole is told to `witness`
+// (its scraper and when it began).
 HttpListener::Route MetricsRoute(MetricsExposition* exposition, ServerMetrics* metrics, ScrapeWitness* witness) {
   return {"/metrics", [exposition, metrics, witness](const HttpRequest& request) {
             HttpResponse response = HttpResponse::Of(200, kExpositionContentType, "");
@@ -366,9 +366,9 @@ void KvledgerServer::Shutdown(bool patient) {
   if (auto* health = state_->grpc_server->GetHealthCheckService()) health->Shutdown();
   if (patient) absl::SleepFor(absl::Seconds(state_->options.shutdown_drain_seconds));
   // 2. Record calls are refused UNAVAILABLE before anything is applied, with the draining trailer,
-  //    for kRefusalWindow (at most the drain period) while connections are still up, so that clients hear it and retry on
-  //    another replica rather than meet a closing connection; then open streams end with their
-  //    summaries, new calls are refused by gRPC, and calls in flight get a grace period.
+  //    for kRefusalWindow (at most the drain period) while connections are still up, so that clients
+  //    hear it and retry on another replica rather than meet a closing connection; then open streams
+  //    end with their summaries, new calls are refused by gRPC, and calls in flight get a grace period.
   state_->service->Drain();
   if (patient) absl::SleepFor(std::min(kRefusalWindow, absl::Seconds(state_->options.shutdown_drain_seconds)));
   state_->service->EndOpenStreams();

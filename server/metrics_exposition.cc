@@ -7,6 +7,7 @@
 #include <streambuf>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "lib/advice/advisor.h"
 #include "prometheus/text_serializer.h"
@@ -208,14 +209,17 @@ void FillRates(const Scrape& s, MetricFamily& f) {
 // reusable prefix from which on reloading pays, with the compute rate Advise would use (the live
 // compute model, else the profile's stated throughput). Absent where reloading never pays.
 void FillBreakEven(const Scrape& s, MetricFamily& f) {
+  absl::flat_hash_map<uint32_t, double> live_compute;  // slot -> FLOP/s of a ready compute model
+  for (const auto& e : *s.rates) {
+    if (!e.tier) live_compute[e.model_slot] = e.evidence.rate;
+  }
   for (const auto& reload : *s.rates) {
     if (!reload.tier || reload.model_slot >= s.models.size()) continue;
     const absl::StatusOr<Resolution> model = s.registry->Resolve(s.models[reload.model_slot].model);
     if (!model.ok()) continue;
-    double flops_per_second = model->profile->prefill_flops_per_second();
-    for (const auto& compute : *s.rates) {
-      if (!compute.tier && compute.model_slot == reload.model_slot) flops_per_second = compute.evidence.rate;
-    }
+    const auto live = live_compute.find(reload.model_slot);
+    const double flops_per_second =
+        live != live_compute.end() ? live->second : model->profile->prefill_flops_per_second();
     const auto tokens = BreakEvenTokens(model, *reload.tier, reload.evidence.rate, flops_per_second);
     if (!tokens) continue;
     f.metric.push_back(

@@ -157,14 +157,19 @@ struct Rates {
 
 // Seconds recomputing the reusable prefix of `p` tokens saves over reloading it after `wait`: > 0
 // where reloading pays. Nothing when `p` is not a valid prefix of the model.
-std::optional<double> ReloadGain(const absl::StatusOr<Resolution>& model, Tier tier, uint64_t p, double bandwidth,
-                                 double compute, double wait) {
+// The figures of reusing all `p` tokens of a `p`-token prompt from `tier`: what a break-even weighs.
+Checked<RecordFigures> PrefixFigures(const absl::StatusOr<Resolution>& model, Tier tier, uint64_t p) {
   RecordFacts facts;
   facts.model = model->profile->name();
   facts.tier_value = static_cast<int>(tier);
   facts.prompt_tokens = static_cast<int64_t>(p);
   facts.logical_match_tokens = static_cast<int64_t>(p);
-  auto figures = Evaluate(facts, model);
+  return Evaluate(facts, model);
+}
+
+std::optional<double> ReloadGain(const absl::StatusOr<Resolution>& model, Tier tier, uint64_t p, double bandwidth,
+                                 double compute, double wait) {
+  auto figures = PrefixFigures(model, tier, p);
   if (!figures.ok()) return std::nullopt;
   return Uint128ToDouble(figures->ReusedPrefillFlops()) / compute - wait -
          Uint128ToDouble(figures->reused_bytes) / bandwidth;
@@ -264,12 +269,7 @@ std::optional<uint64_t> BreakEvenTokens(const absl::StatusOr<Resolution>& model,
       lo = mid + 1;
     }
   }
-  RecordFacts facts;
-  facts.model = model->profile->name();
-  facts.tier_value = static_cast<int>(tier);
-  facts.prompt_tokens = static_cast<int64_t>(lo);
-  facts.logical_match_tokens = static_cast<int64_t>(lo);
-  return Evaluate(facts, model)->reused_tokens;
+  return PrefixFigures(model, tier, lo)->reused_tokens;
 }
 
 absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegistry& registry,
