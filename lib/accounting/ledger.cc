@@ -29,7 +29,8 @@ EstimateSource LiveEstimateSource(const absl::StatusOr<Resolution>& model, const
 
 Verdict Ledger::Record(const RecordFacts& facts) {
   const absl::StatusOr<Resolution> model = registry_.Resolve(facts.model);
-  auto figures = Evaluate(facts, model, LiveEstimateSource(model, rates_));
+  const EstimateSource source = LiveEstimateSource(model, rates_);
+  auto figures = Evaluate(facts, model, source);
   if (!figures.ok()) {
     aggregator_.AddRejection(figures.rejection().reason);
     return figures.verdict();
@@ -40,6 +41,8 @@ Verdict Ledger::Record(const RecordFacts& facts) {
   aggregator_.Add(label.slot, *figures, label.folded);
   // Rates are per model: a record folded into "other" would mix models.
   if (rates_ != nullptr && !label.folded) rates_->Observe(label.slot, *figures);
+  // A cache's references in the order they arrive (docs/cost-model.md §14); per model, as the rates.
+  if (curves_ != nullptr && !label.folded) curves_->Observe(label.slot, facts, *figures->profile, source);
   return Verdict();
 }
 

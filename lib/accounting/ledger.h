@@ -4,6 +4,7 @@
 #define KVLEDGER_LIB_ACCOUNTING_LEDGER_H_
 
 #include "lib/accounting/aggregator.h"
+#include "lib/accounting/capacity_curves.h"
 #include "lib/accounting/derived_figures.h"
 #include "lib/accounting/live_rates.h"
 #include "lib/accounting/record_facts.h"
@@ -33,13 +34,13 @@ inline EstimateSource OfflineEstimateSource() { return EstimateSource{std::nullo
 // real traffic would show under).
 enum class LabelClaims { kClaim, kNever };
 
-// Accounts records into an Aggregator, and into LiveRates when given. Thread-safe; the registry,
-// aggregator and rates must outlive it.
+// Accounts records into an Aggregator, into LiveRates and the CapacityCurves when given. Thread-safe;
+// the registry, aggregator, rates and curves must outlive it.
 class Ledger final : public RecordSink {
  public:
   Ledger(ModelRegistry& registry, Aggregator& aggregator, LiveRates* rates = nullptr,
-         LabelClaims claims = LabelClaims::kClaim)
-      : registry_(registry), aggregator_(aggregator), rates_(rates), claims_(claims) {}
+         LabelClaims claims = LabelClaims::kClaim, CapacityCurves* curves = nullptr)
+      : registry_(registry), aggregator_(aggregator), rates_(rates), claims_(claims), curves_(curves) {}
 
   // Counts an accepted record, or counts the rejection by reason and returns it. A record is
   // either counted once or rejected; never both, never partly.
@@ -51,6 +52,7 @@ class Ledger final : public RecordSink {
   Aggregator& aggregator_;
   LiveRates* const rates_;
   const LabelClaims claims_;
+  CapacityCurves* const curves_;
 };
 
 }  // namespace kvledger

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "lib/base/enum_table.h"
 
 namespace kvledger {
@@ -62,6 +63,11 @@ struct RecordFacts {
   std::optional<double> queue_seconds;
   std::optional<int64_t> output_tokens;
   std::optional<double> decode_seconds;
+  // Capacity curves (docs/cost-model.md §14): chained prefix block ids, their block size and the
+  // cache they were looked up in; no ids: no part in the curves.
+  absl::Span<const uint64_t> prefix_block_ids;
+  std::optional<int64_t> block_tokens;
+  absl::string_view cache_id;
 };
 
 }  // namespace kvledger

@@ -34,8 +34,11 @@ enum class RejectReason : uint8_t {
   kInvalidQueueSeconds,
   kInvalidOutputTokens,
   kInvalidDecodeSeconds,
+  kInvalidPrefixBlockIds,
+  kInvalidBlockTokens,
+  kInvalidCacheId,
 };
-inline constexpr EnumTable<RejectReason, 16> kRejectReasonLabels = {{
+inline constexpr EnumTable<RejectReason, 19> kRejectReasonLabels = {{
     {RejectReason::kInvalidRequestId, "invalid_request_id"},
     {RejectReason::kInvalidModel, "invalid_model"},
     {RejectReason::kUnknownModel, "unknown_model"},
@@ -52,6 +55,9 @@ inline constexpr EnumTable<RejectReason, 16> kRejectReasonLabels = {{
     {RejectReason::kInvalidQueueSeconds, "invalid_queue_seconds"},
     {RejectReason::kInvalidOutputTokens, "invalid_output_tokens"},
     {RejectReason::kInvalidDecodeSeconds, "invalid_decode_seconds"},
+    {RejectReason::kInvalidPrefixBlockIds, "invalid_prefix_block_ids"},
+    {RejectReason::kInvalidBlockTokens, "invalid_block_tokens"},
+    {RejectReason::kInvalidCacheId, "invalid_cache_id"},
 }};
 static_assert(IsDense(kRejectReasonLabels));
 inline constexpr std::array kAllRejectReasons = ValuesOf(kRejectReasonLabels);

@@ -82,6 +82,33 @@ Verdict ValidateRecompute(const RecordFacts& f) {
                               "] (reused = logical_match - recompute may not exceed the recoverable boundary)"));
 }
 
+// The capacity curves' inputs (docs/cost-model.md §14).
+Verdict ValidateBlockIds(const RecordFacts& f) {
+  if (f.cache_id.size() > kMaxCacheIdBytes || !PrintableWithoutSpaces(f.cache_id)) {
+    return Verdict(RejectReason::kInvalidCacheId, "cache_id",
+                   absl::StrCat("cache_id = ", Quoted(f.cache_id), ": must be at most ", kMaxCacheIdBytes,
+                                " printable ASCII characters without spaces"));
+  }
+  if (f.block_tokens && (*f.block_tokens < 1 || *f.block_tokens > kMaxBlockTokens)) {
+    return Verdict(RejectReason::kInvalidBlockTokens, "block_tokens",
+                   absl::StrCat("block_tokens = ", *f.block_tokens, ": must be in [1, ", kMaxBlockTokens, "]"));
+  }
+  const size_t ids = f.prefix_block_ids.size();
+  if (ids == 0) return Verdict();
+  if (!f.block_tokens) {
+    return Verdict(RejectReason::kInvalidPrefixBlockIds, "prefix_block_ids",
+                   absl::StrCat("prefix_block_ids: ", ids, " ids: need block_tokens (the tokens each id covers)"));
+  }
+  const auto blocks = static_cast<size_t>((f.prompt_tokens + *f.block_tokens - 1) / *f.block_tokens);
+  if (ids > std::min(blocks, kMaxPrefixBlockIds)) {
+    return Verdict(RejectReason::kInvalidPrefixBlockIds, "prefix_block_ids",
+                   absl::StrCat("prefix_block_ids: ", ids, " ids: must be at most ", kMaxPrefixBlockIds,
+                                " and at most the prompt's blocks, ceil(prompt_tokens = ", f.prompt_tokens,
+                                " / block_tokens = ", *f.block_tokens, ") = ", blocks));
+  }
+  return Verdict();
+}
+
 }  // namespace
 
 std::string ModelNameProblem(absl::string_view model, absl::string_view field) {
@@ -140,7 +167,7 @@ Verdict ValidateFields(const RecordFacts& f) {
                   absl::StrCat("state_boundaries: ", f.state_boundaries.size(),
                                " entries: must be at most ", kMaxStateBoundaries));
   }
-  return Verdict();
+  return ValidateBlockIds(f);
 }
 
 Verdict ValidateAgainstProfile(const RecordFacts& f, const Profile& profile) {

@@ -20,6 +20,10 @@ inline constexpr double kMaxLatencySeconds = 86400;
 inline constexpr size_t kMaxModelNameBytes = 128;
 inline constexpr size_t kMaxRequestIdBytes = 256;
 inline constexpr size_t kMaxStateBoundaries = 16;
+// Capacity curves: the most prefix block ids one record carries, the largest block, the longest cache id.
+inline constexpr size_t kMaxPrefixBlockIds = 65536;
+inline constexpr int64_t kMaxBlockTokens = int64_t{1} << 20;
+inline constexpr size_t kMaxCacheIdBytes = 128;
 
 // The rule for a model name (1-128 printable ASCII characters without spaces): empty when `model`
 // keeps it, else the message "<field> = \"...\": must be ...". Records and engine statistics share it.

@@ -73,7 +73,7 @@ absl::StatusOr<std::vector<uint64_t>> ParseCapacityList(absl::string_view text, 
 
 absl::StatusOr<std::vector<PlanConfig>> CapacityConfigs(const CapacityInputs& inputs, const PlanConfig& base,
                                                         size_t max_configs, InputNamer name) {
-  if (base.block_tokens < 1 || base.block_tokens > kMaxBlockTokens) {
+  if (base.block_tokens < 1 || base.block_tokens > static_cast<uint64_t>(kMaxBlockTokens)) {
     return absl::InvalidArgumentError(absl::StrCat(name("block_tokens"), " = ", base.block_tokens,
                                                    ": must be in [1, ", kMaxBlockTokens, "]"));
   }

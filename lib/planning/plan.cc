@@ -1,6 +1,7 @@
 #include "lib/planning/plan.h"
 
 #include "absl/strings/str_cat.h"
+#include "lib/accounting/capacity_curves.h"
 #include "lib/accounting/validation.h"
 #include "lib/cost_model/model_shape.h"
 
@@ -109,15 +110,13 @@ absl::StatusOr<PlanResult> Plan(const std::vector<TraceRequest>& trace, const Pr
   const EstimateSource source{config.compute, /*record_alone=*/false};
   for (const TraceRequest& request : trace) {
     const TieredBlockCache::Match match = cache.Lookup(request.hash_ids);
-    RecordFacts facts;
-    facts.model = profile.name();
-    facts.tier_value = static_cast<int>(MatchTier(match));
-    facts.prompt_tokens = request.input_length;
-    facts.logical_match_tokens =
-        std::min<int64_t>(static_cast<int64_t>(match.blocks * config.block_tokens), request.input_length);
     // A trace's output_length 0 (a request that generated nothing, or a trace that does not say) is
     // no output reported; a record's output_tokens counts a generated token at least.
-    if (request.output_length > 0) facts.output_tokens = request.output_length;
+    RecordFacts facts = FactsAtMatch(
+        profile.name(), request.input_length,
+        request.output_length > 0 ? std::optional<int64_t>(request.output_length) : std::nullopt,
+        std::min<int64_t>(static_cast<int64_t>(match.blocks * config.block_tokens), request.input_length));
+    facts.tier_value = static_cast<int>(MatchTier(match));
     const auto from = TokensFrom(match, static_cast<uint64_t>(facts.logical_match_tokens), config.block_tokens);
     Verdict verdict = ValidateFields(facts);
     if (verdict.ok()) verdict = ValidateAgainstProfile(facts, profile);

@@ -14,6 +14,7 @@
 #include "lib/accounting/compute_time.h"
 #include "lib/accounting/derived_figures.h"
 #include "lib/accounting/record_facts.h"
+#include "lib/accounting/validation.h"
 #include "lib/planning/block_cache.h"
 #include "lib/planning/trace.h"
 #include "lib/profiles/profile.h"
@@ -24,7 +25,6 @@ namespace kvledger {
 inline constexpr std::array kPlanTiers = {Tier::kDevice, Tier::kHost, Tier::kDisk};
 inline constexpr size_t kPlanTierCount = kPlanTiers.size();
 inline constexpr uint64_t kUnlimitedTokens = kUnlimitedBlocks;
-inline constexpr uint64_t kMaxBlockTokens = uint64_t{1} << 20;
 
 struct PlanConfig {
   uint64_t block_tokens = kDefaultTraceBlockTokens;

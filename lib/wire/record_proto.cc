@@ -125,6 +125,9 @@ RecordFacts FactsFromProto(const v1::Record& r) {
   if (r.has_queue_seconds()) f.queue_seconds = r.queue_seconds();
   if (r.has_output_tokens()) f.output_tokens = r.output_tokens();
   if (r.has_decode_seconds()) f.decode_seconds = r.decode_seconds();
+  f.prefix_block_ids = absl::MakeConstSpan(r.prefix_block_ids().data(), r.prefix_block_ids().size());
+  if (r.has_block_tokens()) f.block_tokens = r.block_tokens();
+  f.cache_id = r.cache_id();
   f.state_boundaries.reserve(r.state_boundaries_size());
   for (const auto& b : r.state_boundaries()) {
     f.state_boundaries.push_back(StateBoundaryFact{b.state_group(), b.boundary_tokens()});
@@ -148,6 +151,9 @@ v1::Record FactsToProto(const RecordFacts& f) {
   if (f.queue_seconds) r.set_queue_seconds(*f.queue_seconds);
   if (f.output_tokens) r.set_output_tokens(*f.output_tokens);
   if (f.decode_seconds) r.set_decode_seconds(*f.decode_seconds);
+  r.mutable_prefix_block_ids()->Add(f.prefix_block_ids.begin(), f.prefix_block_ids.end());
+  if (f.block_tokens) r.set_block_tokens(*f.block_tokens);
+  r.set_cache_id(std::string(f.cache_id));
   for (const StateBoundaryFact& b : f.state_boundaries) {
     v1::StateBoundary* out = r.add_state_boundaries();
     out->set_state_group(std::string(b.state_group));

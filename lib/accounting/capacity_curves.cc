@@ -1,0 +1,158 @@
+#include "lib/accounting/capacity_curves.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvledger {
+namespace {
+
+void AddCurve(const CapacityCurves::ModelCurve& from, CapacityCurves::ModelCurve& to) {
+  to.requests += from.requests;
+  to.seconds_known += from.seconds_known;
+  to.untracked += from.untracked;
+  to.forgotten_blocks += from.forgotten_blocks;
+  to.prompt_tokens += from.prompt_tokens;
+  to.attention_baseline_flops += from.attention_baseline_flops;
+  to.prefill_baseline_flops += from.prefill_baseline_flops;
+  to.rungs.resize(std::max(to.rungs.size(), from.rungs.size()));
+  for (size_t i = 0; i < from.rungs.size(); ++i) {
+    to.rungs[i].match_tokens += from.rungs[i].match_tokens;
+    to.rungs[i].attention_avoided_flops += from.rungs[i].attention_avoided_flops;
+    to.rungs[i].prefill_avoided_flops += from.rungs[i].prefill_avoided_flops;
+    to.rungs[i].recompute_avoided_nanos += from.rungs[i].recompute_avoided_nanos;
+  }
+}
+
+}  // namespace
+
+RecordFacts FactsAtMatch(absl::string_view model, int64_t prompt_tokens, std::optional<int64_t> output_tokens,
+                         int64_t match_tokens) {
+  RecordFacts facts;
+  facts.model = model;
+  facts.tier_value = static_cast<int>(match_tokens > 0 ? Tier::kDevice : Tier::kNone);
+  facts.prompt_tokens = prompt_tokens;
+  facts.logical_match_tokens = match_tokens;
+  facts.output_tokens = output_tokens;
+  return facts;
+}
+
+std::string CapacityLabel(uint64_t capacity_tokens) {
+  return capacity_tokens == kUnlimitedCapacity ? std::string("+Inf") : absl::StrCat(capacity_tokens);
+}
+
+absl::StatusOr<std::unique_ptr<CapacityCurves>> CapacityCurves::Create(std::vector<uint64_t> capacity_tokens,
+                                                                       size_t slot_count, CurveLimits limits) {
+  capacity_tokens.erase(std::remove(capacity_tokens.begin(), capacity_tokens.end(), kUnlimitedCapacity),
+                        capacity_tokens.end());
+  if (capacity_tokens.size() > kMaxLadderCapacities) {
+    return absl::InvalidArgumentError(absl::StrCat(capacity_tokens.size(), " finite capacities: must be at most ",
+                                                   kMaxLadderCapacities, " (the unlimited one is always there)"));
+  }
+  if (!std::is_sorted(capacity_tokens.begin(), capacity_tokens.end()) ||
+      std::adjacent_find(capacity_tokens.begin(), capacity_tokens.end()) != capacity_tokens.end() ||
+      (!capacity_tokens.empty() && capacity_tokens.front() == 0)) {
+    return absl::InvalidArgumentError("capacities must be > 0, ascending and distinct");
+  }
+  capacity_tokens.push_back(kUnlimitedCapacity);
+  return std::unique_ptr<CapacityCurves>(new CapacityCurves(std::move(capacity_tokens), slot_count, limits));
+}
+
+CapacityCurves::CapacityCurves(std::vector<uint64_t> capacities, size_t slot_count, CurveLimits limits)
+    : capacities_(std::move(capacities)), limits_(limits), slots_(slot_count) {}
+
+CapacityCurves::Cache* CapacityCurves::FindCache(uint32_t slot, absl::string_view cache_id) {
+  MutexLock lock(&caches_mu_);
+  auto key = std::make_pair(slot, std::string(cache_id));
+  if (auto it = caches_.find(key); it != caches_.end()) return it->second.get();
+  if (caches_.size() >= limits_.max_caches) return nullptr;
+  auto& cache = caches_[std::move(key)];
+  cache = std::make_unique<Cache>(limits_.max_blocks_per_cache);
+  return cache.get();
+}
+
+CapacityCurves::ModelCurve CapacityCurves::Figures(const RecordFacts& facts, absl::Span<const uint64_t> prefix_depths,
+                                                   const Profile& profile, const EstimateSource& source) const {
+  const auto block = static_cast<uint64_t>(*facts.block_tokens);
+  std::vector<int64_t> matches;  // the logical match at each capacity, non-decreasing
+  for (uint64_t capacity : capacities_) {
+    const uint64_t capacity_blocks = capacity == kUnlimitedCapacity ? kUnlimitedCapacity - 1 : capacity / block;
+    const auto matched = static_cast<uint64_t>(
+        std::upper_bound(prefix_depths.begin(), prefix_depths.end(), capacity_blocks) - prefix_depths.begin());
+    matches.push_back(static_cast<int64_t>(std::min(matched * block, static_cast<uint64_t>(facts.prompt_tokens))));
+  }
+  ModelCurve delta;
+  delta.requests = 1;
+  delta.rungs.resize(capacities_.size());
+  for (size_t i = 0; i < matches.size();) {
+    const RecordFigures figures =
+        Derive(FactsAtMatch(facts.model, facts.prompt_tokens, facts.output_tokens, matches[i]), profile, source);
+    if (i == 0) {
+      delta.prompt_tokens = figures.prompt_tokens;
+      delta.attention_baseline_flops = figures.attention_baseline_flops;
+      delta.prefill_baseline_flops = figures.prefill_baseline_flops;
+      delta.seconds_known = source.live.has_value() && figures.estimated_recompute_seconds.has_value() ? 1 : 0;
+    }
+    Rung rung;
+    rung.match_tokens = figures.logical_match_tokens;
+    rung.attention_avoided_flops = figures.ReusedAttentionFlops();
+    rung.prefill_avoided_flops = figures.ReusedPrefillFlops();
+    if (delta.seconds_known != 0 && figures.estimated_recompute_seconds.has_value()) {
+      rung.recompute_avoided_nanos = static_cast<Uint128>(std::llround(figures.estimated_recompute_seconds.value() * 1e9));
+    }
+    // Capacities that match alike cost alike: one Derive for the run.
+    for (const int64_t match = matches[i]; i < matches.size() && matches[i] == match; ++i) delta.rungs[i] = rung;
+  }
+  return delta;
+}
+
+void CapacityCurves::Observe(uint32_t slot, const RecordFacts& facts, const Profile& profile,
+                             const EstimateSource& source) {
+  if (facts.prefix_block_ids.empty() || !facts.block_tokens || slot >= slots_.size()) return;
+  Cache* cache = FindCache(slot, facts.cache_id);
+  ModelCurve delta;
+  if (cache == nullptr) {
+    delta.untracked = 1;
+  } else {
+    thread_local std::vector<uint64_t> depths;
+    {
+      MutexLock lock(&cache->mu);
+      const uint64_t forgotten = cache->stack.forgotten();
+      cache->stack.Reference(facts.prefix_block_ids, depths);
+      delta.forgotten_blocks = cache->stack.forgotten() - forgotten;
+    }
+    const uint64_t forgotten = delta.forgotten_blocks;
+    delta = Figures(facts, depths, profile, source);
+    delta.forgotten_blocks = forgotten;
+  }
+  Slot& totals = slots_[slot];
+  MutexLock lock(&totals.mu);
+  AddCurve(delta, totals.curve);
+}
+
+std::vector<CapacityCurves::ModelCurve> CapacityCurves::Snapshot() const {
+  std::vector<ModelCurve> out;
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    MutexLock lock(&slots_[s].mu);
+    const ModelCurve& curve = slots_[s].curve;
+    if (curve.requests == 0 && curve.untracked == 0) continue;
+    out.push_back(curve);
+    out.back().model_slot = static_cast<uint32_t>(s);
+    out.back().rungs.resize(capacities_.size());
+  }
+  return out;
+}
+
+uint64_t CapacityCurves::MemoryBytes() const {
+  MutexLock lock(&caches_mu_);
+  uint64_t bytes = 0;
+  for (const auto& [key, cache] : caches_) {
+    MutexLock cache_lock(&cache->mu);
+    bytes += cache->stack.MemoryBytes();
+  }
+  return bytes;
+}
+
+}  // namespace kvledger

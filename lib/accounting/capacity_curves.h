@@ -1,0 +1,100 @@
+// What each capacity of a ladder would have bought, live (docs/cost-model.md §14): every accepted
+// record with prefix block ids is replayed through its cache's ReuseStack, and for each capacity the
+// prefix it would have matched there becomes the record it would have been, costed by the same
+// Derive() as every record. Counters per model and capacity, exact integers; they add across caches,
+// engines and replicas. Thread-safe.
+#ifndef KVLEDGER_LIB_ACCOUNTING_CAPACITY_CURVES_H_
+#define KVLEDGER_LIB_ACCOUNTING_CAPACITY_CURVES_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "lib/accounting/derived_figures.h"
+#include "lib/accounting/record_facts.h"
+#include "lib/accounting/reuse_stack.h"
+#include "lib/base/mutex.h"
+#include "lib/cost_model/exact_int.h"
+#include "lib/profiles/profile.h"
+
+namespace kvledger {
+
+// The most finite capacities of a ladder; the unlimited capacity is always there besides.
+inline constexpr size_t kMaxLadderCapacities = 16;
+inline constexpr uint64_t kUnlimitedCapacity = ReuseStack::kAbsent;
+
+// The record a request would have been with `match_tokens` of its prompt matched, in a cache of one
+// tier (a hit is a device hit): what a Plan and the curves both cost.
+RecordFacts FactsAtMatch(absl::string_view model, int64_t prompt_tokens, std::optional<int64_t> output_tokens,
+                         int64_t match_tokens);
+
+// The label value of a capacity: its tokens, or "+Inf".
+std::string CapacityLabel(uint64_t capacity_tokens);
+
+struct CurveLimits {
+  size_t max_caches = 64;                    // (model, cache_id) pairs replayed; records of others are untracked
+  uint64_t max_blocks_per_cache = 1u << 20;  // blocks each cache's stack tracks exactly
+};
+
+class CapacityCurves {
+ public:
+  // Sums at one capacity.
+  struct Rung {
+    Uint128 match_tokens = 0;  // the logical match the capacity would have given
+    Uint128 attention_avoided_flops = 0, prefill_avoided_flops = 0;  // at the reused boundary
+    Uint128 recompute_avoided_nanos = 0;  // estimated seconds (×1e9) of the reused prefix, over seconds_known
+  };
+  struct ModelCurve {
+    uint32_t model_slot = 0;
+    uint64_t requests = 0;       // records replayed
+    uint64_t seconds_known = 0;  // of them, those with a compute model for the seconds
+    uint64_t untracked = 0;      // records with ids not replayed: their cache was past max_caches
+    uint64_t forgotten_blocks = 0;
+    Uint128 prompt_tokens = 0, attention_baseline_flops = 0, prefill_baseline_flops = 0;
+    std::vector<Rung> rungs;  // one per capacity(), in order
+  };
+
+  // `capacity_tokens`: ascending finite capacities, at most kMaxLadderCapacities (the unlimited one
+  // is added). INVALID_ARGUMENT otherwise.
+  static absl::StatusOr<std::unique_ptr<CapacityCurves>> Create(std::vector<uint64_t> capacity_tokens,
+                                                                size_t slot_count, CurveLimits limits = {});
+
+  // Replays an accepted record's block ids (nothing without them) and counts each capacity's figures,
+  // estimating seconds from `source` as the record's own figures were.
+  void Observe(uint32_t slot, const RecordFacts& facts, const Profile& profile, const EstimateSource& source);
+
+  // The models with a replayed or untracked record, by slot.
+  std::vector<ModelCurve> Snapshot() const;
+  const std::vector<uint64_t>& capacities() const { return capacities_; }  // ascending, kUnlimitedCapacity last
+  const CurveLimits& limits() const { return limits_; }
+  uint64_t MemoryBytes() const;  // every cache's stack
+
+ private:
+  struct Cache {
+    Mutex mu;
+    ReuseStack stack ABSL_GUARDED_BY(mu);
+    explicit Cache(uint64_t max_blocks) : stack(max_blocks) {}
+  };
+  struct Slot {
+    mutable Mutex mu;
+    ModelCurve curve ABSL_GUARDED_BY(mu);
+  };
+  CapacityCurves(std::vector<uint64_t> capacities, size_t slot_count, CurveLimits limits);
+  Cache* FindCache(uint32_t slot, absl::string_view cache_id);  // nullptr past max_caches
+  ModelCurve Figures(const RecordFacts& facts, absl::Span<const uint64_t> prefix_depths, const Profile& profile,
+                     const EstimateSource& source) const;
+
+  const std::vector<uint64_t> capacities_;
+  const CurveLimits limits_;
+  std::vector<Slot> slots_;
+  mutable Mutex caches_mu_;
+  absl::flat_hash_map<std::pair<uint32_t, std::string>, std::unique_ptr<Cache>> caches_ ABSL_GUARDED_BY(caches_mu_);
+};
+
+}  // namespace kvledger
+
+#endif  // KVLEDGER_LIB_ACCOUNTING_CAPACITY_CURVES_H_

@@ -1,0 +1,96 @@
+#include "lib/accounting/reuse_stack.h"
+
+#include <algorithm>
+
+namespace kvledger {
+namespace {
+
+constexpr uint32_t kMinTimes = 1024;
+
+}  // namespace
+
+void ReuseStack::Reference(absl::Span<const uint64_t> ids, std::vector<uint64_t>& prefix_depths) {
+  prefix_depths.assign(ids.size(), kAbsent);
+  uint64_t deepest = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const auto it = index_.find(ids[i]);
+    if (it == index_.end()) break;  // every later block's prefix includes this absent one
+    deepest = std::max(deepest, Depth(it->second));
+    prefix_depths[i] = deepest;
+  }
+  for (uint64_t id : ids) Touch(id);
+}
+
+uint64_t ReuseStack::MemoryBytes() const {
+  return fenwick_.capacity() * sizeof(int32_t) + id_at_.capacity() * sizeof(uint64_t) +
+         index_.capacity() * (sizeof(std::pair<uint64_t, uint32_t>) + 1);
+}
+
+uint64_t ReuseStack::Depth(uint32_t time) const {
+  int64_t before = 0;  // marks at times < `time`
+  for (uint32_t i = time - 1; i > 0; i -= i & (~i + 1)) before += fenwick_[i];
+  return index_.size() - static_cast<uint64_t>(before);
+}
+
+void ReuseStack::Mark(uint32_t time, int delta) {
+  for (uint32_t i = time; i < fenwick_.size(); i += i & (~i + 1)) fenwick_[i] += delta;
+}
+
+uint32_t ReuseStack::OldestTime() const {
+  // The smallest time whose prefix holds one mark: descend the tree by powers of two.
+  uint32_t position = 0;
+  uint32_t step = 1;
+  while (step * 2 < fenwick_.size()) step *= 2;
+  int32_t left = 1;
+  for (; step > 0; step /= 2) {
+    if (position + step < fenwick_.size() && fenwick_[position + step] < left) {
+      position += step;
+      left -= fenwick_[position];
+    }
+  }
+  return position + 1;
+}
+
+void ReuseStack::Renumber() {
+  std::vector<uint64_t> order;  // tracked blocks, least recently used first
+  order.reserve(index_.size());
+  for (uint32_t t = 1; t <= now_; ++t) {
+    const auto it = index_.find(id_at_[t]);
+    if (it != index_.end() && it->second == t) order.push_back(id_at_[t]);
+  }
+  const uint64_t wanted = std::max<uint64_t>(kMinTimes, 2 * (std::min(order.size() + 1, max_blocks_) + 1));
+  const auto times = static_cast<uint32_t>(std::min<uint64_t>(wanted, uint64_t{1} << 31));
+  fenwick_.assign(times + 1, 0);
+  id_at_.assign(times + 1, 0);
+  now_ = 0;
+  for (uint64_t id : order) {
+    ++now_;
+    id_at_[now_] = id;
+    index_[id] = now_;
+    fenwick_[now_] = 1;
+  }
+  for (uint32_t i = 1; i <= times; ++i) {  // the tree over those marks, built in one pass
+    const uint64_t parent = uint64_t{i} + (i & (~i + 1));
+    if (parent <= times) fenwick_[parent] += fenwick_[i];
+  }
+}
+
+void ReuseStack::Touch(uint64_t id) {
+  if (const auto it = index_.find(id); it != index_.end()) {
+    Mark(it->second, -1);
+    index_.erase(it);
+  }
+  if (now_ + 1 >= fenwick_.size()) Renumber();
+  ++now_;
+  Mark(now_, +1);
+  id_at_[now_] = id;
+  index_[id] = now_;
+  if (index_.size() > max_blocks_) {
+    const uint32_t oldest = OldestTime();
+    Mark(oldest, -1);
+    index_.erase(id_at_[oldest]);
+    ++forgotten_;
+  }
+}
+
+}  // namespace kvledger

@@ -1,0 +1,208 @@
+// Capacity curves (docs/cost-model.md §14): the reuse stack's depths against a brute-force LRU list,
+// and the curves' sums at every capacity against Plan at that capacity, which simulates each cache
+// on its own (TieredBlockCache), on hand-made and generated traces.
+#include <algorithm>
+#include <list>
+#include <random>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lib/accounting/capacity_curves.h"
+#include "lib/accounting/ledger.h"
+#include "lib/accounting/reuse_stack.h"
+#include "lib/accounting/validation.h"
+#include "lib/planning/plan.h"
+#include "lib/profiles/profile_catalog.h"
+
+namespace kvledger {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Depth by walking an LRU list: 1 + the blocks in front of it; absent past `max_blocks`.
+class BruteLru {
+ public:
+  explicit BruteLru(size_t max_blocks) : max_(max_blocks) {}
+  uint64_t Depth(uint64_t id) const {
+    uint64_t depth = 1;
+    for (uint64_t b : list_) {
+      if (b == id) return depth;
+      ++depth;
+    }
+    return ReuseStack::kAbsent;
+  }
+  void Touch(uint64_t id) {
+    list_.remove(id);
+    list_.push_front(id);
+    if (list_.size() > max_) list_.pop_back();
+  }
+
+ private:
+  size_t max_;
+  std::list<uint64_t> list_;
+};
+
+TEST(ReuseStackTest, DepthIsOnePlusTheDistinctBlocksUsedSince) {
+  ReuseStack stack(100);
+  std::vector<uint64_t> depths;
+  stack.Reference(std::vector<uint64_t>{1, 2, 3}, depths);
+  EXPECT_THAT(depths, ::testing::ElementsAre(ReuseStack::kAbsent, ReuseStack::kAbsent, ReuseStack::kAbsent));
+  stack.Reference(std::vector<uint64_t>{2, 2}, depths);  // 2 sits under 3: depth 2, twice (looked up before use)
+  EXPECT_THAT(depths, ::testing::ElementsAre(2, 2));
+  // 1 is under 2 and 3: depth 3; then 3 is depth 2 but the prefix through it is as deep as 1.
+  stack.Reference(std::vector<uint64_t>{1, 3, 9, 2}, depths);
+  EXPECT_THAT(depths, ::testing::ElementsAre(3, 3, ReuseStack::kAbsent, ReuseStack::kAbsent));
+  EXPECT_EQ(stack.tracked(), 4u);
+}
+
+TEST(ReuseStackTest, MatchesABruteForceLruThroughRenumberingAndForgetting) {
+  for (uint64_t max_blocks : {5u, 64u, 3000u}) {
+    std::mt19937_64 rng(max_blocks);
+    ReuseStack stack(max_blocks);
+    BruteLru brute(max_blocks);
+    std::vector<uint64_t> depths;
+    for (int request = 0; request < 3000; ++request) {
+      std::vector<uint64_t> ids(1 + rng() % 6);
+      for (uint64_t& id : ids) id = rng() % 200;
+      stack.Reference(ids, depths);
+      uint64_t deepest = 0;
+      bool absent = false;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const uint64_t d = brute.Depth(ids[i]);
+        absent = absent || d == ReuseStack::kAbsent;
+        deepest = std::max(deepest, d);
+        ASSERT_EQ(depths[i], absent ? ReuseStack::kAbsent : deepest) << "request " << request << " block " << i;
+      }
+      for (uint64_t id : ids) brute.Touch(id);
+      ASSERT_LE(stack.tracked(), max_blocks);
+    }
+    if (max_blocks < 200) {
+      EXPECT_GT(stack.forgotten(), 0u);
+    }
+  }
+}
+
+// A trace of sessions whose turns extend their prefix: chained ids, shared system prompts, partial
+// last blocks, and misses.
+std::vector<TraceRequest> SessionTrace(uint64_t seed, int requests, uint64_t block) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<int64_t>> sessions(40);
+  int64_t next_id = 1000;
+  std::vector<TraceRequest> trace;
+  for (int r = 0; r < requests; ++r) {
+    auto& chain = sessions[rng() % sessions.size()];
+    if (chain.empty()) chain.push_back(static_cast<int64_t>(rng() % 3));  // one of three system prompts
+    if (rng() % 8 == 0) chain.resize(1);                                  // a new conversation
+    for (uint64_t grow = 1 + rng() % 4; grow > 0; --grow) chain.push_back(next_id++);
+    TraceRequest request;
+    request.input_length = static_cast<int64_t>(chain.size() * block - rng() % block);
+    request.output_length = static_cast<int64_t>(rng() % 50);
+    request.hash_ids = chain;
+    request.line = static_cast<size_t>(r + 1);
+    trace.push_back(request);
+  }
+  return trace;
+}
+
+TEST(CapacityCurvesTest, EveryCapacityEqualsPlanAtThatCapacity) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  for (const char* model : {"llama-3.1-8b", "gemma-3-12b", "qwen3-next-80b-a3b", "deepseek-v3"}) {
+    const Profile* profile = catalog.Find(model);
+    ASSERT_NE(profile, nullptr) << model;
+    const uint64_t block = 64;
+    const std::vector<TraceRequest> trace = SessionTrace(7, 1500, block);
+    const std::vector<uint64_t> ladder = {0 + 64, 1000, 4096, 20000, 60000};
+    auto curves = CapacityCurves::Create(ladder, 1);
+    ASSERT_TRUE(curves.ok()) << curves.status();
+    for (const TraceRequest& request : trace) {
+      std::vector<uint64_t> ids(request.hash_ids.begin(), request.hash_ids.end());
+      RecordFacts facts = FactsAtMatch(profile->name(), request.input_length, std::nullopt, 0);
+      if (request.output_length > 0) facts.output_tokens = request.output_length;
+      facts.prefix_block_ids = ids;
+      facts.block_tokens = static_cast<int64_t>(block);
+      ASSERT_TRUE(ValidateFields(facts).ok());
+      (*curves)->Observe(0, facts, *profile, EstimateSource{});
+    }
+    const auto snapshot = (*curves)->Snapshot();
+    ASSERT_EQ(snapshot.size(), 1u);
+    const CapacityCurves::ModelCurve& curve = snapshot[0];
+    EXPECT_EQ(curve.requests, trace.size());
+    for (size_t i = 0; i < (*curves)->capacities().size(); ++i) {
+      PlanConfig config;
+      config.block_tokens = block;
+      config.capacity_tokens[0] = (*curves)->capacities()[i];
+      auto plan = Plan(trace, *profile, config);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      SCOPED_TRACE(::testing::Message() << model << " at " << CapacityLabel(config.capacity_tokens[0]));
+      EXPECT_EQ(curve.prompt_tokens, plan->total.prompt_tokens);
+      EXPECT_EQ(curve.attention_baseline_flops, plan->total.attention_baseline_flops);
+      EXPECT_EQ(curve.prefill_baseline_flops, plan->total.prefill_baseline_flops);
+      EXPECT_EQ(curve.rungs[i].match_tokens, plan->total.logical_match_tokens);
+      EXPECT_EQ(curve.rungs[i].attention_avoided_flops, plan->total.attention_avoided_flops);
+      EXPECT_EQ(curve.rungs[i].prefill_avoided_flops, plan->total.prefill_avoided_flops);
+    }
+    // The curve rises with capacity, from nothing at one block to the unlimited cache's match.
+    for (size_t i = 1; i < curve.rungs.size(); ++i) EXPECT_GE(curve.rungs[i].match_tokens, curve.rungs[i - 1].match_tokens);
+    EXPECT_GT(curve.rungs.back().match_tokens, curve.rungs[1].match_tokens);
+  }
+}
+
+// Two caches of one model are replayed apart: the same ids in another cache are a miss there.
+TEST(CapacityCurvesTest, CachesAreReplayedApartAndBounded) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const Profile& profile = *catalog.Find("llama-3.1-8b");
+  auto curves = CapacityCurves::Create({1024}, 2, CurveLimits{/*max_caches=*/2, /*max_blocks_per_cache=*/16});
+  ASSERT_TRUE(curves.ok());
+  const std::vector<uint64_t> ids = {5, 6};
+  auto record = [&](absl::string_view cache) {
+    RecordFacts facts = FactsAtMatch("llama-3.1-8b", 512, std::nullopt, 0);
+    facts.prefix_block_ids = ids;
+    facts.block_tokens = 256;
+    facts.cache_id = cache;
+    (*curves)->Observe(0, facts, profile, EstimateSource{});
+  };
+  record("a");
+  record("b");  // a miss: b has not seen them
+  record("a");  // a hit of both blocks
+  record("c");  // a third cache, past max_caches: untracked
+  const auto curve = (*curves)->Snapshot().at(0);
+  EXPECT_EQ(curve.requests, 3u);
+  EXPECT_EQ(curve.untracked, 1u);
+  EXPECT_EQ(curve.rungs[0].match_tokens, 512);  // 1024 tokens = 4 blocks hold both
+  EXPECT_EQ(curve.rungs[1].match_tokens, 512);
+}
+
+TEST(CapacityCurvesTest, RefusesALadderPastItsLimit) {
+  std::vector<uint64_t> ladder;
+  for (uint64_t c = 1; c <= kMaxLadderCapacities + 1; ++c) ladder.push_back(c * 1000);
+  EXPECT_THAT(std::string(CapacityCurves::Create(ladder, 1).status().message()),
+              HasSubstr("17 finite capacities: must be at most 16"));
+  EXPECT_FALSE(CapacityCurves::Create({2000, 1000}, 1).ok());
+  EXPECT_EQ(CapacityLabel(kUnlimitedCapacity), "+Inf");
+  EXPECT_EQ(CapacityLabel(65536), "65536");
+}
+
+TEST(CapacityCurvesTest, BlockIdsAreValidatedWithTheFieldTheValueAndTheRule) {
+  const std::vector<uint64_t> three = {1, 2, 3};
+  RecordFacts facts = FactsAtMatch("llama-3.1-8b", 1000, std::nullopt, 0);
+  facts.prefix_block_ids = three;
+  EXPECT_EQ(ValidateFields(facts).rejection().message,
+            "prefix_block_ids: 3 ids: need block_tokens (the tokens each id covers)");
+  facts.block_tokens = 512;
+  EXPECT_EQ(ValidateFields(facts).rejection().message,
+            "prefix_block_ids: 3 ids: must be at most 65536 and at most the prompt's blocks, ceil(prompt_tokens = "
+            "1000 / block_tokens = 512) = 2");
+  EXPECT_EQ(ValidateFields(facts).rejection().reason, RejectReason::kInvalidPrefixBlockIds);
+  facts.block_tokens = 400;  // ceil(1000 / 400) = 3: fits
+  EXPECT_TRUE(ValidateFields(facts).ok());
+  facts.block_tokens = 0;
+  EXPECT_EQ(ValidateFields(facts).rejection().message, "block_tokens = 0: must be in [1, 1048576]");
+  facts.block_tokens = 400;
+  facts.cache_id = "engine 0";
+  EXPECT_EQ(ValidateFields(facts).rejection().message,
+            "cache_id = \"engine 0\": must be at most 128 printable ASCII characters without spaces");
+  EXPECT_EQ(ValidateFields(facts).rejection().field, "cache_id");
+}
+
+}  // namespace
+}  // namespace kvledger
