@@ -29,7 +29,7 @@ namespace kvledger::cli {
 namespace {
 
 struct PlanFlags {
-  std::string model, profiles, plot;
+  std::string model, profiles, plot, cache_id;
   CapacityInputs capacity;
   std::optional<uint64_t> block_tokens;
   std::optional<double> host_bandwidth, disk_bandwidth, flops_per_second, fixed_seconds, speedup;
@@ -57,6 +57,7 @@ void RegisterPlanFlags(FlagSet& flags, PlanFlags& f) {
   flags.String("plot", &f.plot, "write FILE.svg: token hit, attention and prefill avoided against device capacity");
   flags.Switch("send", &f.send, "report every simulated request as a record to --target (one capacity only)");
   flags.Double("speedup", &f.speedup, "with --send: replay the trace's clock this many times faster (default: no pacing)");
+  flags.String("cache-id", &f.cache_id, "with --send: the records' cache_id, the cache whose capacity curve they build (default: none)");
   f.connection.target.clear();  // no --target: offline
   f.connection.Register(flags);
 }
@@ -185,8 +186,12 @@ void NoteCapacities(const std::vector<PlanConfig>& configs, const Profile& profi
 // Reports each simulated request as a record through the Reporter, paced by --speedup.
 class PlanSender {
  public:
-  PlanSender(const PlanFlags& f, int64_t first_timestamp_ms)
-      : reporter_(Options(f.connection)), speedup_(f.speedup), first_ms_(first_timestamp_ms) {}
+  PlanSender(const PlanFlags& f, int64_t first_timestamp_ms, uint64_t block_tokens)
+      : reporter_(Options(f.connection)),
+        speedup_(f.speedup),
+        first_ms_(first_timestamp_ms),
+        block_tokens_(static_cast<int64_t>(block_tokens)),
+        cache_id_(f.cache_id) {}
 
   void Send(const TraceRequest& request, const RecordFacts& facts) {
     if (failed_) return;
@@ -196,6 +201,10 @@ class PlanSender {
     }
     v1::Record record = FactsToProto(facts);
     record.set_request_id(absl::StrCat("trace-line-", request.line));
+    // The trace's block ids: the server's capacity curves replay them (docs/cost-model.md §14).
+    record.mutable_prefix_block_ids()->Add(request.hash_ids.begin(), request.hash_ids.end());
+    record.set_block_tokens(block_tokens_);
+    record.set_cache_id(cache_id_);
     reporter_.Report(record);
     // Backpressure instead of drops: the Reporter drops the newest record when its queue is full.
     if (reporter_.stats().queued >= kQueue / 2 && !reporter_.Flush(absl::Seconds(60))) failed_ = true;
@@ -228,6 +237,8 @@ class PlanSender {
   Reporter reporter_;
   const std::optional<double> speedup_;
   const int64_t first_ms_;
+  const int64_t block_tokens_;
+  const std::string cache_id_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   bool failed_ = false;
 };
@@ -237,7 +248,7 @@ absl::StatusOr<std::vector<PlanResult>> RunAll(const PlanFlags& f, const std::ve
                                                const Profile& profile, const std::vector<PlanConfig>& configs,
                                                int* send_exit) {
   std::optional<PlanSender> sender;
-  if (f.send) sender.emplace(f, trace.front().timestamp_ms);
+  if (f.send) sender.emplace(f, trace.front().timestamp_ms, configs.front().block_tokens);
   PlannedRecordVisitor each;
   if (sender) each = [&sender](const TraceRequest& r, const RecordFacts& facts) { sender->Send(r, facts); };
   const bool tty = isatty(STDERR_FILENO);

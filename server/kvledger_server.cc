@@ -84,6 +84,7 @@ struct KvledgerServer::State {
   std::unique_ptr<ModelRegistry> registry;
   std::unique_ptr<Aggregator> aggregator;
   std::unique_ptr<LiveRates> rates;
+  std::unique_ptr<CapacityCurves> curves;  // null without a ladder
   std::unique_ptr<Ledger> ledger;
   // Load generators' records (the kvledger-synthetic call marker) take the whole record path into an
   // aggregator nothing exports: no family, live rate or label slot moves.
@@ -263,6 +264,15 @@ absl::Status DeclareSeries(const ServerOptions& options, const ModelRegistry& re
   return absl::OkStatus();
 }
 
+// --capacity_ladder and its bounds: the live capacity curves, or none for an empty ladder.
+absl::StatusOr<std::unique_ptr<CapacityCurves>> StartCurves(const ServerOptions& options, size_t slot_count) {
+  auto ladder = options.CapacityLadder();
+  if (!ladder.ok()) return ladder.status();
+  if (ladder->empty()) return nullptr;
+  return CapacityCurves::Create(*std::move(ladder), slot_count,
+                                CurveLimits{options.capacity_caches, options.capacity_tracked_blocks});
+}
+
 }  // namespace
 
 // --fleet_prometheus_url: the fleet's rates, read by a poller of their own (Validate checked the URL).
@@ -298,7 +308,13 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   state->rates = std::make_unique<LiveRates>(state->registry->slots().slot_count(), options.advice_half_life_seconds,
                                              MonotonicSeconds, LiveRates::kDefaultRefitSeconds,
                                              options.live_compute_model);
-  state->ledger = std::make_unique<Ledger>(*state->registry, *state->aggregator, state->rates.get());
+  if (auto curves = StartCurves(options, state->registry->slots().slot_count()); curves.ok()) {
+    state->curves = *std::move(curves);
+  } else {
+    return curves.status();
+  }
+  state->ledger = std::make_unique<Ledger>(*state->registry, *state->aggregator, state->rates.get(),
+                                           LabelClaims::kClaim, state->curves.get());
   state->synthetic_aggregator = std::make_unique<Aggregator>(state->registry->slots().slot_count());
   state->synthetic_ledger = std::make_unique<Ledger>(*state->registry, *state->synthetic_aggregator, nullptr,
                                                      LabelClaims::kNever);
@@ -324,7 +340,8 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   }
   state->exposition = std::make_unique<MetricsExposition>(*state->aggregator, *state->registry, state->rates.get(),
                                                           state->engine_stats.get(),
-                                                          std::vector<const prometheus::Collectable*>{&state->metrics->registry()});
+                                                          std::vector<const prometheus::Collectable*>{&state->metrics->registry()},
+                                                          state->curves.get());
   std::vector<HttpListener::Route> routes = {
       MetricsRoute(state->exposition.get(), state->metrics.get(), &state->scrapes)};
   for (auto& route : HttpApiRoutes(*state->registry, *state->aggregator, *state->rates, state->fleet.get(), state->trace.get())) routes.push_back(std::move(route));

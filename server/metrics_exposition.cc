@@ -50,6 +50,8 @@ struct Scrape {
   std::optional<EngineStats::Snapshot> engine;
   std::optional<std::vector<LiveRates::Entry>> rates;
   std::optional<LiveRates::Sums> totals;  // with rates
+  std::optional<std::vector<CapacityCurves::ModelCurve>> curves;
+  std::vector<std::string> capacity_labels;  // with curves, one per rung
   const ModelRegistry* registry = nullptr;
 
   ClientMetric::Label Model(uint32_t slot) const {
@@ -121,7 +123,7 @@ struct ServedFamily {
   const char* help;
   MetricType type;
   void (*fill)(const Scrape& s, MetricFamily& f);
-  enum Needs { kAggregate, kEngine, kRates } needs = kAggregate;
+  enum Needs { kAggregate, kEngine, kRates, kCurves } needs = kAggregate;
 };
 
 void FillRejected(const Scrape& s, MetricFamily& f) {
@@ -247,6 +249,29 @@ void FillComputeSums(const Scrape& s, MetricFamily& f) {
   }
 }
 
+// The capacity curves (docs/cost-model.md §14): per model, a figure over every replayed record, or
+// one value per capacity of the ladder.
+template <uint64_t CapacityCurves::ModelCurve::*kField>
+void FillCurveCount(const Scrape& s, MetricFamily& f) {
+  for (const auto& c : *s.curves) f.metric.push_back(CounterMetric({s.Model(c.model_slot)}, static_cast<double>(c.*kField)));
+}
+
+template <Uint128 CapacityCurves::ModelCurve::*kField>
+void FillCurveBaseline(const Scrape& s, MetricFamily& f) {
+  for (const auto& c : *s.curves) f.metric.push_back(CounterMetric({s.Model(c.model_slot)}, Uint128ToDouble(c.*kField)));
+}
+
+template <Uint128 CapacityCurves::Rung::*kField, bool kSeconds = false>
+void FillCurveRungs(const Scrape& s, MetricFamily& f) {
+  for (const auto& c : *s.curves) {
+    for (size_t i = 0; i < c.rungs.size(); ++i) {
+      const Uint128 v = c.rungs[i].*kField;
+      f.metric.push_back(CounterMetric({s.Model(c.model_slot), {"capacity_tokens", s.capacity_labels[i]}},
+                                       kSeconds ? NanoUnitsToDouble(v) : Uint128ToDouble(v)));
+    }
+  }
+}
+
 constexpr ServedFamily kServedFamilies[] = {
     {"kvledger_records_rejected_total", "Records rejected, by reason.", MetricType::Counter, FillRejected},
     {"kvledger_model_label_folded_records_total",
@@ -302,6 +327,41 @@ constexpr ServedFamily kServedFamilies[] = {
      "term: tflops, seconds, tflops_squared, tflops_seconds (FLOPs in units of 1e12), weight and samples "
      "(equal). Their increase over a window, summed over replicas, gives the fleet's model.",
      MetricType::Counter, FillComputeSums, ServedFamily::kRates},
+    {"kvledger_capacity_requests_total",
+     "Records with prefix block ids replayed through their cache's LRU stack for the capacity curves.",
+     MetricType::Counter, FillCurveCount<&CapacityCurves::ModelCurve::requests>, ServedFamily::kCurves},
+    {"kvledger_capacity_untracked_requests_total",
+     "Records with prefix block ids not replayed: their (model, cache_id) came past --capacity_caches.",
+     MetricType::Counter, FillCurveCount<&CapacityCurves::ModelCurve::untracked>, ServedFamily::kCurves},
+    {"kvledger_capacity_forgotten_blocks_total",
+     "Blocks dropped from a cache's stack past --capacity_tracked_blocks: once above 0, capacities beyond "
+     "that many blocks (and +Inf) read as that many.",
+     MetricType::Counter, FillCurveCount<&CapacityCurves::ModelCurve::forgotten_blocks>, ServedFamily::kCurves},
+    {"kvledger_capacity_seconds_known_requests_total",
+     "Replayed records whose recompute seconds were estimated (the live compute model was ready).",
+     MetricType::Counter, FillCurveCount<&CapacityCurves::ModelCurve::seconds_known>, ServedFamily::kCurves},
+    {"kvledger_capacity_prompt_tokens_total", "Prompt tokens of the replayed records.", MetricType::Counter,
+     FillCurveBaseline<&CapacityCurves::ModelCurve::prompt_tokens>, ServedFamily::kCurves},
+    {"kvledger_capacity_attention_baseline_flops_total",
+     "Attention FLOPs the replayed records' prompts take without reuse.", MetricType::Counter,
+     FillCurveBaseline<&CapacityCurves::ModelCurve::attention_baseline_flops>, ServedFamily::kCurves},
+    {"kvledger_capacity_prefill_baseline_flops_total", "Prefill FLOPs the replayed records' prompts take without reuse.",
+     MetricType::Counter, FillCurveBaseline<&CapacityCurves::ModelCurve::prefill_baseline_flops>,
+     ServedFamily::kCurves},
+    {"kvledger_capacity_match_tokens_total",
+     "Prefix tokens an LRU cache of capacity_tokens would have matched for the replayed records.",
+     MetricType::Counter, FillCurveRungs<&CapacityCurves::Rung::match_tokens>, ServedFamily::kCurves},
+    {"kvledger_capacity_attention_avoided_flops_total",
+     "Attention FLOPs that cache would have avoided, at the boundary the model resumes at.", MetricType::Counter,
+     FillCurveRungs<&CapacityCurves::Rung::attention_avoided_flops>, ServedFamily::kCurves},
+    {"kvledger_capacity_prefill_avoided_flops_total",
+     "Prefill FLOPs that cache would have avoided, at the boundary the model resumes at.", MetricType::Counter,
+     FillCurveRungs<&CapacityCurves::Rung::prefill_avoided_flops>, ServedFamily::kCurves},
+    {"kvledger_capacity_recompute_avoided_seconds_total",
+     "Estimated prefill seconds that cache would have avoided, over the records of "
+     "kvledger_capacity_seconds_known_requests_total.",
+     MetricType::Counter, FillCurveRungs<&CapacityCurves::Rung::recompute_avoided_nanos, true>,
+     ServedFamily::kCurves},
 };
 
 // An ostream target that appends straight to the piece being filled, so a family's text is not
@@ -337,6 +397,10 @@ void MetricsExposition::CollectEach(const std::function<void(MetricFamily&)>& em
     s.rates = rates_->Snapshot();
     s.totals = rates_->TotalsNow();
   }
+  if (curves_ != nullptr) {
+    s.curves = curves_->Snapshot();
+    for (uint64_t capacity : curves_->capacities()) s.capacity_labels.push_back(CapacityLabel(capacity));
+  }
   s.cell_labels.reserve(s.snapshot.cells.size());
   for (const auto& cell : s.snapshot.cells) s.cell_labels.push_back({s.Model(cell.model_slot), {"tier", TierLabel(cell.tier)}});
 
@@ -367,7 +431,8 @@ void MetricsExposition::CollectEach(const std::function<void(MetricFamily&)>& em
     emit(f);
   }
   for (const ServedFamily& served : kServedFamilies) {
-    if ((served.needs == ServedFamily::kEngine && !s.engine) || (served.needs == ServedFamily::kRates && !s.rates)) {
+    if ((served.needs == ServedFamily::kEngine && !s.engine) || (served.needs == ServedFamily::kRates && !s.rates) ||
+        (served.needs == ServedFamily::kCurves && !s.curves)) {
       continue;
     }
     MetricFamily f = Family(served.name, served.help, served.type);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "lib/accounting/aggregator.h"
+#include "lib/accounting/capacity_curves.h"
 #include "lib/accounting/engine_stats.h"
 #include "lib/accounting/live_rates.h"
 #include "lib/profiles/model_registry.h"
@@ -29,17 +30,19 @@ inline constexpr char kExpositionContentType[] = "text/plain; version=0.0.4; cha
 
 class MetricsExposition final {
  public:
-  // All references must outlive the exposition; `rates` and `engine_stats` may be null.
+  // All references must outlive the exposition; `rates`, `engine_stats` and `curves` may be null.
   // `collectables` (e.g. the server's operational metrics, ServerMetrics) are written after the
   // figures, in order.
   MetricsExposition(const Aggregator& aggregator, const ModelRegistry& registry, const LiveRates* rates = nullptr,
                     const EngineStats* engine_stats = nullptr,
-                    std::vector<const prometheus::Collectable*> collectables = {})
+                    std::vector<const prometheus::Collectable*> collectables = {},
+                    const CapacityCurves* curves = nullptr)
       : aggregator_(aggregator),
         registry_(registry),
         rates_(rates),
         engine_stats_(engine_stats),
-        collectables_(std::move(collectables)) {}
+        collectables_(std::move(collectables)),
+        curves_(curves) {}
 
   // Every family one at a time, from one snapshot; `emit` may move from each. Per populated
   // (model, tier): every counter of the schema, the ratio histograms, and each latency histogram
@@ -58,6 +61,7 @@ class MetricsExposition final {
   const LiveRates* const rates_;
   const EngineStats* const engine_stats_;
   const std::vector<const prometheus::Collectable*> collectables_;
+  const CapacityCurves* const curves_;
 };
 
 }  // namespace kvledger

@@ -80,6 +80,14 @@ ABSL_FLAG(uint32_t, deaf_listener_seconds, kDefaults.deaf_listener_seconds,
           "Exit with status 3 when connections wait this long in the gRPC listener's accept queue unaccepted "
           "(the listener went deaf, e.g. after running out of file descriptors), so a supervisor restarts "
           "the process (0 = never)");
+ABSL_FLAG(std::string, capacity_ladder, kDefaults.capacity_ladder,
+          "Capacity curves: the cache capacities in tokens at which records with prefix_block_ids are replayed, a "
+          "list 1e6,4e6 or FROM:TO:POINTS, at most 16 (the unlimited capacity is always added); empty: no curves");
+ABSL_FLAG(uint32_t, capacity_caches, kDefaults.capacity_caches,
+          "Capacity curves: the (model, cache_id) pairs replayed; records of further caches are counted as untracked");
+ABSL_FLAG(uint32_t, capacity_tracked_blocks, kDefaults.capacity_tracked_blocks,
+          "Capacity curves: the blocks each cache's LRU stack tracks exactly (about 60 bytes each); past it the "
+          "least recently used is forgotten");
 ABSL_FLAG(std::string, web_config_file, "",
           "The HTTP port's TLS and basic auth, in the Prometheus exporter-toolkit web config format "
           "(tls_server_config, basic_auth_users with bcrypt hashes)");
@@ -226,6 +234,9 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.shutdown_drain_seconds = absl::GetFlag(FLAGS_shutdown_drain_seconds);
   options.deaf_listener_seconds = absl::GetFlag(FLAGS_deaf_listener_seconds);
   options.ready_after_scrape_seconds = absl::GetFlag(FLAGS_ready_after_scrape_seconds);
+  options.capacity_ladder = absl::GetFlag(FLAGS_capacity_ladder);
+  options.capacity_caches = absl::GetFlag(FLAGS_capacity_caches);
+  options.capacity_tracked_blocks = absl::GetFlag(FLAGS_capacity_tracked_blocks);
   options.shutdown_scrape_grace_seconds = absl::GetFlag(FLAGS_shutdown_scrape_grace_seconds);
   options.batch_dedup_entries = absl::GetFlag(FLAGS_batch_dedup_entries);
   options.batch_dedup_bytes = absl::GetFlag(FLAGS_batch_dedup_bytes);

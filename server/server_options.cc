@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "lib/base/quote.h"
+#include "lib/planning/capacity.h"
 #include "lib/planning/plan.h"
 #include "server/fleet_poller.h"
 
@@ -33,6 +34,10 @@ absl::Status CheckHostPort(const char* flag, const std::string& address) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::vector<uint64_t>> ServerOptions::CapacityLadder() const {
+  return ParseCapacityLadder(capacity_ladder, "--capacity_ladder");
+}
 
 absl::StatusOr<std::vector<std::pair<std::string, Tier>>> ServerOptions::DeclaredSeries() const {
   std::vector<std::pair<std::string, Tier>> out;
@@ -62,6 +67,7 @@ absl::Status ServerOptions::Validate() const {
   if (auto s = CheckHostPort("grpc_address", grpc_address); !s.ok()) return s;
   if (auto s = CheckHostPort("metrics_address", metrics_address); !s.ok()) return s;
   if (auto s = DeclaredSeries(); !s.ok()) return s.status();
+  if (auto s = CapacityLadder(); !s.ok()) return s.status();
   if (max_models < 1 || max_models > 10000) {
     return absl::InvalidArgumentError(absl::StrCat("--max_models = ", max_models, ": must be in [1, 10000]"));
   }
@@ -83,6 +89,8 @@ absl::Status ServerOptions::Validate() const {
                          Bound{"shutdown_scrape_grace_seconds", shutdown_scrape_grace_seconds, 0, 3600},
                          Bound{"deaf_listener_seconds", deaf_listener_seconds, 0, 86400},
                          Bound{"ready_after_scrape_seconds", ready_after_scrape_seconds, 0, 3600},
+                         Bound{"capacity_caches", capacity_caches, 1, 100000},
+                         Bound{"capacity_tracked_blocks", capacity_tracked_blocks, 1, uint64_t{1} << 30},
                          Bound{"batch_dedup_bytes", batch_dedup_bytes, uint64_t{64} << 10, uint64_t{4} << 30},
                          Bound{"batch_dedup_entries", batch_dedup_entries, 0, 10000000},
                          Bound{"batch_dedup_seconds", batch_dedup_seconds, 1, 86400},

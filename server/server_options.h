@@ -109,11 +109,19 @@ struct ServerOptions {
   // kvledger-server's listener watchdog (server/listener_watchdog.h): connections left unaccepted in
   // the gRPC accept queue this long end the process with kExitDeafListener (0 = never watch).
   uint32_t deaf_listener_seconds = 30;
+  // Capacity curves (docs/cost-model.md §14): the capacities, in tokens, at which records with prefix
+  // block ids are replayed (a list or FROM:TO:POINTS, at most 16, besides the unlimited one; empty: no
+  // curves), the (model, cache_id) pairs replayed, and the blocks each one's stack tracks exactly.
+  std::string capacity_ladder = "65536:33554432:10";
+  uint32_t capacity_caches = 16;
+  uint32_t capacity_tracked_blocks = 1u << 20;
 
   // INVALID_ARGUMENT naming the flag when a value is unusable.
   absl::Status Validate() const;
   // declare_series as (profile name, tier) pairs; INVALID_ARGUMENT naming the flag and the item.
   absl::StatusOr<std::vector<std::pair<std::string, Tier>>> DeclaredSeries() const;
+  // capacity_ladder's finite capacities, ascending; INVALID_ARGUMENT naming the flag.
+  absl::StatusOr<std::vector<uint64_t>> CapacityLadder() const;
 };
 
 }  // namespace kvledger

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "lib/accounting/figure_schema.h"
 
 namespace kvledger {
 namespace {
@@ -100,7 +101,7 @@ CapacityCurves::ModelCurve CapacityCurves::Figures(const RecordFacts& facts, abs
     rung.attention_avoided_flops = figures.ReusedAttentionFlops();
     rung.prefill_avoided_flops = figures.ReusedPrefillFlops();
     if (delta.seconds_known != 0 && figures.estimated_recompute_seconds.has_value()) {
-      rung.recompute_avoided_nanos = static_cast<Uint128>(std::llround(figures.estimated_recompute_seconds.value() * 1e9));
+      rung.recompute_avoided_nanos = ToNanoUnits(figures.estimated_recompute_seconds.value());
     }
     // Capacities that match alike cost alike: one Derive for the run.
     for (const int64_t match = matches[i]; i < matches.size() && matches[i] == match; ++i) delta.rungs[i] = rung;

@@ -71,6 +71,19 @@ absl::StatusOr<std::vector<uint64_t>> ParseCapacityList(absl::string_view text, 
   return out;
 }
 
+absl::StatusOr<std::vector<uint64_t>> ParseCapacityLadder(absl::string_view text, absl::string_view flag) {
+  if (text.empty()) return std::vector<uint64_t>{};
+  auto ladder = ParseCapacityList(text, flag);
+  if (!ladder.ok()) return ladder.status();
+  ladder->erase(std::remove(ladder->begin(), ladder->end(), kUnlimitedTokens), ladder->end());
+  if (!ladder->empty() && ladder->front() == 0) return Bad(flag, text, "a capacity of 0 holds nothing");
+  if (ladder->size() > kMaxLadderCapacities) {
+    return Bad(flag, text, absl::StrCat(ladder->size(), " finite capacities: at most ", kMaxLadderCapacities,
+                                        " (the unlimited one is always on the ladder)"));
+  }
+  return ladder;
+}
+
 absl::StatusOr<std::vector<PlanConfig>> CapacityConfigs(const CapacityInputs& inputs, const PlanConfig& base,
                                                         size_t max_configs, InputNamer name) {
   if (base.block_tokens < 1 || base.block_tokens > static_cast<uint64_t>(kMaxBlockTokens)) {

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "lib/accounting/capacity_curves.h"
 #include "lib/cost_model/alpha_calculator.h"
 #include "lib/planning/plan.h"
 
@@ -25,6 +26,11 @@ absl::StatusOr<uint64_t> ParseCapacity(absl::string_view text, absl::string_view
 // POINTS (2..kMaxCapacities) capacities evenly spaced on a log scale from FROM to TO inclusive,
 // rounded to whole tokens. Sorted ascending, duplicates removed.
 absl::StatusOr<std::vector<uint64_t>> ParseCapacityList(absl::string_view text, absl::string_view flag);
+
+// The live capacity curves' ladder (docs/cost-model.md §14) as ParseCapacityList reads it: its finite
+// capacities, ascending, each > 0 and at most kMaxLadderCapacities of them ("inf" may be listed; the
+// unlimited capacity is always on the ladder). Empty text: an empty ladder (no curves).
+absl::StatusOr<std::vector<uint64_t>> ParseCapacityLadder(absl::string_view text, absl::string_view flag);
 
 // The capacities of a run as written: device (a list or a range), host and disk (one each; empty: no
 // such tier).
