@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 
 #include "absl/strings/match.h"
@@ -341,6 +342,7 @@ void Reporter::SendBatch(v1::RecordBatchRequest& batch) {
 
 void Reporter::Run() {
   v1::RecordBatchRequest batch;
+  std::optional<v1::Record> carry;  // popped, past the last batch's bytes: the next batch's first
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -353,12 +355,25 @@ void Reporter::Run() {
     flush_requested_.store(false, std::memory_order_relaxed);
     for (;;) {  // everything queued now, in batches
       batch.Clear();
+      size_t bytes = 0;
+      if (carry) {
+        bytes += carry->ByteSizeLong();
+        *batch.add_records() = *std::move(carry);
+        carry.reset();
+      }
       while (static_cast<size_t>(batch.records_size()) < options_.max_batch_size) {
         v1::Record* record = batch.add_records();
         if (!TryPop(record)) {
           batch.mutable_records()->RemoveLast();
           break;
         }
+        const size_t size = record->ByteSizeLong();
+        if (bytes + size > options_.max_batch_bytes && batch.records_size() > 1) {
+          carry = std::move(*record);
+          batch.mutable_records()->RemoveLast();
+          break;
+        }
+        bytes += size;
       }
       if (batch.records_size() == 0) break;
       SendBatch(batch);

@@ -55,8 +55,11 @@ struct ReporterOptions {
   std::string load_balancing_policy = "round_robin";
   // Records the queue holds, rounded up to a power of two.
   size_t max_queue_size = 2048;
-  // Records per RecordBatch.
+  // Records per RecordBatch, and the bytes a batch's records take on the wire: a record with many
+  // prefix_block_ids (up to 590 kB) ends a batch early, well inside the server's 4 MiB
+  // --max_receive_message_bytes. A record larger than this alone is sent in a batch of its own.
   size_t max_batch_size = 512;
+  size_t max_batch_bytes = 1 << 20;
   // A queued record waits at most this long before its batch is sent.
   absl::Duration flush_interval = absl::Seconds(1);
   // Deadline of one RecordBatch attempt.

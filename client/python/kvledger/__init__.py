@@ -27,7 +27,7 @@ _LAZY = {"Advisor": "kvledger.advice", "Reporter": "kvledger.reporter"}
 
 # Submodules reachable as attributes after a bare `import kvledger` (kvledger.adapters.from_openai),
 # imported on first use for the same reason.
-_SUBMODULES = ("adapters", "vllm")
+_SUBMODULES = ("adapters", "blocks", "vllm")
 
 
 def __getattr__(name):

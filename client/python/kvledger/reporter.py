@@ -4,7 +4,8 @@ Same semantics as the C++ kvledger::Reporter (client/reporter.h):
 - report() never blocks on the network: it appends to a bounded in-memory queue under a lock held
   only for the append, and returns False when the record was dropped (queue full: the NEW record
   is dropped; or the reporter is closed). Every drop is counted.
-- One daemon thread sends the queue in RecordBatch calls of at most max_batch_size records, when a
+- One daemon thread sends the queue in RecordBatch calls of at most max_batch_size records (and
+  max_batch_bytes of them, a record past it alone), when a
   batch is full, when flush_interval_seconds has passed, or on flush(). Each batch carries a
   random batch_id that its retries reuse, so the replica that applied a batch whose reply was lost
   does not count it twice.
@@ -67,10 +68,11 @@ class Reporter:
                  flush_interval_seconds=1.0, rpc_timeout_seconds=5.0, initial_backoff_seconds=0.05,
                  max_backoff_seconds=5.0, shutdown_timeout_seconds=5.0, credentials=None, channel_options=None,
                  max_engine_stats_keys=1024, load_balancing_policy="round_robin", retry_same_replica_seconds=10.0,
-                 synthetic=False):
+                 synthetic=False, max_batch_bytes=1 << 20):
         self.target = target
         self.max_queue_size = max_queue_size
         self.max_batch_size = max_batch_size
+        self.max_batch_bytes = max_batch_bytes
         self.flush_interval_seconds = flush_interval_seconds
         self.rpc_timeout_seconds = rpc_timeout_seconds
         self.initial_backoff_seconds = initial_backoff_seconds
@@ -238,8 +240,12 @@ class Reporter:
                 closing = self._closing
             while True:
                 with self._lock:
-                    n = min(len(self._queue), self.max_batch_size)
-                    batch = [self._queue.popleft() for _ in range(n)]
+                    batch, size = [], 0
+                    while self._queue and len(batch) < self.max_batch_size:
+                        size += self._queue[0].ByteSize()
+                        if batch and size > self.max_batch_bytes:
+                            break  # the next batch's first
+                        batch.append(self._queue.popleft())
                 if not batch:
                     break
                 self._send(batch)

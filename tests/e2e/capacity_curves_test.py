@@ -1,0 +1,155 @@
+"""Live capacity curves against `kvledger plan`, on the three shipped traces (Mooncake conversation and
+synthetic, WEKA agentic coding). Each trace's records, carrying the trace's hash_ids as
+prefix_block_ids, go to a server of its own twice: through `kvledger plan --send` (the C++ Reporter,
+model llama-3.1-8b) and through the Python Reporter (model qwen3-8b, ids through
+kvledger.blocks.from_engine_hashes). A real Prometheus scrapes the three servers with the shipped
+rules; the recorded token hit and attention-avoided ratios at every capacity of the ladder must equal
+`kvledger plan` at that capacity (floating-point division apart: 1e-9). Bad ids are refused with the
+field, the value and the rule, and the rest of their batch counts.
+
+Usage: capacity_curves_test.py KVLEDGER_SERVER KVLEDGER_CLI REPO_ROOT
+"""
+import json
+import lzma
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SERVER, CLI, ROOT = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
+del sys.argv[1:4]
+sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+
+import grpc  # noqa: E402
+
+import harness  # noqa: E402
+import kvledger  # noqa: E402
+from kvledger.v1 import ledger_pb2, ledger_pb2_grpc  # noqa: E402
+
+RULES = os.path.join(ROOT, "deploy", "prometheus", "rules", "kvledger-rules.yml")
+TRACES = os.path.join(ROOT, "examples", "traces")
+LADDER = [500_000, 2_000_000, 8_000_000, 32_000_000]  # the points docs/planning.md gives for WEKA
+LABELS = [str(c) for c in LADDER] + ["+Inf"]
+CPP_MODEL, PY_MODEL = "llama-3.1-8b", "qwen3-8b"
+BLOCK = 512
+
+
+def trace_lines(path):
+    opener = lzma.open if path.endswith(".xz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def plan(trace_path, model):
+    """`kvledger plan --json` at every capacity of the ladder and unlimited: {label: total}."""
+    out = subprocess.run([CLI, "plan", "--model", model, "--json", "--capacity-tokens",
+                          ",".join(str(c) for c in LADDER) + ",inf", trace_path],
+                         capture_output=True, text=True, timeout=300, check=True)
+    results = json.loads(out.stdout)["results"]
+    return {label: r["total"] for label, r in zip(LABELS, results)}
+
+
+class CapacityCurvesTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="kvledger-curves-")
+        cls.traces, cls.requests = {}, {}
+        for name in ("mooncake-conversation", "mooncake-synthetic", "weka-agentic-coding-512"):
+            source = os.path.join(TRACES, name + (".jsonl.xz" if name.startswith("weka") else ".jsonl"))
+            path = os.path.join(cls.tmp, name + ".jsonl")
+            lines = trace_lines(source)
+            with open(path, "w") as f:
+                f.writelines(json.dumps(line) + "\n" for line in lines)
+            cls.traces[name] = path
+            cls.requests[name] = len(lines)
+        cls.servers = {name: harness.Server(SERVER, "--capacity_ladder=" + ",".join(map(str, LADDER)), log_dir=cls.tmp)
+                       for name in cls.traces}
+        scrape = "".join(f"  - job_name: {name}\n    static_configs:\n      - targets: ['{s.metrics_address}']\n"
+                         for name, s in cls.servers.items())
+        cls.prometheus = harness.Prometheus(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            f"rule_files:\n  - {RULES}\nscrape_configs:\n{scrape}", cls.tmp)
+        for name, path in cls.traces.items():
+            cls.send(name, path)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.prometheus.stop()
+        for server in cls.servers.values():
+            server.stop()
+
+    @classmethod
+    def send(cls, name, path):
+        server = cls.servers[name]
+        subprocess.run([CLI, "plan", "--model", CPP_MODEL, "--send", "--target", server.grpc_address,
+                        "--cache-id", "engine-cpp", path], capture_output=True, text=True, timeout=600, check=True)
+        with kvledger.Reporter(server.grpc_address, max_queue_size=4096, shutdown_timeout_seconds=60) as reporter:
+            for n, line in enumerate(trace_lines(path)):
+                if n % 2048 == 2047:
+                    assert reporter.flush(60), reporter.stats()  # backpressure: a full queue drops the newest
+                reporter.report(model=PY_MODEL, prompt_tokens=line["input_length"], logical_match_tokens=0,
+                                output_tokens=line["output_length"] or None, block_tokens=BLOCK,
+                                prefix_block_ids=kvledger.blocks.from_engine_hashes(line["hash_ids"]),
+                                cache_id="engine-py")
+        stats = reporter.stats()
+        assert stats["dropped"] == 0 and stats["rejected"] == 0, stats
+
+    def live(self, rule, job, model):
+        """{capacity label: value} of a recorded rule once every record is in Prometheus."""
+        requests = self.requests[job]
+        harness.poll(f"{job} {model} records in Prometheus", lambda: self.prometheus.value(
+            f'model:kvledger_capacity_requests:increase10m{{job="{job}",model="{model}"}}') == requests, deadline=120)
+        result = self.prometheus.query(f'{rule}{{job="{job}",model="{model}"}}')
+        return {r["metric"]["capacity_tokens"]: float(r["value"][1]) for r in result}
+
+    # Proves: through either Reporter and the shipped rules, every capacity's token hit and attention
+    # avoided equal kvledger plan at that capacity, on all three traces.
+    def test_live_curve_equals_plan(self):
+        for job, path in self.traces.items():
+            for model in (CPP_MODEL, PY_MODEL):
+                with self.subTest(trace=job, model=model):
+                    expected = plan(path, model)
+                    hit = self.live("model_capacity:kvledger_capacity_token_hit:ratio_increase10m", job, model)
+                    attention = self.live("model_capacity:kvledger_capacity_attention_avoided:ratio_increase10m",
+                                          job, model)
+                    self.assertEqual(sorted(hit), sorted(LABELS))
+                    for label in LABELS:
+                        self.assertAlmostEqual(hit[label], expected[label]["token_hit_ratio"], delta=1e-9, msg=label)
+                        self.assertAlmostEqual(attention[label], expected[label]["attention_avoided_ratio"],
+                                               delta=1e-9, msg=label)
+                    print(f"{job} {model}: " + ", ".join(
+                        f"{label} hit {hit[label]:.4f} attention {attention[label]:.4f}" for label in LABELS))
+
+    # Proves: too many ids, ids without a block size and a bad cache id are refused with the field, the
+    # value and the rule, counted by reason, and the other records of the batch still count.
+    def test_bad_ids_are_named_and_lose_nothing(self):
+        server = self.servers["mooncake-synthetic"]
+        good = kvledger.make_record(model="mistral-7b-v0.1", prompt_tokens=1024, prefix_block_ids=[1, 2],
+                                    block_tokens=512)
+        bad = [kvledger.make_record(model="mistral-7b-v0.1", prompt_tokens=1024, prefix_block_ids=[1, 2, 3],
+                                    block_tokens=512),
+               kvledger.make_record(model="mistral-7b-v0.1", prompt_tokens=1024, prefix_block_ids=[1]),
+               kvledger.make_record(model="mistral-7b-v0.1", prompt_tokens=1024, cache_id="a b")]
+        with grpc.insecure_channel(server.grpc_address) as channel:
+            reply = ledger_pb2_grpc.LedgerStub(channel).RecordBatch(
+                ledger_pb2.RecordBatchRequest(records=[good, *bad, good]), timeout=10)
+        self.assertEqual(reply.accepted, 2)
+        messages = [r.message for r in reply.rejections]
+        self.assertEqual(messages, [
+            "prefix_block_ids: 3 ids: must be at most 65536 and at most the prompt's blocks, "
+            "ceil(prompt_tokens = 1024 / block_tokens = 512) = 2",
+            "prefix_block_ids: 1 ids: need block_tokens (the tokens each id covers)",
+            'cache_id = "a b": must be at most 128 printable ASCII characters without spaces'])
+        samples = harness.parse_exposition(server.scrape())
+        self.assertEqual(harness.sample(samples, "kvledger_records_rejected_total", reason="invalid_prefix_block_ids"), 2)
+        self.assertEqual(harness.sample(samples, "kvledger_records_rejected_total", reason="invalid_cache_id"), 1)
+        self.assertEqual(harness.sample(samples, "kvledger_capacity_requests_total", model="mistral-7b-v0.1"), 2)
+        # The second good record repeats the first's ids: both blocks hit at every capacity.
+        self.assertEqual(harness.sample(samples, "kvledger_capacity_match_tokens_total", model="mistral-7b-v0.1",
+                                        capacity_tokens="+Inf"), 1024)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
