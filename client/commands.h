@@ -30,6 +30,7 @@ int Health(const Args& args);   // grpc.health.v1 Check: exit 0 when SERVING
 int Advise(const Args& args);   // reload or recompute, via the Advise RPC
 int Profiles(const Args& args); // the profile catalog: offline, or the server's via --target
 int Plan(const Args& args);     // a prefix-reuse trace through simulated cache tiers (offline, or --send)
+int Capacity(const Args& args); // the server's live capacity curves, via the CapacityCurve RPC
 
 }  // namespace kvledger::cli
 

@@ -20,6 +20,7 @@ constexpr char kUsage[] =
     "  replay     a JSON-lines trace of records, in batches\n"
     "  bench      load generator (unary, batch or stream)\n"
     "  advise     reload or recompute: estimated seconds per candidate tier, and a recommendation\n"
+    "  capacity   what each cache capacity would have bought, live, from records with prefix block ids\n"
     "  health     gRPC health check: exit 0 when the server is SERVING (container health checks)\n";
 
 }  // namespace
@@ -31,7 +32,8 @@ int main(int argc, char** argv) {
       {"explain", kvledger::cli::Explain}, {"send", kvledger::cli::Send},
       {"replay", kvledger::cli::Replay},   {"bench", kvledger::cli::Bench},
       {"health", kvledger::cli::Health},   {"advise", kvledger::cli::Advise},
-      {"profiles", kvledger::cli::Profiles}, {"plan", kvledger::cli::Plan}};
+      {"profiles", kvledger::cli::Profiles}, {"plan", kvledger::cli::Plan},
+      {"capacity", kvledger::cli::Capacity}};
   if (argc < 2) {
     std::cerr << kUsage;
     return 2;

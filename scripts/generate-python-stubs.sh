@@ -8,4 +8,4 @@ out="${1:-$root/client/python}"
 mkdir -p "$out"
 protoc -I "$root/proto" --python_out="$out" --grpc_python_out="$out" \
   --plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin \
-  "$root"/proto/kvledger/v1/advice.proto "$root"/proto/kvledger/v1/profile.proto "$root"/proto/kvledger/v1/record.proto "$root"/proto/kvledger/v1/ledger.proto
+  "$root"/proto/kvledger/v1/advice.proto "$root"/proto/kvledger/v1/capacity.proto "$root"/proto/kvledger/v1/profile.proto "$root"/proto/kvledger/v1/record.proto "$root"/proto/kvledger/v1/ledger.proto

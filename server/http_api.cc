@@ -16,6 +16,7 @@
 #include "lib/planning/capacity.h"
 #include "lib/wire/json_writer.h"
 #include "lib/wire/plan_json.h"
+#include "lib/wire/capacity_proto.h"
 #include "lib/wire/record_proto.h"
 #include "server/explore_page.h"
 
@@ -173,6 +174,14 @@ HttpResponse Advise(const HttpRequest& r, const ModelRegistry& registry, const L
   return Json(AdviceToJson(AdviceToProto(*advice)));
 }
 
+// The live capacity curves, as the CapacityCurve RPC answers (unset figures as null).
+HttpResponse Capacity(const HttpRequest& r, const ModelRegistry& registry, const CapacityCurves* curves) {
+  if (curves == nullptr) return Refused(NoCurvesStatus());
+  auto curve = CurveToProto(*curves, registry, Text(r, "model"));
+  if (!curve.ok()) return Refused(curve.status());
+  return Json(ProtoToJson(*curve, /*null_unset=*/true));
+}
+
 // This replica's totals per model (summed over tiers), with the fleet ratios the explorer shows.
 HttpResponse TotalsJson(const ModelRegistry& registry, const Aggregator& aggregator) {
   const auto snapshot = aggregator.Snapshot();
@@ -302,7 +311,7 @@ absl::StatusOr<std::unique_ptr<PlanningTrace>> LoadPlanningTrace(const std::stri
 
 std::vector<HttpListener::Route> HttpApiRoutes(const ModelRegistry& registry, const Aggregator& aggregator,
                                                const LiveRates& rates, const FleetRates* fleet,
-                                               PlanningTrace* trace) {
+                                               PlanningTrace* trace, const CapacityCurves* curves) {
   const ProfileCatalog& catalog = registry.catalog();
   return {
       {"/api/v1/calc", Taking(InputFields(CalcInputs()), [](const HttpRequest& r) { return Calc(r); })},
@@ -315,6 +324,9 @@ std::vector<HttpListener::Route> HttpApiRoutes(const ModelRegistry& registry, co
       {"/api/v1/totals", Taking({}, [&registry, &aggregator](const HttpRequest&) {
                            return TotalsJson(registry, aggregator);
                          })},
+      {"/api/v1/capacity", Taking({"model"}, [&registry, curves](const HttpRequest& r) {
+                             return Capacity(r, registry, curves);
+                           })},
       {"/api/v1/plan", Taking({"model", "capacity_tokens", "host_capacity_tokens", "disk_capacity_tokens"},
                               [&catalog, trace](const HttpRequest& r) { return PlanTrace(r, catalog, trace); })},
       {"/", [](const HttpRequest&) { return HttpResponse::Of(200, "text/html; charset=utf-8", kIndexPage); }},

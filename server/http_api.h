@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lib/accounting/aggregator.h"
+#include "lib/accounting/capacity_curves.h"
 #include "lib/accounting/fleet_rates.h"
 #include "lib/accounting/live_rates.h"
 #include "lib/planning/trace.h"
@@ -32,10 +33,11 @@ inline constexpr TraceLimits kServerTraceLimits{size_t{4} << 20, uint64_t{256} <
 
 absl::StatusOr<std::unique_ptr<PlanningTrace>> LoadPlanningTrace(const std::string& path, uint64_t block_tokens);
 
-// The routes; the references (and `trace`, null when none) must outlive the listener serving them.
+// The routes; the references (and `trace` and `curves`, null when none) must outlive the listener
+// serving them.
 std::vector<HttpListener::Route> HttpApiRoutes(const ModelRegistry& registry, const Aggregator& aggregator,
                                                const LiveRates& rates, const FleetRates* fleet,
-                                               PlanningTrace* trace);
+                                               PlanningTrace* trace, const CapacityCurves* curves = nullptr);
 
 }  // namespace kvledger
 

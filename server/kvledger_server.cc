@@ -326,7 +326,7 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   ReadFleetRates(options, *state);
   state->service = std::make_unique<LedgerService>(RecordSinks{records, synthetic}, *state->registry, LedgerServiceOptions::From(options),
                                                    state->rates.get(), state->engine_stats.get(), state->metrics.get(),
-                                                   state->fleet.get());
+                                                   state->fleet.get(), state->curves.get());
   int grpc_port = 0;
   auto grpc_server = BuildGrpcServer(options, *state->service, *state->metrics, &grpc_port);
   if (!grpc_server.ok()) return grpc_server.status();
@@ -344,7 +344,8 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
                                                           state->curves.get());
   std::vector<HttpListener::Route> routes = {
       MetricsRoute(state->exposition.get(), state->metrics.get(), &state->scrapes)};
-  for (auto& route : HttpApiRoutes(*state->registry, *state->aggregator, *state->rates, state->fleet.get(), state->trace.get())) routes.push_back(std::move(route));
+  for (auto& route : HttpApiRoutes(*state->registry, *state->aggregator, *state->rates, state->fleet.get(), state->trace.get(),
+                                   state->curves.get())) routes.push_back(std::move(route));
   auto http = HttpListener::Start(options.metrics_address, MetricsLimits(options), *std::move(security),
                                   std::move(routes));
   if (!http.ok()) {

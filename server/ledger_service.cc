@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "lib/wire/advice_proto.h"
+#include "lib/wire/capacity_proto.h"
 #include "lib/wire/record_proto.h"
 #include "lib/accounting/rejection.h"
 #include "server/wire_admission.h"
@@ -278,11 +279,12 @@ LedgerServiceOptions LedgerServiceOptions::From(const ServerOptions& options) {
 
 LedgerService::LedgerService(RecordSinks sinks, const ModelRegistry& registry, const LedgerServiceOptions& options,
                              const LiveRates* rates, EngineStats* engine_stats, ServerMetrics* metrics,
-                             const FleetRates* fleet)
+                             const FleetRates* fleet, const CapacityCurves* curves)
     : sinks_(sinks),
       registry_(registry),
       rates_(rates),
       fleet_(fleet),
+      curves_(curves),
       engine_stats_(engine_stats),
       metrics_(metrics),
       options_(options),
@@ -295,6 +297,7 @@ LedgerService::LedgerService(RecordSinks sinks, const ModelRegistry& registry, c
                                     v1::EngineStatsRequest::kTransfersFieldNumber,
                                     v1::EngineStatsRequest::kUnrecordedFieldNumber)),
       list_profiles_limits_(LimitsOf(v1::ListProfilesRequest::descriptor(), 1)),
+      capacity_limits_(LimitsOf(v1::CapacityCurveRequest::descriptor(), 1)),
       parts_budget_(options.parsing_parts),
       dedup_(options.dedup_entries, options.dedup_bytes, options.dedup_age) {
   if (options_.stream_idle_timeout > absl::ZeroDuration()) {
@@ -480,6 +483,19 @@ grpc::ServerUnaryReactor* LedgerService::ListProfiles(grpc::CallbackServerContex
         for (const std::string& name : registry_.catalog().Names()) {
           *catalog->add_profiles() = registry_.catalog().Find(name)->definition();
         }
+        return grpc::Status::OK;
+      });
+}
+
+grpc::ServerUnaryReactor* LedgerService::CapacityCurve(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  return ServeUnary<v1::CapacityCurveRequest, v1::CapacityCurve>(
+      context, *request, response, capacity_limits_, parts_budget_, NoEntries,
+      [this, context](const v1::CapacityCurveRequest& asked, v1::CapacityCurve* answer) {
+        if (curves_ == nullptr) return ToGrpcStatus(context, NoCurvesStatus());
+        auto curve = CurveToProto(*curves_, registry_, asked.model());
+        if (!curve.ok()) return ToGrpcStatus(context, curve.status());
+        *answer = *std::move(curve);
         return grpc::Status::OK;
       });
 }

@@ -16,6 +16,7 @@
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
 #include "kvledger/v1/ledger.grpc.pb.h"
+#include "lib/accounting/capacity_curves.h"
 #include "lib/accounting/ledger.h"
 #include "lib/accounting/engine_stats.h"
 #include "lib/accounting/fleet_rates.h"
@@ -64,13 +65,15 @@ struct RecordSinks {
 using RawLedgerService = v1::Ledger::WithRawCallbackMethod_Record<v1::Ledger::WithRawCallbackMethod_RecordBatch<
     v1::Ledger::WithRawCallbackMethod_StreamRecords<v1::Ledger::WithRawCallbackMethod_Explain<
         v1::Ledger::WithRawCallbackMethod_Advise<v1::Ledger::WithRawCallbackMethod_RecordEngineStats<
-            v1::Ledger::WithRawCallbackMethod_ListProfiles<v1::Ledger::Service>>>>>>>;
+            v1::Ledger::WithRawCallbackMethod_ListProfiles<
+                v1::Ledger::WithRawCallbackMethod_CapacityCurve<v1::Ledger::Service>>>>>>>>;
 
 class LedgerService final : public RawLedgerService {
  public:
   LedgerService(RecordSinks sinks, const ModelRegistry& registry, const LedgerServiceOptions& options,
                 const LiveRates* rates = nullptr, EngineStats* engine_stats = nullptr,
-                ServerMetrics* metrics = nullptr, const FleetRates* fleet = nullptr);
+                ServerMetrics* metrics = nullptr, const FleetRates* fleet = nullptr,
+                const CapacityCurves* curves = nullptr);
   ~LedgerService() override;
 
   grpc::ServerUnaryReactor* Record(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
@@ -87,6 +90,8 @@ class LedgerService final : public RawLedgerService {
                                               grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListProfiles(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                                          grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* CapacityCurve(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
 
   // From now on, Record, RecordBatch and RecordEngineStats are answered UNAVAILABLE (with
   // kDrainingMetadata) before anything of them is applied; calls being applied finish as usual.
@@ -123,11 +128,13 @@ class LedgerService final : public RawLedgerService {
   const ModelRegistry& registry_;
   const LiveRates* const rates_;
   const FleetRates* const fleet_;  // --fleet_prometheus_url; null without
+  const CapacityCurves* const curves_;  // --capacity_ladder; null without
   EngineStats* const engine_stats_;
   ServerMetrics* const metrics_;
   const LedgerServiceOptions options_;
   // What each request type may carry on the wire (see lib/wire/wire_budget.h).
-  const WireLimits record_limits_, batch_limits_, advice_limits_, engine_stats_limits_, list_profiles_limits_;
+  const WireLimits record_limits_, batch_limits_, advice_limits_, engine_stats_limits_, list_profiles_limits_,
+      capacity_limits_;
   PartsBudget parts_budget_;
   BatchDeduplicator dedup_;
   Mutex streams_mu_;

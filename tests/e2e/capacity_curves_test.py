@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import urllib.request
 
 SERVER, CLI, ROOT = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
 del sys.argv[1:4]
@@ -121,6 +122,41 @@ class CapacityCurvesTest(unittest.TestCase):
                                                delta=1e-9, msg=label)
                     print(f"{job} {model}: " + ", ".join(
                         f"{label} hit {hit[label]:.4f} attention {attention[label]:.4f}" for label in LABELS))
+
+    # Proves: the CapacityCurve RPC (`kvledger capacity`, text and --json) and GET /api/v1/capacity give
+    # the same curve, equal to plan; a server without a ladder and a model without a curve say so.
+    def test_cli_and_http_api(self):
+        server, path = self.servers["weka-agentic-coding-512"], self.traces["weka-agentic-coding-512"]
+        self.live("model_capacity:kvledger_capacity_token_hit:ratio_increase10m", "weka-agentic-coding-512", CPP_MODEL)
+        cli = subprocess.run([CLI, "capacity", "--target", server.grpc_address, "--model", CPP_MODEL, "--json"],
+                             capture_output=True, text=True, timeout=60, check=True)
+        with urllib.request.urlopen(f"http://{server.metrics_address}/api/v1/capacity?model={CPP_MODEL}") as r:
+            api = json.load(r)
+        self.assertEqual(json.loads(cli.stdout), api)
+        (curve,) = api["models"]
+        self.assertEqual(int(curve["requests"]), self.requests["weka-agentic-coding-512"])
+        expected = plan(path, CPP_MODEL)
+        for label, point in zip(LABELS, curve["points"]):
+            self.assertEqual(point.get("capacity_tokens"), None if label == "+Inf" else label)
+            self.assertEqual(int(point["match_tokens"]), expected[label]["logical_match_tokens"])
+            self.assertAlmostEqual(point["prefill_avoided_ratio"], expected[label]["prefill_avoided_ratio"], delta=1e-12)
+            self.assertIsNone(point.get("recompute_avoided_seconds"))  # no suffix timings: no compute model
+        text = subprocess.run([CLI, "capacity", "--target", server.grpc_address], capture_output=True, text=True,
+                              timeout=60, check=True).stdout
+        self.assertIn(f"{CPP_MODEL}: {self.requests['weka-agentic-coding-512']} records replayed", text)
+        self.assertRegex(text, r"\n +32000000 +3906\.2 GiB +95\.22%")
+        missing = subprocess.run([CLI, "capacity", "--target", server.grpc_address, "--model", "gemma-2-9b"],
+                                 capture_output=True, text=True, timeout=60)
+        self.assertEqual(missing.returncode, 1)
+        self.assertIn('model = "gemma-2-9b": no capacity curve yet', missing.stderr)
+        bare = harness.Server(SERVER, "--capacity_ladder=", log_dir=self.tmp)
+        try:
+            off = subprocess.run([CLI, "capacity", "--target", bare.grpc_address], capture_output=True, text=True,
+                                 timeout=60)
+            self.assertIn("keeps no capacity curves: start it with a --capacity_ladder", off.stderr)
+            self.assertNotIn("kvledger_capacity_", bare.scrape())
+        finally:
+            bare.stop()
 
     # Proves: too many ids, ids without a block size and a bad cache id are refused with the field, the
     # value and the rule, counted by reason, and the other records of the batch still count.

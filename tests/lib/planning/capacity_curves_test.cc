@@ -172,6 +172,30 @@ TEST(CapacityCurvesTest, CachesAreReplayedApartAndBounded) {
   EXPECT_EQ(curve.rungs[1].match_tokens, 512);
 }
 
+// Seconds come from the live compute model only: its marginal seconds of each capacity's avoided
+// prefill FLOPs; without one, none and the record is not counted known. llama-3.1-8b, 1,000 tokens
+// matched, resumed at 992 (its 16-token pages): 524,288 x 992 x 993 / 2 attention FLOPs plus
+// 13,958,643,712 x 992 for the rest, at 1e-15 s per FLOP.
+TEST(CapacityCurvesTest, SecondsFromTheLiveComputeModel) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const Profile& profile = *catalog.Find("llama-3.1-8b");
+  auto curves = CapacityCurves::Create({256}, 1);
+  ASSERT_TRUE(curves.ok());
+  const std::vector<uint64_t> ids = {7, 8};
+  RecordFacts facts = FactsAtMatch("llama-3.1-8b", 1000, std::nullopt, 0);
+  facts.prefix_block_ids = ids;
+  facts.block_tokens = 512;
+  const EstimateSource live{ComputeTime{Basis::kLive, 0.02, 1e-15}, false};
+  (*curves)->Observe(0, facts, profile, EstimateSource{});  // no live model: seconds unknown
+  (*curves)->Observe(0, facts, profile, live);
+  const auto curve = (*curves)->Snapshot().at(0);
+  EXPECT_EQ(curve.seconds_known, 1u);
+  EXPECT_EQ(curve.rungs[0].recompute_avoided_nanos, 0);  // 256 tokens hold no 512-token block
+  const double flops = 524288.0 * 992 * 993 / 2 + 13958643712.0 * 992;
+  EXPECT_EQ(curve.rungs[1].match_tokens, 1000);  // the first record's blocks, at the unlimited capacity
+  EXPECT_NEAR(static_cast<double>(curve.rungs[1].recompute_avoided_nanos), flops * 1e-15 * 1e9, 1);
+}
+
 TEST(CapacityCurvesTest, RefusesALadderPastItsLimit) {
   std::vector<uint64_t> ladder;
   for (uint64_t c = 1; c <= kMaxLadderCapacities + 1; ++c) ladder.push_back(c * 1000);

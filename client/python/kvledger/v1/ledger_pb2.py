@@ -12,37 +12,38 @@ _sym_db = _symbol_database.Default()
 
 
 from kvledger.v1 import advice_pb2 as kvledger_dot_v1_dot_advice__pb2
+from kvledger.v1 import capacity_pb2 as kvledger_dot_v1_dot_capacity__pb2
 from kvledger.v1 import profile_pb2 as kvledger_dot_v1_dot_profile__pb2
 from kvledger.v1 import record_pb2 as kvledger_dot_v1_dot_record__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18kvledger/v1/ledger.proto\x12\x0bkvledger.v1\x1a\x18kvledger/v1/advice.proto\x1a\x19kvledger/v1/profile.proto\x1a\x18kvledger/v1/record.proto\"\x15\n\x13ListProfilesRequest\"\x10\n\x0eRecordResponse\"L\n\x12RecordBatchRequest\x12$\n\x07records\x18\x01 \x03(\x0b\x32\x13.kvledger.v1.Record\x12\x10\n\x08\x62\x61tch_id\x18\x02 \x01(\t\";\n\tRejection\x12\r\n\x05index\x18\x01 \x01(\x04\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"e\n\x13RecordBatchResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x04\x12\x10\n\x08rejected\x18\x02 \x01(\x04\x12*\n\nrejections\x18\x03 \x03(\x0b\x32\x16.kvledger.v1.Rejection\"x\n\x13TransferObservation\x12\r\n\x05model\x18\x01 \x01(\t\x12\x1f\n\x04tier\x18\x02 \x01(\x0e\x32\x11.kvledger.v1.Tier\x12\r\n\x05\x62ytes\x18\x03 \x01(\x04\x12\x0f\n\x07seconds\x18\x04 \x01(\x01\x12\x11\n\ttransfers\x18\x05 \x01(\x04\"\x82\x01\n\x12UnrecordedRequests\x12\r\n\x05model\x18\x01 \x01(\t\x12-\n\x06reason\x18\x02 \x01(\x0e\x32\x1d.kvledger.v1.UnrecordedReason\x12\x10\n\x08requests\x18\x03 \x01(\x04\x12\x1c\n\x14logical_match_tokens\x18\x04 \x01(\x04\"\x90\x01\n\x12\x45ngineStatsRequest\x12\x33\n\ttransfers\x18\x01 \x03(\x0b\x32 .kvledger.v1.TransferObservation\x12\x33\n\nunrecorded\x18\x02 \x03(\x0b\x32\x1f.kvledger.v1.UnrecordedRequests\x12\x10\n\x08\x62\x61tch_id\x18\x03 \x01(\t\"e\n\x13\x45ngineStatsResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x04\x12\x10\n\x08rejected\x18\x02 \x01(\x04\x12*\n\nrejections\x18\x03 \x03(\x0b\x32\x16.kvledger.v1.Rejection*r\n\x10UnrecordedReason\x12!\n\x1dUNRECORDED_REASON_UNSPECIFIED\x10\x00\x12\x1d\n\x19UNRECORDED_REASON_ABORTED\x10\x01\x12\x1c\n\x18UNRECORDED_REASON_FAILED\x10\x02\x32\x8b\x04\n\x06Ledger\x12:\n\x06Record\x12\x13.kvledger.v1.Record\x1a\x1b.kvledger.v1.RecordResponse\x12P\n\x0bRecordBatch\x12\x1f.kvledger.v1.RecordBatchRequest\x1a .kvledger.v1.RecordBatchResponse\x12T\n\rStreamRecords\x12\x1f.kvledger.v1.RecordBatchRequest\x1a .kvledger.v1.RecordBatchResponse(\x01\x12;\n\x07\x45xplain\x12\x13.kvledger.v1.Record\x1a\x1b.kvledger.v1.DerivedFigures\x12\x39\n\x06\x41\x64vise\x12\x1a.kvledger.v1.AdviceRequest\x1a\x13.kvledger.v1.Advice\x12V\n\x11RecordEngineStats\x12\x1f.kvledger.v1.EngineStatsRequest\x1a .kvledger.v1.EngineStatsResponse\x12M\n\x0cListProfiles\x12 .kvledger.v1.ListProfilesRequest\x1a\x1b.kvledger.v1.ProfileCatalogb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18kvledger/v1/ledger.proto\x12\x0bkvledger.v1\x1a\x18kvledger/v1/advice.proto\x1a\x1akvledger/v1/capacity.proto\x1a\x19kvledger/v1/profile.proto\x1a\x18kvledger/v1/record.proto\"\x15\n\x13ListProfilesRequest\"\x10\n\x0eRecordResponse\"L\n\x12RecordBatchRequest\x12$\n\x07records\x18\x01 \x03(\x0b\x32\x13.kvledger.v1.Record\x12\x10\n\x08\x62\x61tch_id\x18\x02 \x01(\t\";\n\tRejection\x12\r\n\x05index\x18\x01 \x01(\x04\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"e\n\x13RecordBatchResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x04\x12\x10\n\x08rejected\x18\x02 \x01(\x04\x12*\n\nrejections\x18\x03 \x03(\x0b\x32\x16.kvledger.v1.Rejection\"x\n\x13TransferObservation\x12\r\n\x05model\x18\x01 \x01(\t\x12\x1f\n\x04tier\x18\x02 \x01(\x0e\x32\x11.kvledger.v1.Tier\x12\r\n\x05\x62ytes\x18\x03 \x01(\x04\x12\x0f\n\x07seconds\x18\x04 \x01(\x01\x12\x11\n\ttransfers\x18\x05 \x01(\x04\"\x82\x01\n\x12UnrecordedRequests\x12\r\n\x05model\x18\x01 \x01(\t\x12-\n\x06reason\x18\x02 \x01(\x0e\x32\x1d.kvledger.v1.UnrecordedReason\x12\x10\n\x08requests\x18\x03 \x01(\x04\x12\x1c\n\x14logical_match_tokens\x18\x04 \x01(\x04\"\x90\x01\n\x12\x45ngineStatsRequest\x12\x33\n\ttransfers\x18\x01 \x03(\x0b\x32 .kvledger.v1.TransferObservation\x12\x33\n\nunrecorded\x18\x02 \x03(\x0b\x32\x1f.kvledger.v1.UnrecordedRequests\x12\x10\n\x08\x62\x61tch_id\x18\x03 \x01(\t\"e\n\x13\x45ngineStatsResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x04\x12\x10\n\x08rejected\x18\x02 \x01(\x04\x12*\n\nrejections\x18\x03 \x03(\x0b\x32\x16.kvledger.v1.Rejection*r\n\x10UnrecordedReason\x12!\n\x1dUNRECORDED_REASON_UNSPECIFIED\x10\x00\x12\x1d\n\x19UNRECORDED_REASON_ABORTED\x10\x01\x12\x1c\n\x18UNRECORDED_REASON_FAILED\x10\x02\x32\xdb\x04\n\x06Ledger\x12:\n\x06Record\x12\x13.kvledger.v1.Record\x1a\x1b.kvledger.v1.RecordResponse\x12P\n\x0bRecordBatch\x12\x1f.kvledger.v1.RecordBatchRequest\x1a .kvledger.v1.RecordBatchResponse\x12T\n\rStreamRecords\x12\x1f.kvledger.v1.RecordBatchRequest\x1a .kvledger.v1.RecordBatchResponse(\x01\x12;\n\x07\x45xplain\x12\x13.kvledger.v1.Record\x1a\x1b.kvledger.v1.DerivedFigures\x12\x39\n\x06\x41\x64vise\x12\x1a.kvledger.v1.AdviceRequest\x1a\x13.kvledger.v1.Advice\x12V\n\x11RecordEngineStats\x12\x1f.kvledger.v1.EngineStatsRequest\x1a .kvledger.v1.EngineStatsResponse\x12M\n\x0cListProfiles\x12 .kvledger.v1.ListProfilesRequest\x1a\x1b.kvledger.v1.ProfileCatalog\x12N\n\rCapacityCurve\x12!.kvledger.v1.CapacityCurveRequest\x1a\x1a.kvledger.v1.CapacityCurveb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kvledger.v1.ledger_pb2', globals())
 if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
-  _UNRECORDEDREASON._serialized_start=908
-  _UNRECORDEDREASON._serialized_end=1022
-  _LISTPROFILESREQUEST._serialized_start=120
-  _LISTPROFILESREQUEST._serialized_end=141
-  _RECORDRESPONSE._serialized_start=143
-  _RECORDRESPONSE._serialized_end=159
-  _RECORDBATCHREQUEST._serialized_start=161
-  _RECORDBATCHREQUEST._serialized_end=237
-  _REJECTION._serialized_start=239
-  _REJECTION._serialized_end=298
-  _RECORDBATCHRESPONSE._serialized_start=300
-  _RECORDBATCHRESPONSE._serialized_end=401
-  _TRANSFEROBSERVATION._serialized_start=403
-  _TRANSFEROBSERVATION._serialized_end=523
-  _UNRECORDEDREQUESTS._serialized_start=526
-  _UNRECORDEDREQUESTS._serialized_end=656
-  _ENGINESTATSREQUEST._serialized_start=659
-  _ENGINESTATSREQUEST._serialized_end=803
-  _ENGINESTATSRESPONSE._serialized_start=805
-  _ENGINESTATSRESPONSE._serialized_end=906
-  _LEDGER._serialized_start=1025
-  _LEDGER._serialized_end=1548
+  _UNRECORDEDREASON._serialized_start=936
+  _UNRECORDEDREASON._serialized_end=1050
+  _LISTPROFILESREQUEST._serialized_start=148
+  _LISTPROFILESREQUEST._serialized_end=169
+  _RECORDRESPONSE._serialized_start=171
+  _RECORDRESPONSE._serialized_end=187
+  _RECORDBATCHREQUEST._serialized_start=189
+  _RECORDBATCHREQUEST._serialized_end=265
+  _REJECTION._serialized_start=267
+  _REJECTION._serialized_end=326
+  _RECORDBATCHRESPONSE._serialized_start=328
+  _RECORDBATCHRESPONSE._serialized_end=429
+  _TRANSFEROBSERVATION._serialized_start=431
+  _TRANSFEROBSERVATION._serialized_end=551
+  _UNRECORDEDREQUESTS._serialized_start=554
+  _UNRECORDEDREQUESTS._serialized_end=684
+  _ENGINESTATSREQUEST._serialized_start=687
+  _ENGINESTATSREQUEST._serialized_end=831
+  _ENGINESTATSRESPONSE._serialized_start=833
+  _ENGINESTATSRESPONSE._serialized_end=934
+  _LEDGER._serialized_start=1053
+  _LEDGER._serialized_end=1656
 # @@protoc_insertion_point(module_scope)

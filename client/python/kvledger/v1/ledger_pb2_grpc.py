@@ -3,6 +3,7 @@
 import grpc
 
 from kvledger.v1 import advice_pb2 as kvledger_dot_v1_dot_advice__pb2
+from kvledger.v1 import capacity_pb2 as kvledger_dot_v1_dot_capacity__pb2
 from kvledger.v1 import ledger_pb2 as kvledger_dot_v1_dot_ledger__pb2
 from kvledger.v1 import profile_pb2 as kvledger_dot_v1_dot_profile__pb2
 from kvledger.v1 import record_pb2 as kvledger_dot_v1_dot_record__pb2
@@ -51,6 +52,11 @@ class LedgerStub(object):
                 '/kvledger.v1.Ledger/ListProfiles',
                 request_serializer=kvledger_dot_v1_dot_ledger__pb2.ListProfilesRequest.SerializeToString,
                 response_deserializer=kvledger_dot_v1_dot_profile__pb2.ProfileCatalog.FromString,
+                )
+        self.CapacityCurve = channel.unary_unary(
+                '/kvledger.v1.Ledger/CapacityCurve',
+                request_serializer=kvledger_dot_v1_dot_capacity__pb2.CapacityCurveRequest.SerializeToString,
+                response_deserializer=kvledger_dot_v1_dot_capacity__pb2.CapacityCurve.FromString,
                 )
 
 
@@ -121,6 +127,15 @@ class LedgerServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CapacityCurve(self, request, context):
+        """What each capacity of the server's --capacity_ladder would have bought for the records that
+        carry prefix_block_ids (docs/cost-model.md §14), per model. FAILED_PRECONDITION when the server
+        runs without a ladder; NOT_FOUND for a model with no curve. Nothing is counted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LedgerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -158,6 +173,11 @@ def add_LedgerServicer_to_server(servicer, server):
                     servicer.ListProfiles,
                     request_deserializer=kvledger_dot_v1_dot_ledger__pb2.ListProfilesRequest.FromString,
                     response_serializer=kvledger_dot_v1_dot_profile__pb2.ProfileCatalog.SerializeToString,
+            ),
+            'CapacityCurve': grpc.unary_unary_rpc_method_handler(
+                    servicer.CapacityCurve,
+                    request_deserializer=kvledger_dot_v1_dot_capacity__pb2.CapacityCurveRequest.FromString,
+                    response_serializer=kvledger_dot_v1_dot_capacity__pb2.CapacityCurve.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -285,5 +305,22 @@ class Ledger(object):
         return grpc.experimental.unary_unary(request, target, '/kvledger.v1.Ledger/ListProfiles',
             kvledger_dot_v1_dot_ledger__pb2.ListProfilesRequest.SerializeToString,
             kvledger_dot_v1_dot_profile__pb2.ProfileCatalog.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CapacityCurve(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/kvledger.v1.Ledger/CapacityCurve',
+            kvledger_dot_v1_dot_capacity__pb2.CapacityCurveRequest.SerializeToString,
+            kvledger_dot_v1_dot_capacity__pb2.CapacityCurve.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -1,0 +1,83 @@
+// `kvledger capacity`: what each capacity of a server's --capacity_ladder would have bought for the
+// records that carry prefix block ids (the CapacityCurve RPC, docs/cost-model.md §14). The JSON is
+// /api/v1/capacity's.
+#include <iostream>
+
+#include "absl/strings/str_format.h"
+#include "client/commands.h"
+#include "client/connection.h"
+#include "client/flag_set.h"
+#include "lib/wire/proto_json.h"
+
+namespace kvledger::cli {
+namespace {
+
+std::string CapacityText(const v1::CapacityPoint& p) {
+  return p.has_capacity_tokens() ? std::to_string(p.capacity_tokens()) : std::string("inf");
+}
+
+std::string GibText(const v1::CapacityPoint& p) {
+  return p.has_capacity_bytes() ? absl::StrFormat("%.1f GiB", p.capacity_bytes() / (1024.0 * 1024 * 1024))
+                                : std::string("-");
+}
+
+// One model: its records, then a row per capacity with what the step up from the row above adds.
+void PrintModel(const v1::ModelCapacityCurve& m) {
+  std::cout << absl::StrFormat("%s: %d records replayed, %d prompt tokens", m.model(), m.requests(), m.prompt_tokens());
+  if (m.untracked_requests() > 0) std::cout << absl::StrFormat("; %d not replayed (past --capacity_caches)", m.untracked_requests());
+  if (m.forgotten_blocks() > 0) {
+    std::cout << absl::StrFormat("; %d blocks forgotten past --capacity_tracked_blocks (larger capacities read as "
+                                 "that many)", m.forgotten_blocks());
+  }
+  std::cout << "\n"
+            << absl::StrFormat("%14s %12s %10s %10s %10s %14s %12s\n", "capacity", "KV", "token hit", "attention",
+                               "prefill", "+prefill/step", "recompute s");
+  double previous = 0;
+  for (const v1::CapacityPoint& p : m.points()) {
+    const std::string seconds =
+        p.has_recompute_avoided_seconds() ? absl::StrFormat("%.1f", p.recompute_avoided_seconds()) : std::string("-");
+    std::cout << absl::StrFormat("%14s %12s %9.2f%% %9.2f%% %9.2f%% %13.2f%% %12s\n", CapacityText(p), GibText(p),
+                                 100 * p.token_hit_ratio(), 100 * p.attention_avoided_ratio(),
+                                 100 * p.prefill_avoided_ratio(), 100 * (p.prefill_avoided_ratio() - previous), seconds);
+    previous = p.prefill_avoided_ratio();
+  }
+}
+
+}  // namespace
+
+int Capacity(const Args& args) {
+  Connection connection;
+  std::string model;
+  bool json = false;
+  FlagSet flags("capacity",
+                "What each cache capacity of the server's --capacity_ladder would have bought for the records\n"
+                "that carry prefix_block_ids: token hit, attention and prefill FLOPs avoided (at the boundary\n"
+                "the model resumes at), and prefill seconds where the live compute model was ready. Each\n"
+                "capacity is an LRU cache of that many tokens replaying the same requests (docs/cost-model.md).");
+  connection.Register(flags);
+  flags.String("model", &model, "one model's curve (default: every model with one)");
+  flags.Switch("json", &json, "print the curve as /api/v1/capacity does");
+  if (int code = ParseOrExit(flags, args, "capacity"); code >= 0) return code;
+  grpc::ClientContext context;
+  connection.SetDeadline(context);
+  v1::CapacityCurveRequest request;
+  request.set_model(model);
+  v1::CapacityCurve curve;
+  const grpc::Status status = connection.Stub()->CapacityCurve(&context, request, &curve);
+  if (!status.ok()) {
+    std::cerr << "kvledger capacity: " << DescribeRpcError(status, connection) << "\n";
+    return RpcExitCode(status);
+  }
+  if (json) {
+    std::cout << ProtoToJson(curve, /*null_unset=*/true) << "\n";
+    return kExitOk;
+  }
+  if (curve.models_size() == 0) std::cout << "no capacity curve yet: no record carried prefix_block_ids\n";
+  for (int i = 0; i < curve.models_size(); ++i) {
+    if (i > 0) std::cout << "\n";
+    PrintModel(curve.models(i));
+  }
+  return kExitOk;
+}
+
+}  // namespace kvledger::cli
