@@ -102,22 +102,27 @@ class DashboardTest(unittest.TestCase):
                     self.assertEqual(set(windows) - {"$__rate_interval"}, set(), t["expr"])
                     for series in re.findall(r"((?:\w+:)?kvledger_\w+(?::\w+)?)[\{\[)]", t["expr"]):
                         self.assertRegex(t["expr"], re.escape(series) + r'\{job=~"\$job"')
-                        # Series without a tier label (unrecorded requests have none) filter by model only.
+                        # Series without a tier label (unrecorded requests and the capacity curves have none)
+                        # filter by model only.
                         # The rejected share divides by every record, whatever its model and tier.
                         all_records = (series in ("kvledger_requests_total", "model_tier:kvledger_requests:rate5m")
                                        and p["title"] == "Rejected share")
                         if not all_records and series not in (
                                 "kvledger_records_rejected_total", "kvledger_model_label_folded_records_total",
-                                "kvledger_build_info", "kvledger_model_info", "kvledger_unrecorded_requests_total"):
+                                "kvledger_build_info", "kvledger_model_info", "kvledger_unrecorded_requests_total") and \
+                                "kvledger_capacity_" not in series:
                             self.assertRegex(t["expr"],
                                              re.escape(series) + r'\{job=~"\$job", model=~"\$model", tier=~"\$tier"')
+                        if "kvledger_capacity_" in series:
+                            self.assertRegex(t["expr"], re.escape(series) + r'\{job=~"\$job", model=~"\$model"')
 
     # Proves: the rows tell the story in order, from traffic to the profiles.
     def test_row_order(self):
         rows = [p["title"] for p in self.panels if p["type"] == "row"]
         expected = ["Traffic", "Logical", "Recoverable", "Reused", "Avoided attention", "Avoided prefill",
                     "Reload cost", "Alignment and restore", "Routing", "Where time to first token goes",
-                    "TTFT bought by reuse", "Decode and the prefill's share", "Latency", "Models"]
+                    "TTFT bought by reuse", "Decode and the prefill's share", "Latency", "What more (or less) cache",
+                    "Models"]
         self.assertEqual(len(rows), len(expected))
         for row, start in zip(rows, expected):
             self.assertTrue(row.startswith(start), (row, start))

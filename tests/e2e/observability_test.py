@@ -82,6 +82,10 @@ def make_trace(models, seed):
             # A router's prediction: right, stale (more than was there) or pessimistic (less).
             r.predicted_match_tokens = (match, min(n, match + rng.randrange(1, 2048)), match // 2)[i % 3]
             whole_request(r, rng, i)
+            # Chained prefix block ids (the same leading blocks across a model's records) feed the
+            # capacity curves.
+            r.prefix_block_ids.extend(range(1, n // 512 + 1))
+            r.block_tokens = 512
             records.append(r)
         for i, tier in enumerate((record_pb2.TIER_MIXED, record_pb2.TIER_UNKNOWN)):  # no single source tier
             n = rng.randrange(512, 8192)
@@ -320,7 +324,8 @@ class DashboardTest(unittest.TestCase):
         publish_targets(sd_file, [])
         cls.prometheus = harness.Prometheus(prometheus_config(sd_file), cls.tmp.name)
         try:
-            assert cls.prometheus.rule_groups() == ["kvledger.alerts", "kvledger.fleet", "kvledger.inputs", "kvledger.job",
+            assert cls.prometheus.rule_groups() == ["kvledger.alerts", "kvledger.capacity", "kvledger.fleet",
+                                                    "kvledger.inputs", "kvledger.job",
                                                     "kvledger.model_tier", "kvledger.tier_model"], \
                 cls.prometheus.rule_groups()
             cls.trace = make_trace(cls.MODELS, seed=7)
@@ -366,7 +371,7 @@ class DashboardTest(unittest.TestCase):
         for p in self.panels():
             for t in p["targets"]:
                 expr = (t["expr"].replace("$__rate_interval", "5m").replace("$model", model).replace("$tier", tier)
-                        .replace("$job", ".*"))
+                        .replace("$job", ".*").replace("$capacity", "+Inf"))
                 yield p, t, expr
 
     def check_all_queries(self, model, tier, expected):
@@ -494,7 +499,7 @@ class ScaleOutTest(unittest.TestCase):
             publish_targets(sd_file, [])
             prometheus = harness.Prometheus(prometheus_config(sd_file), tmp)
             try:
-                self.assertEqual(len(prometheus.rule_groups()), 6)
+                self.assertEqual(len(prometheus.rule_groups()), 7)
                 trace = [r for r in make_trace(["llama-3.1-8b"], seed=11)]
                 # Uneven replicas: ordered by hit ratio and split 60/30/10, so each replica holds a
                 # different share of the records with a different hit ratio, and an average of the
