@@ -3,7 +3,8 @@ kvledger-server, driven over the DevTools protocol. The test checks that every d
 equals the JSON API's answer for the same inputs, moves the alpha slider with the keyboard and
 checks again, checks a worked example of docs/cost-model.md (reusing half of a prompt leaves three
 quarters of full attention), that the "Your trace" section shows /api/v1/plan's figures for the
-trace the server was given (and says how to give one when there is none), that the page loads
+trace the server was given (and says how to give one when there is none), that the live section
+shows /api/v1/capacity's curve for records sent with block ids, that the page loads
 nothing from outside the server (it works offline), and saves a screenshot.
 
 Usage: explore_test.py KVLEDGER_SERVER PYTHON_STUBS_DIR SCREENSHOT_PATH
@@ -29,7 +30,7 @@ import grpc  # noqa: E402
 import websocket  # noqa: E402  (Debian's python3-websocket)
 
 from harness import Server, poll  # noqa: E402
-from kvledger.v1 import ledger_pb2_grpc, record_pb2  # noqa: E402
+from kvledger.v1 import ledger_pb2, ledger_pb2_grpc, record_pb2  # noqa: E402
 
 TRACE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "traces",
                      "mooncake-synthetic.jsonl")
@@ -311,9 +312,9 @@ class ExploreTest(unittest.TestCase):
         self.assertTrue(self.browser.requests)
         self.assertEqual([u for u in self.browser.requests if not u.startswith(origin)], [])
 
-    def trace_cells(self):
+    def trace_cells(self, table="trace-table"):
         return json.loads(self.browser.evaluate(
-            "JSON.stringify([...document.querySelectorAll('#trace-table tr')].slice(1).map((row) =>"
+            f"JSON.stringify([...document.querySelectorAll('#{table} tr')].slice(1).map((row) =>"
             " [...row.cells].map((c) => c.dataset.value || c.textContent)))"))
 
     def wait_trace(self, after):
@@ -352,6 +353,36 @@ class ExploreTest(unittest.TestCase):
         self.wait_trace(0)
         self.assertIn("--trace_file", self.browser.evaluate("document.getElementById('trace-note').textContent"))
         self.assertTrue(self.browser.evaluate("document.getElementById('trace-section').hidden"))
+
+    # Proves: the live section shows /api/v1/capacity's curve for the chosen model (records sent with
+    # the trace's block ids), and says how records carry ids for a model without a curve.
+    def test_live_capacity_section(self):
+        with open(TRACE) as f:
+            lines = [json.loads(line) for line in f if line.strip()]
+        with grpc.insecure_channel(self.server.grpc_address) as channel:
+            stub = ledger_pb2_grpc.LedgerStub(channel)
+            for start in range(0, len(lines), 500):
+                records = [record_pb2.Record(model="llama-3.1-8b", prompt_tokens=line["input_length"],
+                                             prefix_block_ids=line["hash_ids"], block_tokens=512)
+                           for line in lines[start:start + 500]]
+                self.assertEqual(stub.RecordBatch(ledger_pb2.RecordBatchRequest(records=records), timeout=30).accepted,
+                                 len(records))
+        self.browser.call("Page.navigate", url=f"http://{self.server.metrics_address}/explore")
+        poll("the live section to draw", lambda: int(self.browser.evaluate("document.body.dataset.liveReady || '0'")))
+        (curve,) = self.api("/api/v1/capacity", model="llama-3.1-8b")["models"]
+        expected = [[str(int(p["capacity_tokens"])) if "capacity_tokens" in p else "unlimited",
+                     str(int(p["capacity_bytes"])) if "capacity_bytes" in p else "null",
+                     *[json.dumps(p[k]) for k in ("token_hit_ratio", "attention_avoided_ratio", "prefill_avoided_ratio")]]
+                    for p in curve["points"]]
+        self.assertEqual(self.trace_cells("live-table"), expected)
+        self.assertEqual(self.browser.evaluate("document.querySelectorAll('#live-curve polyline').length"), 3)
+        self.assertIn(f"{len(lines)} records of llama-3.1-8b",
+                      self.browser.evaluate("document.getElementById('live-note').textContent"))
+        self.browser.evaluate("(() => { const e = document.getElementById('model'); e.value = 'kimi-linear-48b-a3b';"
+                              " e.dispatchEvent(new Event('input')); })()")
+        poll("the note for a model without a curve", lambda: "prefix_block_ids and block_tokens" in
+             self.browser.evaluate("document.getElementById('live-note').textContent"))
+        self.assertTrue(self.browser.evaluate("document.getElementById('live-section').hidden"))
 
 
 if __name__ == "__main__":
