@@ -4,6 +4,8 @@ stalled (a loopback listener that never answers), so nothing is delivered and th
   baseline_append   a lock plus deque.append of a prebuilt record: what any bounded queue pays
   report_record     reporter.report(record) with a prebuilt kvledger.v1.Record
   report_fields     reporter.report(**fields): builds the Record too
+  report_fields_ids_16, report_fields_ids_512   the same with 16 or 512 prefix block ids (a 4 K-token
+                    prompt in 256- or 8-token blocks; kvledger.blocks.from_engine_hashes included)
 Prints one JSON object per case.  Usage: /usr/bin/python3 bench/reporter_latency.py
 """
 import collections
@@ -51,6 +53,10 @@ def main():
         reporter = kvledger.Reporter(target, max_queue_size=10 * CALLS, rpc_timeout_seconds=60)
         results["report_record"].append(measure(lambda: reporter.report(record)))
         results["report_fields"].append(measure(lambda: reporter.report(**FIELDS)))
+        for ids in (16, 512):
+            hashes = list(range(10**12, 10**12 + ids))
+            results[f"report_fields_ids_{ids}"].append(measure(lambda: reporter.report(
+                **FIELDS, prefix_block_ids=kvledger.blocks.from_engine_hashes(hashes), block_tokens=4096 // ids)))
         reporter.close(0)
     for case, runs in results.items():
         p50, p99, p999, worst = (statistics.median(r[i] for r in runs) / 1000 for i in range(4))

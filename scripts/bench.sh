@@ -13,7 +13,7 @@ build="${KVLEDGER_BUILD_DIR:-$root/build/release}"
 "$root/scripts/setup"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DKVLEDGER_BUILD_TESTS=OFF -DKVLEDGER_BUILD_BENCH=ON >/dev/null
 cmake --build "$build" -j"$(nproc)" --target kvledger-server kvledger-noop-server kvledger record_path_bench \
-  reporter_latency planning_bench
+  reporter_latency planning_bench capacity_bench
 
 echo "## Record path (Google Benchmark, median of 5 repetitions)"
 "$build/bench/record_path_bench" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
@@ -22,6 +22,9 @@ echo
 echo "## Planning: the conversation trace read and simulated, beside reading its lines"
 "$build/bench/planning_bench" "$root/examples/traces/mooncake-conversation.jsonl" --benchmark_repetitions=5 \
   --benchmark_report_aggregates_only=true 2>&1 | grep -E "^BM_.*_median"
+echo
+echo "## Capacity curves: Reporter work and the record path with and without block ids, stack memory"
+"$build/bench/capacity_bench" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true 2>&1 | grep -E "^BM_.*_median"
 echo
 echo "## Reporter: Report() latency beside its floor (C++, then Python)"
 "$build/bench/reporter_latency"

@@ -86,7 +86,7 @@ ABSL_FLAG(std::string, capacity_ladder, kDefaults.capacity_ladder,
 ABSL_FLAG(uint32_t, capacity_caches, kDefaults.capacity_caches,
           "Capacity curves: the (model, cache_id) pairs replayed; records of further caches are counted as untracked");
 ABSL_FLAG(uint32_t, capacity_tracked_blocks, kDefaults.capacity_tracked_blocks,
-          "Capacity curves: the blocks each cache's LRU stack tracks exactly (about 60 bytes each); past it the "
+          "Capacity curves: the blocks each cache's LRU stack tracks exactly (46 bytes each); past it the "
           "least recently used is forgotten");
 ABSL_FLAG(std::string, web_config_file, "",
           "The HTTP port's TLS and basic auth, in the Prometheus exporter-toolkit web config format "

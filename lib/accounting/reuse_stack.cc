@@ -66,7 +66,7 @@ void ReuseStack::Renumber() {
   for (uint64_t id : order) {
     ++now_;
     id_at_[now_] = id;
-    index_[id] = now_;
+    index_.find(id)->second = now_;  // an existing key: no rehash, iterators stay valid
     fenwick_[now_] = 1;
   }
   for (uint32_t i = 1; i <= times; ++i) {  // the tree over those marks, built in one pass
@@ -76,15 +76,16 @@ void ReuseStack::Renumber() {
 }
 
 void ReuseStack::Touch(uint64_t id) {
-  if (const auto it = index_.find(id); it != index_.end()) {
-    Mark(it->second, -1);
-    index_.erase(it);
+  auto [it, inserted] = index_.try_emplace(id, 0);
+  if (!inserted) Mark(it->second, -1);
+  it->second = 0;  // unmarked: a renumbering leaves it out
+  if (now_ + 1 >= fenwick_.size()) {
+    Renumber();  // changes values only: `it` stays valid
   }
-  if (now_ + 1 >= fenwick_.size()) Renumber();
   ++now_;
   Mark(now_, +1);
   id_at_[now_] = id;
-  index_[id] = now_;
+  it->second = now_;
   if (index_.size() > max_blocks_) {
     const uint32_t oldest = OldestTime();
     Mark(oldest, -1);
