@@ -2,9 +2,13 @@
 // (validate, resolve, derive, aggregate, explain). Proves under ASan/UBSan that no input crashes,
 // and checks that every record is either counted once or rejected with a reason, and that the wire
 // count the server admits requests by (lib/wire/wire_budget) agrees with the parser: whatever parses
-// is well formed to it, with as many records as the parser found.
+// is well formed to it, with as many records as the parser found. Records with prefix block ids go
+// through the capacity curves, with bounds small enough that stacks renumber and forget: the curve
+// never falls as the capacity grows (LRU inclusion), and it replays no more records than were
+// accepted with ids.
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 
 #include "absl/strings/match.h"
 #include "google/protobuf/stubs/logging.h"
@@ -21,8 +25,12 @@ struct World {
   kvledger::ProfileCatalog catalog = kvledger::ProfileCatalog::Builtin();
   kvledger::ModelRegistry registry{catalog, 8, kvledger::UnknownModelPolicy::kGeneric};
   kvledger::Aggregator aggregator{registry.slots().slot_count()};
-  kvledger::Ledger ledger{registry, aggregator};
+  std::unique_ptr<kvledger::CapacityCurves> curves =
+      *kvledger::CapacityCurves::Create({16, 64, 256, 4096}, registry.slots().slot_count(),
+                                        kvledger::CurveLimits{/*max_caches=*/4, /*max_blocks_per_cache=*/64});
+  kvledger::Ledger ledger{registry, aggregator, nullptr, kvledger::LabelClaims::kClaim, curves.get()};
   uint64_t accepted = 0;
+  uint64_t accepted_with_ids = 0;
   uint64_t rejected = 0;
 };
 
@@ -57,6 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (verdict.ok() != explained.ok()) std::abort();  // Explain and Record must agree
     if (verdict.ok()) {
       ++world->accepted;
+      if (!facts.prefix_block_ids.empty()) ++world->accepted_with_ids;
     } else {
       if (verdict.rejection().reason != explained.rejection().reason) std::abort();
       if (verdict.rejection().message.empty()) std::abort();
@@ -68,5 +77,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& cell : snapshot.cells) counted += cell.totals.requests();
   for (uint64_t r : snapshot.rejected) rejected += r;
   if (counted != world->accepted || rejected != world->rejected) std::abort();  // nothing lost
+  uint64_t replayed = 0;
+  for (const auto& curve : world->curves->Snapshot()) {
+    replayed += curve.requests + curve.untracked;
+    for (size_t i = 1; i < curve.rungs.size(); ++i) {
+      if (curve.rungs[i].match_tokens < curve.rungs[i - 1].match_tokens) std::abort();
+      if (curve.rungs[i].prefill_avoided_flops < curve.rungs[i - 1].prefill_avoided_flops) std::abort();
+    }
+  }
+  if (replayed > world->accepted_with_ids) std::abort();
   return 0;
 }
