@@ -325,12 +325,14 @@ int ServerMain(int argc, char** argv, const char* program, const char* summary, 
     // A flag's file that is unusable is a bad flag; an address that cannot be bound is not.
     return server.status().code() == absl::StatusCode::kInvalidArgument ? kExitBadInput : kExitFailed;
   }
+  // The watchdog finds its listener before the line below says the server listens: a client that
+  // waits for the line and then exhausts the descriptors finds it armed.
+  const std::unique_ptr<ListenerWatchdog> watchdog = WatchListener(program, **server, options->deaf_listener_seconds);
   std::cerr << program << " " << kVersion << " listening: grpc=" << (*server)->grpc_address()
             << " metrics=" << (*server)->metrics_url() << " profiles="
             << (*server)->profile_count()
             << " open_files_limit=" << (descriptor_limit.ok() ? absl::StrCat(*descriptor_limit) : "unknown")
             << std::endl;
-  const std::unique_ptr<ListenerWatchdog> watchdog = WatchListener(program, **server, options->deaf_listener_seconds);
   const int signal = WaitForStop(stop_signals);
   if (signal == SIGTERM) {
     std::cerr << program << ": SIGTERM: still serving for " << options->shutdown_drain_seconds
