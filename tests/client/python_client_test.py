@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 
 # A hung test prints every thread's stack well before ctest's timeout kills it silently.
 faulthandler.dump_traceback_later(240, exit=True)
@@ -316,6 +317,42 @@ class ReporterTest(unittest.TestCase):
         self.assertEqual(reporter.stats()["sent"], 1)
         self.assertEqual(reporter.stats()["rejected"], 1)
         self.assertEqual(accepted(server), 1)
+
+
+class BlockIdsTest(unittest.TestCase):
+    # Proves: kvledger.blocks' ids are chained (equal up to the first different block, different from
+    # there on), one per block including a partial tail unless full_blocks_only, salted apart; engine
+    # hashes convert as vLLM's KV events do (the low 64 bits of the big-endian integer); and a record
+    # reported with them builds the server's capacity curve (the second identical prompt hits).
+    def test_chained_ids_and_the_curve_they_build(self):
+        blocks = kvledger.blocks
+        a = blocks.prefix_block_ids(list(range(40)), 16)
+        b = blocks.prefix_block_ids(list(range(32)) + [7] * 8, 16)
+        c = blocks.prefix_block_ids([99] + list(range(1, 40)), 16)
+        self.assertEqual(len(a), 3)  # two full blocks and the 8-token tail
+        self.assertEqual(a[:2], b[:2])
+        self.assertNotEqual(a[2], b[2])
+        self.assertTrue(all(x != y for x, y in zip(a, c)))  # a different first block changes every id
+        self.assertEqual(blocks.prefix_block_ids(list(range(40)), 16, full_blocks_only=True), a[:2])
+        self.assertNotEqual(blocks.prefix_block_ids(list(range(40)), 16, salt="lora-a")[0], a[0])
+        self.assertTrue(all(0 <= x < 2**64 for x in a))
+        self.assertEqual(blocks.from_engine_hashes([bytes(range(32)), 2**70 + 5, 12]),
+                         [0x18191A1B1C1D1E1F, 5, 12])
+        with self.assertRaises(ValueError):
+            blocks.prefix_block_ids([1, 2], 0)
+        server = harness.Server(SERVER, "--capacity_ladder=16,64", log_dir=tempfile.mkdtemp(prefix="kvledger-blocks-"))
+        try:
+            with fast(server.grpc_address) as reporter:
+                for _ in range(2):
+                    reporter.report(model="llama-3.1-8b", prompt_tokens=40, prefix_block_ids=a, block_tokens=16,
+                                    cache_id="engine-0")
+            self.assertEqual(reporter.stats()["sent"], 2)
+            with urllib.request.urlopen(f"http://{server.metrics_address}/api/v1/capacity", timeout=10) as r:
+                (curve,) = json.load(r)["models"]
+            # 16 tokens hold one block: the repeat's first block is 3 blocks deep by then; 64 hold all.
+            self.assertEqual([int(p["match_tokens"]) for p in curve["points"]], [0, 40, 40])
+        finally:
+            server.stop()
 
 
 class TraceAndPackagingTest(unittest.TestCase):
