@@ -435,6 +435,7 @@ class TraceAndPackagingTest(unittest.TestCase):
             # The gateway snippet of docs/integration.md: submodules reachable after a bare import,
             # which still imports no grpc.
             check = subprocess.run(["/usr/bin/python3", "-c", "import sys, kvledger; kvledger.adapters.from_openai; "
+                                    "kvledger.blocks.prefix_block_ids; "
                                     "assert 'grpc' not in sys.modules; print(kvledger.__file__)"],
                                    env={**os.environ, "PYTHONPATH": target}, cwd=tmp,
                                    capture_output=True, text=True, timeout=60)

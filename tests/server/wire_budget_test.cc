@@ -48,6 +48,33 @@ TEST(WireBudgetTest, CountsRecordsAndNestedMessagesOfARealBatch) {
   EXPECT_EQ(count.parts, 5u);  // 3 records + 2 boundaries; the scalars and the id allocate nothing
 }
 
+// prefix_block_ids is packed fixed64: 10,000 ids are one run of 80,000 bytes that protobuf keeps as
+// one array of the same 80,000 bytes (one part, memory = wire bytes). Sent unpacked, each id is its
+// own tagged element, a part each: past the parts a one-record batch may carry.
+TEST(WireBudgetTest, PrefixBlockIdsCostTheirWireBytes) {
+  v1::RecordBatchRequest batch;
+  v1::Record* record = batch.add_records();
+  for (uint64_t id = 0; id < 10000; ++id) record->add_prefix_block_ids(id * 0x9E3779B97F4A7C15ull);
+  const std::string packed = batch.SerializeAsString();
+  EXPECT_LT(packed.size(), 80100u);
+  WireCount count;
+  ASSERT_TRUE(Count(packed, BatchLimits(1), &count).ok());
+  EXPECT_EQ(count.parts, 2u);  // the record and its one packed run
+  std::string unpacked_record;
+  for (int i = 0; i < 10000; ++i) unpacked_record += std::string("\x81\x01", 2) + std::string(8, '\x07');
+  std::string varint;  // the record's length, as a varint
+  for (size_t n = unpacked_record.size(); ; n >>= 7) {
+    varint += static_cast<char>((n & 0x7f) | (n >= 0x80 ? 0x80 : 0));
+    if (n < 0x80) break;
+  }
+  const std::string unpacked = "\x0a" + varint + unpacked_record;
+  v1::RecordBatchRequest parsed;
+  ASSERT_TRUE(parsed.ParseFromString(unpacked));
+  EXPECT_EQ(parsed.records(0).prefix_block_ids_size(), 10000);
+  ASSERT_TRUE(Count(unpacked, BatchLimits(1), &count).ok());
+  EXPECT_GT(count.parts, BatchLimits(1).max_parts());  // refused before parsing
+}
+
 // 1.5 M empty records (3 MB): all counted, none opened, against a limit of 10,000.
 TEST(WireBudgetTest, EntriesPastTheLimitAreCountedWithoutBeingOpened) {
   WireCount count;
