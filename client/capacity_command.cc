@@ -2,6 +2,7 @@
 // records that carry prefix block ids (the CapacityCurve RPC, docs/cost-model.md §14). The JSON is
 // /api/v1/capacity's.
 #include <iostream>
+#include <optional>
 
 #include "absl/strings/str_format.h"
 #include "client/commands.h"
@@ -43,11 +44,52 @@ void PrintModel(const v1::ModelCapacityCurve& m) {
   }
 }
 
+// With today's capacity on the ladder: what the capacity twice as large (or the next one above it)
+// would add, and what half of it would cost, in prefill FLOPs avoided. Nothing when today's capacity
+// is not a capacity of the ladder.
+void PrintToday(const v1::ModelCapacityCurve& m, uint64_t today) {
+  const v1::CapacityPoint* now = nullptr;
+  for (const auto& p : m.points()) {
+    if (p.has_capacity_tokens() && p.capacity_tokens() == today) now = &p;
+  }
+  if (now == nullptr) {
+    std::cout << absl::StrFormat("today's capacity %d tokens is not on the server's --capacity_ladder\n", today);
+    return;
+  }
+  auto at_least = [&](uint64_t tokens) -> const v1::CapacityPoint* {
+    for (const auto& p : m.points()) {
+      if (!p.has_capacity_tokens() || p.capacity_tokens() >= tokens) return &p;  // unlimited is last
+    }
+    return nullptr;
+  };
+  auto at_most = [&](uint64_t tokens) -> const v1::CapacityPoint* {
+    const v1::CapacityPoint* found = nullptr;
+    for (const auto& p : m.points()) {
+      if (p.has_capacity_tokens() && p.capacity_tokens() <= tokens) found = &p;
+    }
+    return found;
+  };
+  const v1::CapacityPoint* larger = at_least(2 * today);
+  if (larger != nullptr && larger != now) {
+    std::cout << absl::StrFormat("growing the cache from %d to %s tokens would raise the prefill FLOPs avoided from "
+                                 "%.2f%% to %.2f%% (+%.2f points)\n", today, CapacityText(*larger),
+                                 100 * now->prefill_avoided_ratio(), 100 * larger->prefill_avoided_ratio(),
+                                 100 * (larger->prefill_avoided_ratio() - now->prefill_avoided_ratio()));
+  }
+  const v1::CapacityPoint* smaller = at_most(today / 2);
+  if (smaller != nullptr) {
+    std::cout << absl::StrFormat("shrinking it to %s tokens would lower them to %.2f%% (-%.2f points)\n",
+                                 CapacityText(*smaller), 100 * smaller->prefill_avoided_ratio(),
+                                 100 * (now->prefill_avoided_ratio() - smaller->prefill_avoided_ratio()));
+  }
+}
+
 }  // namespace
 
 int Capacity(const Args& args) {
   Connection connection;
   std::string model;
+  std::optional<uint64_t> today;
   bool json = false;
   FlagSet flags("capacity",
                 "What each cache capacity of the server's --capacity_ladder would have bought for the records\n"
@@ -57,6 +99,8 @@ int Capacity(const Args& args) {
   connection.Register(flags);
   flags.String("model", &model, "one model's curve (default: every model with one)");
   flags.Switch("json", &json, "print the curve as /api/v1/capacity does");
+  flags.Uint64("today", &today, "the capacity the cache has today (one of the ladder's, in tokens): what doubling or "
+               "halving it would change");
   if (int code = ParseOrExit(flags, args, "capacity"); code >= 0) return code;
   grpc::ClientContext context;
   connection.SetDeadline(context);
@@ -76,6 +120,7 @@ int Capacity(const Args& args) {
   for (int i = 0; i < curve.models_size(); ++i) {
     if (i > 0) std::cout << "\n";
     PrintModel(curve.models(i));
+    if (today) PrintToday(curve.models(i), *today);
   }
   return kExitOk;
 }

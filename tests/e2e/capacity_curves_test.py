@@ -152,6 +152,13 @@ class CapacityCurvesTest(unittest.TestCase):
                               timeout=60, check=True).stdout
         self.assertIn(f"{CPP_MODEL}: {self.requests['weka-agentic-coding-512']} records replayed", text)
         self.assertRegex(text, r"\n +32768000 +4000\.0 GiB +95\.22%")
+        today = subprocess.run([CLI, "capacity", "--target", server.grpc_address, "--today", "2048000"],
+                               capture_output=True, text=True, timeout=60, check=True).stdout
+        now, larger, smaller = (100 * expected[c]["prefill_avoided_ratio"] for c in ("2048000", "8192000", "512000"))
+        self.assertIn(f"growing the cache from 2048000 to 8192000 tokens would raise the prefill FLOPs avoided from "
+                      f"{now:.2f}% to {larger:.2f}% (+{larger - now:.2f} points)", today)
+        self.assertIn(f"shrinking it to 512000 tokens would lower them to {smaller:.2f}% (-{now - smaller:.2f} points)",
+                      today)
         missing = subprocess.run([CLI, "capacity", "--target", server.grpc_address, "--model", "gemma-2-9b"],
                                  capture_output=True, text=True, timeout=60)
         self.assertEqual(missing.returncode, 1)
