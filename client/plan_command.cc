@@ -187,7 +187,7 @@ void NoteCapacities(const std::vector<PlanConfig>& configs, const Profile& profi
 class PlanSender {
  public:
   PlanSender(const PlanFlags& f, int64_t first_timestamp_ms, uint64_t block_tokens)
-      : reporter_(Options(f.connection)),
+      : reporter_(Options(f.connection, f.cache_id)),
         speedup_(f.speedup),
         first_ms_(first_timestamp_ms),
         block_tokens_(static_cast<int64_t>(block_tokens)),
@@ -224,11 +224,12 @@ class PlanSender {
 
  private:
   static constexpr size_t kQueue = 8192;
-  static ReporterOptions Options(const Connection& connection) {
+  static ReporterOptions Options(const Connection& connection, const std::string& cache_id) {
     ReporterOptions o;
     o.target = connection.target;
     o.credentials = connection.Credentials();
     o.load_balancing_policy = connection.load_balancing_policy;
+    o.affinity_key = cache_id;  // one cache's records on one replica, for the capacity curves
     o.max_queue_size = kQueue;
     o.flush_interval = absl::Milliseconds(100);
     o.shutdown_timeout = absl::Seconds(60);

@@ -106,7 +106,9 @@ class ReplicaSet {
     }
     if (!same_batch) pinned_until_ = now + options_.retry_same_replica_for;
     const size_t n = order_.size();
-    size_t chosen = options_.load_balancing_policy == "pick_first" ? 0 : next_++ % n;
+    size_t chosen = !options_.affinity_key.empty()                  ? AffinityStart()
+                    : options_.load_balancing_policy == "pick_first" ? 0
+                                                                     : next_++ % n;
     for (size_t i = 0; i < n; ++i) {
       const size_t k = (chosen + i) % n;
       Replica& r = replicas_[order_[k]];
@@ -167,6 +169,23 @@ class ReplicaSet {
     if (target == options_.target) arguments.SetLoadBalancingPolicyName(options_.load_balancing_policy);
     auto credentials = options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials();
     return grpc::CreateCustomChannel(target, credentials, arguments);
+  }
+
+  // The replica options_.affinity_key wins: the highest FNV-1a 64 of (key, 0, address).
+  size_t AffinityStart() const {
+    size_t best = 0;
+    uint64_t best_score = 0;
+    for (size_t k = 0; k < order_.size(); ++k) {
+      uint64_t h = 14695981039346656037ull;
+      auto mix = [&h](absl::string_view bytes) {
+        for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+      };
+      mix(options_.affinity_key);
+      mix(absl::string_view("\0", 1));
+      mix(order_[k]);
+      if (k == 0 || h > best_score) best = k, best_score = h;
+    }
+    return best;
   }
 
   void Refresh() {

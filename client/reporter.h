@@ -53,6 +53,12 @@ struct ReporterOptions {
   // Across the target's replicas: "round_robin" sends each new batch to the next reachable replica,
   // "pick_first" every batch to the first reachable one. A retry stays on its replica either way.
   std::string load_balancing_policy = "round_robin";
+  // When set (say the cache_id of the engine this Reporter reports for), new batches go to the replica
+  // this key picks instead — rendezvous hashing over the replicas' addresses (the highest FNV-1a 64 of
+  // key, a zero byte and the address), the next reachable one while it is not — so every record of one
+  // cache reaches one replica, as the capacity curves need (docs/operations.md, "Capacity curves"). A
+  // replica that joins or leaves moves only the keys it wins or held. The Python Reporter picks alike.
+  std::string affinity_key;
   // Records the queue holds, rounded up to a power of two.
   size_t max_queue_size = 2048;
   // Records per RecordBatch, and the bytes a batch's records take on the wire: a record with many

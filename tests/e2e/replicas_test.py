@@ -1,7 +1,9 @@
 """Clients of several replicas behind one target (a static address list stands for a DNS name):
 `kvledger replay`, `bench` and `advise` and the Python Advisor spread their calls over every replica
 by default (they once sent everything to the first address), and the Python Reporter's
-load-balancing policy is a real parameter (a `pick_first` is honoured).
+load-balancing policy is a real parameter (a `pick_first` is honoured). With an affinity key (a
+cache id), every batch of one key reaches one replica, the C++ Reporter (`kvledger plan --send
+--cache-id`) and the Python one pick the same replica for a key, and keys spread over the replicas.
 
 Usage: replicas_test.py KVLEDGER_SERVER KVLEDGER_CLI PYTHON_STUBS_DIR
 """
@@ -76,6 +78,34 @@ class ReplicasTest(unittest.TestCase):
         self.assertTrue(reporter.flush(30))
         reporter.close(5)
         self.assertEqual(sorted(self.counted("kvledger_requests_total")), [0, 200])  # pinned: all on one
+
+    # Proves: an affinity key pins a cache's batches to one replica, alike in C++ and Python, while
+    # different keys spread over the replicas (rendezvous hashing: 20 keys all on one of two replicas
+    # has odds of 2 in a million).
+    def test_affinity_key(self):
+        import kvledger  # noqa: PLC0415
+        trace = os.path.join(self.tmp, "trace.jsonl")
+        with open(os.path.join(os.path.dirname(EXAMPLES), "traces", "mooncake-synthetic.jsonl")) as f, \
+                open(trace, "w") as out:
+            out.writelines(line for _, line in zip(range(300), f))
+        send = subprocess.run([CLI, "plan", "--model", "llama-3.1-8b", "--send", "--target", self.target,
+                               "--cache-id", "engine-a", trace], capture_output=True, text=True, timeout=120)
+        self.assertEqual(send.returncode, 0, send.stderr)
+        cpp = self.counted("kvledger_requests_total")
+        self.assertEqual(sorted(cpp), [0, 300])
+        chosen = []
+        for key in ["engine-a"] + [f"engine-{i}" for i in range(20)]:
+            before = self.counted("kvledger_requests_total")
+            with kvledger.Reporter(self.target, affinity_key=key, max_batch_size=5) as reporter:
+                for i in range(40):
+                    reporter.report(model="llama-3.1-8b", prompt_tokens=100 + i)
+                    if i % 5 == 4:
+                        self.assertTrue(reporter.flush(30))  # one batch at a time
+            gained = [a - b for a, b in zip(self.counted("kvledger_requests_total"), before)]
+            self.assertEqual(sorted(gained), [0, 40], key)
+            chosen.append(gained.index(40))
+        self.assertEqual(chosen[0], cpp.index(300))  # Python picks what C++ picked for engine-a
+        self.assertEqual(set(chosen[1:]), {0, 1})
 
 
 if __name__ == "__main__":

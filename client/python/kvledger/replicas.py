@@ -55,12 +55,22 @@ def resolve(target):
     return host, addresses
 
 
+def affinity_score(key, address):
+    """Rendezvous hashing: the replica with the highest FNV-1a 64 of (key, a zero byte, address) gets the
+    key's batches, as the C++ Reporter's affinity_key picks (client/reporter.h)."""
+    h = 14695981039346656037
+    for byte in key.encode() + b"\0" + address.encode():
+        h = ((h ^ byte) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
 class Replicas:
     """Stubs for the replicas of `target`; used from one thread (the reporter's sender)."""
 
     def __init__(self, target, stub_class, credentials=None, channel_options=(), load_balancing_policy="round_robin",
-                 retry_same_replica_seconds=10.0):
+                 retry_same_replica_seconds=10.0, affinity_key=None):
         self._target = target
+        self._affinity_key = affinity_key
         self._stub_class = stub_class
         self._credentials = credentials
         self._options = list(channel_options)
@@ -125,7 +135,10 @@ class Replicas:
         if key != pinned_key:
             self._pinned_until = now + self._retry_same_replica_seconds
         n = len(self._order)
-        start = 0 if self._policy == "pick_first" else self._next % n
+        if self._affinity_key:
+            start = max(range(n), key=lambda k: affinity_score(self._affinity_key, self._order[k]))
+        else:
+            start = 0 if self._policy == "pick_first" else self._next % n
         self._next += 1
         usable = (a for a in (self._order[(start + i) % n] for i in range(n))
                   if not self._failing_for(a) and now >= self._slow_until.get(a, 0.0))

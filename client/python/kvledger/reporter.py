@@ -12,7 +12,10 @@ Same semantics as the C++ kvledger::Reporter (client/reporter.h):
 - UNAVAILABLE, DEADLINE_EXCEEDED and RESOURCE_EXHAUSTED are retried with capped, jittered
   exponential backoff while the reporter is open, to the same replica while it is reachable
   (kvledger/replicas.py: one channel per replica of the target); any other error drops the batch
-  (counted).
+  (counted). New batches rotate over the replicas (load_balancing_policy "round_robin"), stay on
+  the first ("pick_first"), or, with affinity_key (say the engine's cache_id), go to the replica the
+  key picks by rendezvous hashing, as the C++ Reporter's does: every record of one cache then
+  reaches one replica, which the capacity curves need.
 - Every record is accounted once: reported = sent + rejected + dropped + queued.
 - close() (also at interpreter exit, and on leaving a `with` block) sends what is queued until its
   timeout, then drops the rest (counted).
@@ -68,7 +71,7 @@ class Reporter:
                  flush_interval_seconds=1.0, rpc_timeout_seconds=5.0, initial_backoff_seconds=0.05,
                  max_backoff_seconds=5.0, shutdown_timeout_seconds=5.0, credentials=None, channel_options=None,
                  max_engine_stats_keys=1024, load_balancing_policy="round_robin", retry_same_replica_seconds=10.0,
-                 synthetic=False, max_batch_bytes=1 << 20):
+                 synthetic=False, max_batch_bytes=1 << 20, affinity_key=None):
         self.target = target
         self.max_queue_size = max_queue_size
         self.max_batch_size = max_batch_size
@@ -85,6 +88,7 @@ class Reporter:
         self._channel_options = channel_options_with(load_balancing_policy, channel_options)
         self._load_balancing_policy = dict(self._channel_options)["grpc.lb_policy_name"]
         self._retry_same_replica_seconds = retry_same_replica_seconds
+        self._affinity_key = affinity_key
         # synthetic=True marks every call as a load generator's: the server answers as usual but counts
         # the records only in kvledger_synthetic_records_total (for tests and demos).
         self._metadata = ((SYNTHETIC_METADATA, "1"),) if synthetic else None
@@ -231,7 +235,8 @@ class Reporter:
     def _run(self):
         if self._replicas is None:
             self._replicas = Replicas(self.target, ledger_pb2_grpc.LedgerStub, self._credentials, self._channel_options,
-                                      self._load_balancing_policy, self._retry_same_replica_seconds)
+                                      self._load_balancing_policy, self._retry_same_replica_seconds,
+                                      self._affinity_key)
         while True:
             with self._lock:
                 self._wake.wait_for(lambda: self._closing or self._flush_requested
