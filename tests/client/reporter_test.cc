@@ -157,6 +157,35 @@ uint64_t Sum(const std::vector<uint64_t>& v) {
   return total;
 }
 
+// Proves: with an affinity key every batch goes to one replica, and a second Reporter with the same
+// key picks the same one (rendezvous hashing over the addresses; without a key batches spread, as
+// LostReplyRetriedOnTheSameReplica shows).
+TEST(ReporterTest, AffinityKeyPinsOneReplica) {
+  Fleet fleet;
+  std::vector<uint64_t> before = fleet.Counted();
+  for (int reporter_number = 0; reporter_number < 2; ++reporter_number) {
+    ReporterOptions options = Options(fleet.target);
+    options.max_batch_size = 10;
+    options.affinity_key = "engine-7";
+    Reporter reporter(options);
+    for (int i = 0; i < 100; ++i) {
+      ASSERT_TRUE(reporter.Report(HalfHit()));
+      if (i % 10 == 9) {
+        ASSERT_TRUE(reporter.Flush(absl::Seconds(30)));
+      }
+    }
+  }
+  std::vector<uint64_t> counted = fleet.Counted();
+  size_t replicas_used = 0;
+  for (size_t i = 0; i < counted.size(); ++i) {
+    if (counted[i] != before[i]) {
+      ++replicas_used;
+      EXPECT_EQ(counted[i] - before[i], 200u);
+    }
+  }
+  EXPECT_EQ(replicas_used, 1u);
+}
+
 // Proves: through a target of three replicas, a batch whose reply was lost is retried on the replica
 // that applied it, so it is counted once in the fleet; new batches still spread over every replica.
 TEST(ReporterTest, LostReplyRetriedOnTheSameReplica) {
