@@ -109,9 +109,36 @@ CapacityCurves::ModelCurve CapacityCurves::Figures(const RecordFacts& facts, abs
   return delta;
 }
 
+namespace {
+
+// A record of reuse distances (docs/cost-model.md §14): the prefix depths they give, a hit as deep
+// as the cache (so capacities below it read it as a miss), an eviction d deep beyond it.
+std::vector<uint64_t> DepthsFromDistances(const RecordFacts& facts) {
+  const auto capacity = static_cast<uint64_t>(*facts.cache_capacity_blocks);
+  std::vector<uint64_t> depths;
+  uint64_t deepest = 0;
+  for (uint64_t d : facts.prefix_block_reuse_distances) {
+    const uint64_t depth = d == kNeverSeenDistance || d > kUnlimitedCapacity - 1 - capacity ? kUnlimitedCapacity
+                                                                                             : capacity + d;
+    deepest = std::max(deepest, depth);
+    depths.push_back(deepest);
+  }
+  return depths;
+}
+
+}  // namespace
+
 void CapacityCurves::Observe(uint32_t slot, const RecordFacts& facts, const Profile& profile,
                              const EstimateSource& source) {
-  if (facts.prefix_block_ids.empty() || !facts.block_tokens || slot >= slots_.size()) return;
+  if (!facts.block_tokens || slot >= slots_.size()) return;
+  if (!facts.prefix_block_reuse_distances.empty() && facts.cache_capacity_blocks) {
+    const ModelCurve delta = Figures(facts, DepthsFromDistances(facts), profile, source);
+    Slot& totals = slots_[slot];
+    MutexLock lock(&totals.mu);
+    AddCurve(delta, totals.curve);
+    return;
+  }
+  if (facts.prefix_block_ids.empty()) return;
   Cache* cache = FindCache(slot, facts.cache_id);
   ModelCurve delta;
   if (cache == nullptr) {

@@ -68,7 +68,12 @@ struct RecordFacts {
   absl::Span<const uint64_t> prefix_block_ids;
   std::optional<int64_t> block_tokens;
   absl::string_view cache_id;
+  // Or, from a cache's evictions: each leading block's stack depth beyond a cache of
+  // cache_capacity_blocks (0: in it; kNeverSeenDistance: never seen).
+  absl::Span<const uint64_t> prefix_block_reuse_distances;
+  std::optional<int64_t> cache_capacity_blocks;
 };
+inline constexpr uint64_t kNeverSeenDistance = ~uint64_t{0};
 
 }  // namespace kvledger
 

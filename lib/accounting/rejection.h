@@ -37,8 +37,9 @@ enum class RejectReason : uint8_t {
   kInvalidPrefixBlockIds,
   kInvalidBlockTokens,
   kInvalidCacheId,
+  kInvalidPrefixBlockReuseDistances,
 };
-inline constexpr EnumTable<RejectReason, 19> kRejectReasonLabels = {{
+inline constexpr EnumTable<RejectReason, 20> kRejectReasonLabels = {{
     {RejectReason::kInvalidRequestId, "invalid_request_id"},
     {RejectReason::kInvalidModel, "invalid_model"},
     {RejectReason::kUnknownModel, "unknown_model"},
@@ -58,6 +59,7 @@ inline constexpr EnumTable<RejectReason, 19> kRejectReasonLabels = {{
     {RejectReason::kInvalidPrefixBlockIds, "invalid_prefix_block_ids"},
     {RejectReason::kInvalidBlockTokens, "invalid_block_tokens"},
     {RejectReason::kInvalidCacheId, "invalid_cache_id"},
+    {RejectReason::kInvalidPrefixBlockReuseDistances, "invalid_prefix_block_reuse_distances"},
 }};
 static_assert(IsDense(kRejectReasonLabels));
 inline constexpr std::array kAllRejectReasons = ValuesOf(kRejectReasonLabels);

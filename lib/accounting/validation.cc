@@ -82,6 +82,35 @@ Verdict ValidateRecompute(const RecordFacts& f) {
                               "] (reused = logical_match - recompute may not exceed the recoverable boundary)"));
 }
 
+// A cache's reuse distances instead of ids (docs/cost-model.md §14).
+Verdict ValidateReuseDistances(const RecordFacts& f) {
+  const size_t n = f.prefix_block_reuse_distances.size();
+  const auto bad = [](std::string message) {
+    return Verdict(RejectReason::kInvalidPrefixBlockReuseDistances, "prefix_block_reuse_distances", std::move(message));
+  };
+  if (n == 0) {
+    if (!f.cache_capacity_blocks) return Verdict();
+    return bad(absl::StrCat("prefix_block_reuse_distances: none given: cache_capacity_blocks = ",
+                            *f.cache_capacity_blocks, " goes with them"));
+  }
+  if (!f.prefix_block_ids.empty()) {
+    return bad(absl::StrCat("prefix_block_reuse_distances: ", n, " given with ", f.prefix_block_ids.size(),
+                            " prefix_block_ids: give one or the other"));
+  }
+  if (!f.block_tokens || !f.cache_capacity_blocks || *f.cache_capacity_blocks < 1 ||
+      *f.cache_capacity_blocks > (int64_t{1} << 40)) {
+    return bad(absl::StrCat("prefix_block_reuse_distances: ", n, " distances: need block_tokens and "
+                            "cache_capacity_blocks in [1, 2^40]"));
+  }
+  const auto blocks = static_cast<size_t>((f.prompt_tokens + *f.block_tokens - 1) / *f.block_tokens);
+  if (n > std::min(blocks, kMaxPrefixBlockIds)) {
+    return bad(absl::StrCat("prefix_block_reuse_distances: ", n, " distances: must be at most ", kMaxPrefixBlockIds,
+                            " and at most the prompt's blocks, ceil(prompt_tokens = ", f.prompt_tokens,
+                            " / block_tokens = ", *f.block_tokens, ") = ", blocks));
+  }
+  return Verdict();
+}
+
 // The capacity curves' inputs (docs/cost-model.md §14).
 Verdict ValidateBlockIds(const RecordFacts& f) {
   if (f.cache_id.size() > kMaxCacheIdBytes || !PrintableWithoutSpaces(f.cache_id)) {
@@ -93,6 +122,7 @@ Verdict ValidateBlockIds(const RecordFacts& f) {
     return Verdict(RejectReason::kInvalidBlockTokens, "block_tokens",
                    absl::StrCat("block_tokens = ", *f.block_tokens, ": must be in [1, ", kMaxBlockTokens, "]"));
   }
+  if (auto s = ValidateReuseDistances(f); !s.ok()) return s;
   const size_t ids = f.prefix_block_ids.size();
   if (ids == 0) return Verdict();
   if (!f.block_tokens) {

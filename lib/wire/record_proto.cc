@@ -128,6 +128,9 @@ RecordFacts FactsFromProto(const v1::Record& r) {
   f.prefix_block_ids = absl::MakeConstSpan(r.prefix_block_ids().data(), r.prefix_block_ids().size());
   if (r.has_block_tokens()) f.block_tokens = r.block_tokens();
   f.cache_id = r.cache_id();
+  f.prefix_block_reuse_distances =
+      absl::MakeConstSpan(r.prefix_block_reuse_distances().data(), r.prefix_block_reuse_distances().size());
+  if (r.has_cache_capacity_blocks()) f.cache_capacity_blocks = r.cache_capacity_blocks();
   f.state_boundaries.reserve(r.state_boundaries_size());
   for (const auto& b : r.state_boundaries()) {
     f.state_boundaries.push_back(StateBoundaryFact{b.state_group(), b.boundary_tokens()});
@@ -154,6 +157,9 @@ v1::Record FactsToProto(const RecordFacts& f) {
   r.mutable_prefix_block_ids()->Add(f.prefix_block_ids.begin(), f.prefix_block_ids.end());
   if (f.block_tokens) r.set_block_tokens(*f.block_tokens);
   r.set_cache_id(std::string(f.cache_id));
+  r.mutable_prefix_block_reuse_distances()->Add(f.prefix_block_reuse_distances.begin(),
+                                               f.prefix_block_reuse_distances.end());
+  if (f.cache_capacity_blocks) r.set_cache_capacity_blocks(*f.cache_capacity_blocks);
   for (const StateBoundaryFact& b : f.state_boundaries) {
     v1::StateBoundary* out = r.add_state_boundaries();
     out->set_state_group(std::string(b.state_group));

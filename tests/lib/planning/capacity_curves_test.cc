@@ -196,6 +196,74 @@ TEST(CapacityCurvesTest, SecondsFromTheLiveComputeModel) {
   EXPECT_NEAR(static_cast<double>(curve.rungs[1].recompute_avoided_nanos), flops * 1e-15 * 1e9, 1);
 }
 
+// A cache of C blocks seen only through its evictions: each block's depth beyond the cache is its
+// place in the list of evicted blocks (most recent first), a hit is 0. Records of those distances give,
+// at every capacity from C up, what Plan gives there; below C a hit counts as a miss.
+TEST(CapacityCurvesTest, ReuseDistancesFromEvictionsEqualPlanFromTheEnginesCapacityUp) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const Profile& profile = *catalog.Find("llama-3.1-8b");
+  const uint64_t block = 64, cache_blocks = 40;
+  const std::vector<TraceRequest> trace = SessionTrace(5, 1500, block);
+  const std::vector<uint64_t> ladder = {block * cache_blocks / 2, block * cache_blocks, block * cache_blocks * 3 / 2,
+                                        block * cache_blocks * 2, block * cache_blocks * 4};
+  auto curves = CapacityCurves::Create(ladder, 1);
+  ASSERT_TRUE(curves.ok());
+  std::list<int64_t> cache, evicted;  // most recent first
+  for (const TraceRequest& request : trace) {
+    std::vector<uint64_t> distances;
+    for (int64_t id : request.hash_ids) {
+      const bool cached = std::find(cache.begin(), cache.end(), id) != cache.end();
+      const auto ghost = std::find(evicted.begin(), evicted.end(), id);
+      distances.push_back(cached ? 0 : ghost != evicted.end() ? static_cast<uint64_t>(std::distance(evicted.begin(), ghost)) + 1
+                                                              : kNeverSeenDistance);
+    }
+    for (int64_t id : request.hash_ids) {  // then used in order, as the engine's cache does
+      cache.remove(id);
+      evicted.remove(id);
+      cache.push_front(id);
+      if (cache.size() > cache_blocks) {
+        evicted.push_front(cache.back());
+        cache.pop_back();
+      }
+    }
+    RecordFacts facts = FactsAtMatch(profile.name(), request.input_length, std::nullopt, 0);
+    if (request.output_length > 0) facts.output_tokens = request.output_length;
+    facts.prefix_block_reuse_distances = distances;
+    facts.block_tokens = static_cast<int64_t>(block);
+    facts.cache_capacity_blocks = static_cast<int64_t>(cache_blocks);
+    ASSERT_TRUE(ValidateFields(facts).ok()) << ValidateFields(facts).rejection().message;
+    (*curves)->Observe(0, facts, profile, EstimateSource{});
+  }
+  const auto curve = (*curves)->Snapshot().at(0);
+  for (size_t i = 0; i < (*curves)->capacities().size(); ++i) {
+    PlanConfig config;
+    config.block_tokens = block;
+    config.capacity_tokens[0] = (*curves)->capacities()[i];
+    auto plan = Plan(trace, profile, config);
+    ASSERT_TRUE(plan.ok());
+    SCOPED_TRACE(CapacityLabel(config.capacity_tokens[0]));
+    if (i == 0) {  // below the engine's cache: a lower bound
+      EXPECT_LT(curve.rungs[i].match_tokens, plan->total.logical_match_tokens);
+      continue;
+    }
+    EXPECT_EQ(curve.rungs[i].match_tokens, plan->total.logical_match_tokens);
+    EXPECT_EQ(curve.rungs[i].attention_avoided_flops, plan->total.attention_avoided_flops);
+  }
+}
+
+TEST(CapacityCurvesTest, ReuseDistancesAreValidated) {
+  const std::vector<uint64_t> two = {0, 3}, ids = {1, 2};
+  RecordFacts facts = FactsAtMatch("llama-3.1-8b", 1000, std::nullopt, 0);
+  facts.prefix_block_reuse_distances = two;
+  facts.block_tokens = 512;
+  EXPECT_EQ(ValidateFields(facts).rejection().message,
+            "prefix_block_reuse_distances: 2 distances: need block_tokens and cache_capacity_blocks in [1, 2^40]");
+  facts.cache_capacity_blocks = 100;
+  EXPECT_TRUE(ValidateFields(facts).ok());
+  facts.prefix_block_ids = ids;
+  EXPECT_EQ(ValidateFields(facts).rejection().reason, RejectReason::kInvalidPrefixBlockReuseDistances);
+}
+
 TEST(CapacityCurvesTest, RefusesALadderPastItsLimit) {
   std::vector<uint64_t> ladder;
   for (uint64_t c = 1; c <= kMaxLadderCapacities + 1; ++c) ladder.push_back(c * 1000);
