@@ -1,0 +1,346 @@
+"""What a larger cache would have served, from the KV cache events an engine publishes
+(docs/cost-model.md §14, "From an engine's KV events"). Run one beside each engine:
+
+    python3 -m kvledger.kv_events --endpoint tcp://127.0.0.1:5557 --replay-endpoint tcp://127.0.0.1:5558 \\
+        --model llama-3.1-8b --capacity-blocks 16384 --target kvledger:50051 --cache-id engine-0
+
+The engine's cache of C blocks publishes the blocks it stores and removes, never its hits. The blocks
+it removed, most recent first (a *ghost list*), are exactly the LRU stack below the cache: a block
+stored again while d-th in that list is a miss that a cache of C + d blocks would have hit. Each
+BlockStored event (the blocks one request computed, chained to the request's cached prefix by its
+parent) becomes one record: its prompt (the cached prefix, whose position the chain gives, plus the
+stored tokens), today's match (that prefix), and per block its reuse distance beyond the cache
+(`prefix_block_reuse_distances`: 0 for the prefix, d for a ghost hit, 2^64 - 1 for a block never
+seen). The server turns those into its capacity curves, exact from C up, through the same counters as
+records with block ids.
+
+The wire format is vLLM's (vllm/distributed/kv_events.py; SGLang publishes the same): ZMQ multipart
+frames (topic, sequence number as 8 bytes big-endian, msgpack payload); the payload an EventBatch
+(ts, events[, data_parallel_rank]) whose events are tagged BlockStored, BlockRemoved or
+AllBlocksCleared, encoded as arrays (tag first; older vLLM and SGLang) or as maps with a "type" tag
+(newer vLLM): both are read. A gap in the sequence is filled from the engine's replay socket (a
+ROUTER: the first missing sequence number as 8 bytes big-endian in, (sequence, payload) frames out,
+then sequence -1); a gap it cannot fill, AllBlocksCleared, and an engine restart (the sequence going
+back) each empty the ghost list and the chain positions and are said on stderr and counted. What a
+ghost list cannot see: capacities below C (their losses are among the hits), and a request whose
+every block hit (it stores nothing).
+"""
+import argparse
+import collections
+import sys
+
+import msgpack
+
+NEVER_SEEN = (1 << 64) - 1
+END_SEQ = -1
+_MASK = (1 << 64) - 1
+# The fields of each event as older vLLM and SGLang encode them (array_like: the tag, then these).
+_ARRAY_FIELDS = {
+    "BlockStored": ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium"),
+    "BlockRemoved": ("block_hashes", "medium"),
+    "AllBlocksCleared": (),
+}
+
+
+class KvEventsError(ValueError):
+    """A frame or payload that is not a KV event batch; the message names what and where."""
+
+
+def block_id(h):
+    """An engine's block hash as a 64-bit id, as kvledger.blocks.from_engine_hashes converts it."""
+    if isinstance(h, (bytes, bytearray)):
+        return int.from_bytes(h, "big") & _MASK
+    if isinstance(h, int) and not isinstance(h, bool):
+        return h & _MASK
+    raise KvEventsError(f"block hash = {h!r}: must be bytes or an integer")
+
+
+def _event(raw, index):
+    if isinstance(raw, (list, tuple)):
+        if not raw or raw[0] not in _ARRAY_FIELDS:
+            raise KvEventsError(f"events[{index}] = {str(raw)[:64]}: must start with BlockStored, BlockRemoved or "
+                                "AllBlocksCleared")
+        kind, names = raw[0], _ARRAY_FIELDS[raw[0]]
+        event = dict(zip(names, raw[1:]))
+    elif isinstance(raw, dict):
+        kind = raw.get("type")
+        if kind not in _ARRAY_FIELDS:
+            raise KvEventsError(f"events[{index}].type = {kind!r}: must be BlockStored, BlockRemoved or "
+                                "AllBlocksCleared")
+        event = dict(raw)
+    else:
+        raise KvEventsError(f"events[{index}] = {str(raw)[:64]}: must be an array or a map")
+    event["type"] = kind
+    if kind != "AllBlocksCleared":
+        hashes = event.get("block_hashes")
+        if not isinstance(hashes, (list, tuple)):
+            raise KvEventsError(f"events[{index}].block_hashes = {hashes!r}: must be a list")
+        event["block_hashes"] = [block_id(h) for h in hashes]
+    if kind == "BlockStored":
+        parent = event.get("parent_block_hash")
+        event["parent_block_hash"] = None if parent is None else block_id(parent)
+        size = event.get("block_size")
+        if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= 1 << 20:
+            raise KvEventsError(f"events[{index}].block_size = {size!r}: must be an integer in [1, 1048576]")
+        if not isinstance(event.get("token_ids"), (list, tuple, type(None))):
+            raise KvEventsError(f"events[{index}].token_ids = {str(event.get('token_ids'))[:64]}: must be a list")
+    return event
+
+
+def decode_batch(payload):
+    """(ts, [event dicts with "type"]) of one payload; KvEventsError naming the problem otherwise
+    (a truncated or malformed frame among them)."""
+    try:
+        batch = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    except Exception as e:  # noqa: BLE001  (msgpack raises ValueError, TypeError, … on bad bytes)
+        raise KvEventsError(f"payload of {len(payload)} bytes: not one msgpack value ({e})") from None
+    if isinstance(batch, (list, tuple)) and len(batch) >= 2:
+        ts, events = batch[0], batch[1]
+    elif isinstance(batch, dict) and "events" in batch:
+        ts, events = batch.get("ts"), batch["events"]
+    else:
+        raise KvEventsError(f"payload = {str(batch)[:64]}: must be an EventBatch (ts, events)")
+    if not isinstance(events, (list, tuple)):
+        raise KvEventsError(f"events = {str(events)[:64]}: must be a list")
+    return ts, [_event(e, i) for i, e in enumerate(events)]
+
+
+class GhostList:
+    """Blocks removed from the cache, most recent first, at most `max_blocks` (the oldest forgotten):
+    position() is a block's place (1 = removed last), in O(log n) by a Fenwick tree over removal times."""
+
+    def __init__(self, max_blocks):
+        self.max_blocks = max_blocks
+        self.clear()
+
+    def clear(self):
+        self._time = collections.OrderedDict()  # block -> its removal time, oldest removal first
+        self._tree = [0] * (2 * self.max_blocks + 2)
+        self._now = 0
+
+    def __len__(self):
+        return len(self._time)
+
+    def _add(self, t, delta):
+        while t < len(self._tree):
+            self._tree[t] += delta
+            t += t & -t
+
+    def _before(self, t):  # removals still remembered at times < t
+        total, t = 0, t - 1
+        while t > 0:
+            total += self._tree[t]
+            t -= t & -t
+        return total
+
+    def position(self, block):
+        t = self._time.get(block)
+        return None if t is None else len(self._time) - self._before(t)
+
+    def discard(self, block):
+        t = self._time.pop(block, None)
+        if t is not None:
+            self._add(t, -1)
+
+    def removed(self, block):
+        self.discard(block)
+        if self._now + 1 >= len(self._tree):  # times run out: number the remembered ones 1..n again
+            order = list(self._time)
+            self._tree = [0] * len(self._tree)
+            self._time.clear()
+            self._now = 0
+            for b in order:
+                self._now += 1
+                self._time[b] = self._now
+                self._add(self._now, 1)
+        self._now += 1
+        self._time[block] = self._now
+        self._add(self._now, 1)
+        if len(self._time) > self.max_blocks:
+            self.discard(next(iter(self._time)))
+
+
+class EventReplay:
+    """One engine cache's events in order → records (dicts of Record fields)."""
+
+    def __init__(self, model, capacity_blocks, cache_id="", max_blocks=1 << 20):
+        self.model, self.capacity_blocks, self.cache_id = model, capacity_blocks, cache_id
+        self.ghost = GhostList(max_blocks)
+        self.present = set()  # stored and not removed since: in the cache
+        self.positions = collections.OrderedDict()  # block -> its place in its chain (0 = first block)
+        self.max_blocks = max_blocks
+        self.resets = collections.Counter()  # why the state was emptied
+        self.unknown_parent = 0               # BlockStored events whose prefix length was unknown
+
+    def reset(self, why):
+        self.ghost.clear()
+        self.present.clear()
+        self.positions.clear()
+        self.resets[why] += 1
+
+    def apply(self, events):
+        """The records of one batch's events, applying its removals and clears in order."""
+        records = []
+        for event in events:
+            kind = event["type"]
+            if kind == "AllBlocksCleared":
+                self.reset("all_blocks_cleared")
+            elif kind == "BlockRemoved":
+                for block in event["block_hashes"]:
+                    self.present.discard(block)
+                    self.ghost.removed(block)
+            else:
+                record = self._stored(event)
+                if record is not None:
+                    records.append(record)
+        return records
+
+    def _stored(self, event):
+        parent, hashes, size = event["parent_block_hash"], event["block_hashes"], event["block_size"]
+        if not hashes:
+            return None
+        if parent is None:
+            start = 0
+        elif parent in self.positions:
+            start = self.positions[parent] + 1
+        else:
+            self.unknown_parent += 1  # its prefix was stored before this replay began (or forgotten)
+            start = None
+        # Each block as it stood when the request looked its prompt up: in the cache already (computed
+        # again after an earlier miss of the request) is as deep as the cache at most; removed, its
+        # place among the removals; else never seen. Then the request's blocks are in the cache.
+        distances = []
+        for block in hashes:
+            place = self.ghost.position(block)
+            distances.append(0 if block in self.present else NEVER_SEEN if place is None else place)
+        for i, block in enumerate(hashes):
+            self.present.add(block)
+            self.ghost.discard(block)
+            if start is not None:
+                self.positions[block] = start + i
+                self.positions.move_to_end(block)
+        while len(self.positions) > self.max_blocks:
+            self.positions.popitem(last=False)
+        if start is None:
+            return None
+        tokens = len(event.get("token_ids") or ()) or size * len(hashes)
+        return {"model": self.model, "tier": "device" if start else None, "prompt_tokens": start * size + tokens,
+                "logical_match_tokens": start * size, "block_tokens": size, "cache_id": self.cache_id,
+                "cache_capacity_blocks": self.capacity_blocks,
+                "prefix_block_reuse_distances": [0] * start + distances}
+
+
+class Subscriber:
+    """An engine's event stream with its sequence checked: gaps filled from the replay socket when there
+    is one, else (and for a restart) the replay state emptied."""
+
+    def __init__(self, replay, endpoint, replay_endpoint=None, topic="", log=sys.stderr):
+        import zmq  # noqa: PLC0415  (only the subscriber needs it)
+        self._zmq = zmq
+        self.replay, self.log = replay, log
+        self._context = zmq.Context.instance()
+        self._sub = self._context.socket(zmq.SUB)
+        self._sub.connect(endpoint)
+        self._sub.setsockopt(zmq.SUBSCRIBE, topic.encode())
+        self._replay_endpoint = replay_endpoint
+        self.expected = None  # the next sequence number
+        self.errors = 0       # frames that were not KV event batches (named on stderr)
+
+    def close(self):
+        self._sub.close(linger=0)
+
+    def poll(self, timeout_ms):
+        """The records of the next batch (and of any gap filled before it); [] when none came in time."""
+        if not self._sub.poll(timeout_ms):
+            return []
+        frames = self._sub.recv_multipart()
+        if len(frames) != 3 or len(frames[1]) != 8:
+            return self._bad(f"a frame of {len(frames)} parts: must be (topic, 8-byte sequence, payload)")
+        seq = int.from_bytes(frames[1], "big", signed=True)
+        records = []
+        if self.expected is None and seq > 0 and self._replay_endpoint:
+            records += self._fill(0, seq, catch_up=True)  # started late: from the engine's buffer
+        elif self.expected is not None and seq < self.expected:
+            self.replay.reset("engine_restart")
+            self._say(f"sequence {seq} after {self.expected - 1}: the engine restarted; the ghost list starts again")
+        elif self.expected is not None and seq > self.expected:
+            records += self._fill(self.expected, seq)
+        records += self._apply(seq, frames[2])
+        return records
+
+    def _apply(self, seq, payload):
+        self.expected = seq + 1
+        try:
+            _, events = decode_batch(payload)
+        except KvEventsError as e:
+            return self._bad(f"batch {seq}: {e}")
+        return self.replay.apply(events)
+
+    def _fill(self, first, upto, catch_up=False):
+        got = {}
+        if self._replay_endpoint:
+            dealer = self._context.socket(self._zmq.DEALER)
+            dealer.setsockopt(self._zmq.LINGER, 0)
+            dealer.connect(self._replay_endpoint)
+            dealer.send_multipart([b"", first.to_bytes(8, "big")])
+            while dealer.poll(2000):
+                _, seq_bytes, payload = dealer.recv_multipart()
+                seq = int.from_bytes(seq_bytes, "big", signed=True)
+                if seq == END_SEQ:
+                    break
+                if first <= seq < upto:
+                    got[seq] = payload
+            dealer.close()
+        if catch_up:  # whatever the buffer still holds, in order, from where it starts
+            records = []
+            for seq in sorted(got):
+                records += self._apply(seq, got[seq])
+            return records
+        if sorted(got) != list(range(first, upto)):
+            self.replay.reset("gap")
+            self._say(f"batches {first}..{upto - 1} missing ({len(got)} replayed): the ghost list starts again")
+            return []
+        records = []
+        for seq in range(first, upto):
+            records += self._apply(seq, got[seq])
+        return records
+
+    def _bad(self, message):
+        self.errors += 1
+        self._say(message + "; skipped")
+        return []
+
+    def _say(self, message):
+        print(f"kvledger.kv_events: {message}", file=self.log, flush=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python3 -m kvledger.kv_events", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--endpoint", required=True, help="the engine's KV events PUB address, e.g. tcp://127.0.0.1:5557")
+    parser.add_argument("--replay-endpoint", help="its replay (ROUTER) address, to fill gaps")
+    parser.add_argument("--topic", default="", help="the events' topic (default: all)")
+    parser.add_argument("--model", required=True, help="the engine's model profile, e.g. llama-3.1-8b")
+    parser.add_argument("--capacity-blocks", type=int, required=True,
+                        help="the engine's device cache in blocks (vLLM logs its GPU KV cache size in tokens: / block size)")
+    parser.add_argument("--cache-id", default="", help="this engine's cache id (also the Reporter's affinity key)")
+    parser.add_argument("--target", default="127.0.0.1:50051", help="kvledger-server HOST:PORT")
+    parser.add_argument("--max-blocks", type=int, default=1 << 20, help="removed blocks remembered (default 2^20)")
+    parser.add_argument("--seconds", type=float, default=None, help="stop after this long (default: never)")
+    args = parser.parse_args(argv)
+    if args.capacity_blocks < 1:
+        parser.error(f"--capacity-blocks = {args.capacity_blocks}: must be >= 1")
+    import time  # noqa: PLC0415
+    from kvledger.reporter import Reporter  # noqa: PLC0415
+    replay = EventReplay(args.model, args.capacity_blocks, args.cache_id, args.max_blocks)
+    subscriber = Subscriber(replay, args.endpoint, args.replay_endpoint, args.topic)
+    end = None if args.seconds is None else time.monotonic() + args.seconds
+    with Reporter(args.target, affinity_key=args.cache_id or None, max_queue_size=1 << 16) as reporter:
+        while end is None or time.monotonic() < end:
+            for record in subscriber.poll(200):
+                reporter.report(**record)
+    subscriber.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""The capacity curves from an engine's KV cache events (kvledger.kv_events): a stand-in engine
+(tests/client/standins/vllm/distributed/kv_events.py, vLLM's wire format) runs the shipped Mooncake
+conversation trace through an LRU cache of C blocks with `kvledger plan`'s rules and publishes, per
+request, BlockStored (the blocks from its first miss on, chained to its cached prefix) and
+BlockRemoved (what that evicted). The subscriber turns the events into records of reuse distances,
+the Python Reporter sends them to a real server, and the server's curve at 1.5 C, 2 C and 4 C equals
+`kvledger plan` at those capacities within 0.01 (at C and above it is exact but for the requests
+that hit every block, which publish nothing), and stays below it under C (a ghost list cannot see
+smaller caches). Batches the PUB socket drops are filled from the replay socket. Bad frames, a
+truncated payload, a gap nobody can fill, AllBlocksCleared and an engine restart are each named,
+reset what they must and lose nothing else.
+
+Usage: kv_events_test.py KVLEDGER_SERVER KVLEDGER_CLI REPO_ROOT
+"""
+import collections
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+import urllib.request
+
+SERVER, CLI, ROOT = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
+del sys.argv[1:4]
+sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "client", "standins"))
+
+import harness  # noqa: E402
+import kvledger  # noqa: E402
+from kvledger import kv_events  # noqa: E402
+from vllm.distributed import kv_events as standin  # noqa: E402
+
+TRACE = os.path.join(ROOT, "examples", "traces", "mooncake-conversation.jsonl")
+BLOCK, C = 512, 2048  # the engine's cache: 2,048 blocks of 512 tokens
+LADDER = [C // 2 * BLOCK, C * BLOCK, C * 3 // 2 * BLOCK, 2 * C * BLOCK, 4 * C * BLOCK]
+MODEL = "llama-3.1-8b"
+
+
+class StandInEngine:
+    """An LRU cache of `capacity` blocks with Plan's rules (a request's blocks are looked up, then used
+    in order, each insertion evicting the least recently used past the capacity), publishing what it
+    stores and removes."""
+
+    def __init__(self, publisher, capacity, array_like=False):
+        self.publisher, self.capacity, self.array_like = publisher, capacity, array_like
+        self.cache = collections.OrderedDict()  # least recently used first
+        self.published = 0  # BlockStored events
+
+    def serve(self, request, send=True):
+        ids = request["hash_ids"]
+        hit = 0
+        while hit < len(ids) and ids[hit] in self.cache:
+            hit += 1
+        removed = []
+        for block in ids:
+            self.cache.pop(block, None)
+            self.cache[block] = True
+            if len(self.cache) > self.capacity:
+                removed.append(self.cache.popitem(last=False)[0])
+        events = []
+        if hit < len(ids):
+            tokens = request["input_length"] - hit * BLOCK
+            events.append(standin.block_stored(ids[hit:], ids[hit - 1] if hit else None, list(range(tokens)), BLOCK,
+                                               array_like=self.array_like))
+            self.published += 1
+        if removed:
+            events.append(standin.block_removed(removed, array_like=self.array_like))
+        self.publisher.publish(standin.event_batch(events, array_like=self.array_like), send=send)
+
+
+def connected(publisher, subscriber):
+    """Publishes empty batches until the subscriber has one (ZMQ drops what a PUB sends before its
+    subscriber joined)."""
+    def probe():
+        publisher.publish(standin.event_batch([]))
+        return subscriber.poll(50) == [] and subscriber.expected is not None
+    harness.poll("the subscriber to join", probe)
+
+
+class ReplayService(threading.Thread):
+    """The publisher's replay socket, answered while the test publishes."""
+
+    def __init__(self, publisher):
+        super().__init__(daemon=True)
+        self.publisher, self.stop = publisher, threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            self.publisher.service_replay(timeout_ms=50)
+
+
+class KvEventsCurveTest(unittest.TestCase):
+    # Proves: the events of a cache of C blocks give the curve plan gives, within 0.01 from C up, and
+    # a lower bound below C; batches the PUB socket dropped came back through the replay socket.
+    def test_curve_from_events_matches_plan(self):
+        tmp = tempfile.mkdtemp(prefix="kvledger-kv-events-")
+        server = harness.Server(SERVER, "--capacity_ladder=" + ",".join(map(str, LADDER)), log_dir=tmp)
+        self.addCleanup(server.stop)
+        publisher = standin.ZmqEventPublisher("tcp://127.0.0.1:*", "tcp://127.0.0.1:*")
+        self.addCleanup(publisher.close)
+        replay = kv_events.EventReplay(MODEL, C, cache_id="engine-0")
+        log = io.StringIO()
+        subscriber = kv_events.Subscriber(replay, publisher.endpoint(), publisher.replay_endpoint(), log=log)
+        self.addCleanup(subscriber.close)
+        service = ReplayService(publisher)
+        service.start()
+        self.addCleanup(lambda: (service.stop.set(), service.join()))
+        connected(publisher, subscriber)
+        engine = StandInEngine(publisher, C)
+        with open(TRACE) as f:
+            trace = [json.loads(line) for line in f]
+        records = []
+        with kvledger.Reporter(server.grpc_address, affinity_key="engine-0", max_queue_size=1 << 15) as reporter:
+            for n, request in enumerate(trace):
+                engine.serve(request, send=n % 997 != 500)  # every 997th batch lost on the PUB socket
+                for record in subscriber.poll(0):
+                    records.append(record)
+                    reporter.report(**record)
+            while True:  # what is still on its way
+                more = subscriber.poll(500)
+                if not more and subscriber.expected == publisher._seq:
+                    break
+                for record in more:
+                    records.append(record)
+                    reporter.report(**record)
+        self.assertEqual(reporter.stats()["sent"], len(records), reporter.stats())
+        self.assertEqual(len(records), engine.published)
+        self.assertEqual(replay.resets, collections.Counter(), log.getvalue())
+        self.assertEqual(subscriber.errors, 0, log.getvalue())
+        with urllib.request.urlopen(f"http://{server.metrics_address}/api/v1/capacity?model={MODEL}") as r:
+            (curve,) = json.load(r)["models"]
+        live = {int(p["capacity_tokens"]): p["token_hit_ratio"] for p in curve["points"] if "capacity_tokens" in p}
+        plan = subprocess.run([CLI, "plan", "--model", MODEL, "--json", "--capacity-tokens", ",".join(map(str, LADDER)),
+                               TRACE], capture_output=True, text=True, timeout=120, check=True)
+        expected = {r["capacity_tokens"]["device"]: r["total"]["token_hit_ratio"] for r in json.loads(plan.stdout)["results"]}
+        print("capacity, plan, from events: " + "; ".join(f"{c}: {expected[c]:.4f} {live[c]:.4f}" for c in LADDER))
+        for capacity in LADDER[1:]:
+            self.assertAlmostEqual(live[capacity], expected[capacity], delta=0.01, msg=capacity)
+        self.assertLess(live[LADDER[0]], expected[LADDER[0]])  # below C: the hits read as misses
+
+
+class KvEventsInputTest(unittest.TestCase):
+    def setUp(self):
+        self.publisher = standin.ZmqEventPublisher("tcp://127.0.0.1:*")
+        self.addCleanup(self.publisher.close)
+        self.replay = kv_events.EventReplay(MODEL, 4)
+        self.log = io.StringIO()
+        self.subscriber = kv_events.Subscriber(self.replay, self.publisher.endpoint(), log=self.log)
+        self.addCleanup(self.subscriber.close)
+        connected(self.publisher, self.subscriber)
+
+    def next_records(self):
+        return self.subscriber.poll(5000)
+
+    # Proves: both upstream encodings decode alike, and a ghost hit carries its place among the removals.
+    def test_both_encodings_and_a_ghost_hit(self):
+        for array_like in (True, False):
+            self.replay.reset("test")
+            p = self.publisher
+            p.publish(standin.event_batch([standin.block_stored([1, 2], None, list(range(1024)), BLOCK, array_like=array_like)],
+                                          array_like=array_like))
+            (first,) = self.next_records()
+            self.assertEqual(first["prefix_block_reuse_distances"], [kv_events.NEVER_SEEN] * 2)
+            p.publish(standin.event_batch([standin.block_removed([2, 1], array_like=array_like)], array_like=array_like))
+            self.assertEqual(self.next_records(), [])
+            # Stored again: 1 was removed last (place 1), 2 before it (place 2); 7 is new.
+            p.publish(standin.event_batch([standin.block_stored([1, 2, 7], None, list(range(1300)), BLOCK,
+                                                                array_like=array_like)], array_like=array_like))
+            (again,) = self.next_records()
+            self.assertEqual(again["prefix_block_reuse_distances"], [1, 2, kv_events.NEVER_SEEN])
+            self.assertEqual(again["prompt_tokens"], 1300)
+            # A request that hit 1, 2 and 7 and computed 9.
+            p.publish(standin.event_batch([standin.block_stored([9], 7, list(range(40)), BLOCK, array_like=array_like)],
+                                          array_like=array_like))
+            (hit,) = self.next_records()
+            self.assertEqual((hit["logical_match_tokens"], hit["prompt_tokens"]), (3 * BLOCK, 3 * BLOCK + 40))
+            self.assertEqual(hit["prefix_block_reuse_distances"], [0, 0, 0, kv_events.NEVER_SEEN])
+            kvledger.make_record(**hit)  # every key is a Record field
+
+    # Proves: a malformed frame and a truncated payload are named and skipped; the next batch counts.
+    def test_bad_frames_are_named_and_skipped(self):
+        self.publisher.send_raw([b"", b"\x00"])
+        self.assertEqual(self.next_records(), [])
+        self.assertIn("a frame of 2 parts: must be (topic, 8-byte sequence, payload)", self.log.getvalue())
+        whole = standin.event_batch([standin.block_stored([5], None, [1, 2], BLOCK)])
+        self.publisher.publish(whole[:len(whole) // 2])
+        self.assertEqual(self.next_records(), [])
+        self.assertRegex(self.log.getvalue(), r"batch \d+: payload of \d+ bytes: not one msgpack value")
+        self.publisher.publish(standin.event_batch([{"type": "BlockMoved", "block_hashes": []}]))
+        self.assertEqual(self.next_records(), [])
+        self.assertIn("events[0].type = 'BlockMoved': must be BlockStored, BlockRemoved or AllBlocksCleared",
+                      self.log.getvalue())
+        self.publisher.publish(whole)
+        self.assertEqual(len(self.next_records()), 1)
+        self.assertEqual(self.subscriber.errors, 3)
+        self.assertEqual(self.replay.resets, collections.Counter())
+
+    # Proves: the payload decoder, fed 20,000 mutations of real batches of both encodings (bytes
+    # flipped, cut, inserted) and random bytes, returns events or raises KvEventsError, never
+    # anything else, and what decodes replays into records that are Records: what reaches the
+    # subscriber can only be named and skipped.
+    def test_decoder_under_mutation(self):
+        import random  # noqa: PLC0415
+        rng = random.Random(3)
+        seeds = [standin.event_batch([standin.block_stored([1, 2**64 - 1, b"\x01" * 32], None, [1, 2], BLOCK, array_like=a),
+                                      standin.block_removed([5], array_like=a), standin.all_blocks_cleared(array_like=a)],
+                                     array_like=a) for a in (True, False)]
+        outcomes = collections.Counter()
+        for _ in range(20000):
+            data = bytearray(rng.choice(seeds))
+            for _ in range(rng.randrange(1, 4)):
+                op, at = rng.randrange(3), rng.randrange(len(data) + 1)
+                if op == 0 and at < len(data):
+                    data[at] = rng.randrange(256)
+                elif op == 1:
+                    del data[at:]
+                else:
+                    data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 5)))
+            if rng.random() < 0.05:
+                data = bytearray(rng.randbytes(rng.randrange(0, 40)))
+            try:
+                _, events = kv_events.decode_batch(bytes(data))
+                for record in self.replay.apply(events):  # what decodes replays without error
+                    kvledger.make_record(**record)
+                outcomes["decoded"] += 1
+            except kv_events.KvEventsError:
+                outcomes["refused"] += 1
+        self.assertGreater(outcomes["refused"], 1000)
+        self.assertGreater(outcomes["decoded"], 100)
+
+    # Proves: AllBlocksCleared, a gap without a replay socket and an engine restart each empty the
+    # ghost list and say why; records go on.
+    def test_clear_gap_and_restart_reset(self):
+        p = self.publisher
+        p.publish(standin.event_batch([standin.block_stored([1], None, [0], BLOCK), standin.block_removed([1])]))
+        self.next_records()
+        self.assertEqual(self.replay.ghost.position(1), 1)
+        p.publish(standin.event_batch([standin.all_blocks_cleared()]))
+        self.next_records()
+        self.assertIsNone(self.replay.ghost.position(1))
+        p.publish(standin.event_batch([standin.block_removed([3])]))
+        self.next_records()
+        p.publish(standin.event_batch([]), send=False)  # lost, and no replay socket to ask
+        p.publish(standin.event_batch([standin.block_stored([3], None, [0], BLOCK)]))
+        (record,) = self.next_records()
+        self.assertEqual(record["prefix_block_reuse_distances"], [kv_events.NEVER_SEEN])  # the gap forgot 3
+        self.assertIn("missing (0 replayed): the ghost list starts again", self.log.getvalue())
+        p.restart()
+        p.publish(standin.event_batch([standin.block_stored([4], None, [0], BLOCK)]))
+        self.assertEqual(len(self.next_records()), 1)
+        self.assertIn("the engine restarted", self.log.getvalue())
+        self.assertEqual(self.replay.resets,
+                         collections.Counter({"all_blocks_cleared": 1, "gap": 1, "engine_restart": 1}))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
