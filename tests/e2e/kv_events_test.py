@@ -134,12 +134,18 @@ class KvEventsCurveTest(unittest.TestCase):
         with urllib.request.urlopen(f"http://{server.metrics_address}/api/v1/capacity?model={MODEL}") as r:
             (curve,) = json.load(r)["models"]
         live = {int(p["capacity_tokens"]): p["token_hit_ratio"] for p in curve["points"] if "capacity_tokens" in p}
+        attention = {int(p["capacity_tokens"]): p["attention_avoided_ratio"] for p in curve["points"]
+                     if "capacity_tokens" in p}
         plan = subprocess.run([CLI, "plan", "--model", MODEL, "--json", "--capacity-tokens", ",".join(map(str, LADDER)),
                                TRACE], capture_output=True, text=True, timeout=120, check=True)
-        expected = {r["capacity_tokens"]["device"]: r["total"]["token_hit_ratio"] for r in json.loads(plan.stdout)["results"]}
-        print("capacity, plan, from events: " + "; ".join(f"{c}: {expected[c]:.4f} {live[c]:.4f}" for c in LADDER))
+        results = json.loads(plan.stdout)["results"]
+        expected = {r["capacity_tokens"]["device"]: r["total"]["token_hit_ratio"] for r in results}
+        expected_attention = {r["capacity_tokens"]["device"]: r["total"]["attention_avoided_ratio"] for r in results}
+        print("capacity: token hit plan / from events, attention avoided plan / from events: " + "; ".join(
+            f"{c}: {expected[c]:.4f} / {live[c]:.4f}, {expected_attention[c]:.4f} / {attention[c]:.4f}" for c in LADDER))
         for capacity in LADDER[1:]:
             self.assertAlmostEqual(live[capacity], expected[capacity], delta=0.01, msg=capacity)
+            self.assertAlmostEqual(attention[capacity], expected_attention[capacity], delta=0.01, msg=capacity)
         self.assertLess(live[LADDER[0]], expected[LADDER[0]])  # below C: the hits read as misses
 
 

@@ -163,7 +163,8 @@ class GhostList:
 class EventReplay:
     """One engine cache's events in order → records (dicts of Record fields)."""
 
-    def __init__(self, model, capacity_blocks, cache_id="", max_blocks=1 << 20):
+    def __init__(self, model, capacity_blocks, cache_id="", max_blocks=None):
+        max_blocks = max_blocks or 4 * capacity_blocks
         self.model, self.capacity_blocks, self.cache_id = model, capacity_blocks, cache_id
         self.ghost = GhostList(max_blocks)
         self.present = set()  # stored and not removed since: in the cache
@@ -324,14 +325,16 @@ def main(argv=None):
                         help="the engine's device cache in blocks (vLLM logs its GPU KV cache size in tokens: / block size)")
     parser.add_argument("--cache-id", default="", help="this engine's cache id (also the Reporter's affinity key)")
     parser.add_argument("--target", default="127.0.0.1:50051", help="kvledger-server HOST:PORT")
-    parser.add_argument("--max-blocks", type=int, default=1 << 20, help="removed blocks remembered (default 2^20)")
+    parser.add_argument("--max-blocks", type=int, default=None,
+                        help="removed blocks remembered, about 200 bytes each (default 4 x --capacity-blocks: curves "
+                             "up to 5 times the cache are exact)")
     parser.add_argument("--seconds", type=float, default=None, help="stop after this long (default: never)")
     args = parser.parse_args(argv)
     if args.capacity_blocks < 1:
         parser.error(f"--capacity-blocks = {args.capacity_blocks}: must be >= 1")
     import time  # noqa: PLC0415
     from kvledger.reporter import Reporter  # noqa: PLC0415
-    replay = EventReplay(args.model, args.capacity_blocks, args.cache_id, args.max_blocks)
+    replay = EventReplay(args.model, args.capacity_blocks, args.cache_id, args.max_blocks or 4 * args.capacity_blocks)
     subscriber = Subscriber(replay, args.endpoint, args.replay_endpoint, args.topic)
     end = None if args.seconds is None else time.monotonic() + args.seconds
     with Reporter(args.target, affinity_key=args.cache_id or None, max_queue_size=1 << 16) as reporter:
