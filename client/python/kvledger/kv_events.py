@@ -143,6 +143,7 @@ class GhostList:
             self._add(t, -1)
 
     def removed(self, block):
+        """Remembers `block` as removed last; returns the block forgotten to make room, or None."""
         self.discard(block)
         if self._now + 1 >= len(self._tree):  # times run out: number the remembered ones 1..n again
             order = list(self._time)
@@ -157,7 +158,10 @@ class GhostList:
         self._time[block] = self._now
         self._add(self._now, 1)
         if len(self._time) > self.max_blocks:
-            self.discard(next(iter(self._time)))
+            oldest = next(iter(self._time))
+            self.discard(oldest)
+            return oldest
+        return None
 
 
 class EventReplay:
@@ -168,7 +172,7 @@ class EventReplay:
         self.model, self.capacity_blocks, self.cache_id = model, capacity_blocks, cache_id
         self.ghost = GhostList(max_blocks)
         self.present = set()  # stored and not removed since: in the cache
-        self.positions = collections.OrderedDict()  # block -> its place in its chain (0 = first block)
+        self.positions = {}  # block -> its place in its chain (0 = first), while in the cache or remembered removed
         self.max_blocks = max_blocks
         self.resets = collections.Counter()  # why the state was emptied
         self.unknown_parent = 0               # BlockStored events whose prefix length was unknown
@@ -189,7 +193,9 @@ class EventReplay:
             elif kind == "BlockRemoved":
                 for block in event["block_hashes"]:
                     self.present.discard(block)
-                    self.ghost.removed(block)
+                    forgotten = self.ghost.removed(block)
+                    if forgotten is not None:
+                        self.positions.pop(forgotten, None)
             else:
                 record = self._stored(event)
                 if record is not None:
@@ -219,9 +225,6 @@ class EventReplay:
             self.ghost.discard(block)
             if start is not None:
                 self.positions[block] = start + i
-                self.positions.move_to_end(block)
-        while len(self.positions) > self.max_blocks:
-            self.positions.popitem(last=False)
         if start is None:
             return None
         tokens = len(event.get("token_ids") or ()) or size * len(hashes)
