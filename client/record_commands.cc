@@ -56,6 +56,8 @@ constexpr std::pair<const char*, const char*> kRecordFlagHelp[] = {
     {"prefix_block_ids", "ID,ID,...: the prompt's chained prefix block ids, for the capacity curves"},
     {"block_tokens", "tokens per block of --prefix-block-ids"},
     {"cache_id", "the cache the ids were looked up in (default: one per model)"},
+    {"prefix_block_reuse_distances", "D,D,...: instead of ids, each block's depth beyond the engine's cache"},
+    {"cache_capacity_blocks", "the engine's cache in blocks, with --prefix-block-reuse-distances"},
 };
 
 std::string RecordFlagHelp(const std::string& field) {
@@ -71,7 +73,7 @@ std::string RecordFlagHelp(const std::string& field) {
 struct RecordFlags {
   std::string tier;  // empty: not given (SetTier's default)
   std::vector<std::string> state_boundaries;
-  std::string prefix_block_ids;  // ID,ID,...
+  std::map<std::string, std::string> number_lists;  // repeated 64-bit fields, as N,N,...
   std::map<std::string, std::optional<int64_t>> ints;
   std::map<std::string, std::optional<double>> doubles;
   std::map<std::string, std::string> strings;
@@ -90,8 +92,8 @@ struct RecordFlags {
         flags.String("tier", &tier, help.c_str());
       } else if (field == "state_boundaries") {
         flags.Repeated("state-boundary", &state_boundaries, help.c_str());
-      } else if (field == "prefix_block_ids") {
-        flags.String(flag.c_str(), &prefix_block_ids, help.c_str());
+      } else if (f->is_repeated() && f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_UINT64) {
+        flags.String(flag.c_str(), &number_lists[field], help.c_str());
       } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_INT64) {
         flags.Int64(flag.c_str(), &ints[field], help.c_str(), required);
       } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE) {
@@ -115,13 +117,15 @@ struct RecordFlags {
     }
     for (const auto& [field, value] : strings) set->SetString(&r, record->FindFieldByName(field), value);
     if (absl::Status s = SetTier(r, tier, FlagName); !s.ok()) return s;
-    for (absl::string_view id : absl::StrSplit(prefix_block_ids, ',', absl::SkipEmpty())) {
-      uint64_t value;
-      if (!absl::SimpleAtoi(id, &value)) {
-        return absl::InvalidArgumentError(absl::StrCat("--prefix-block-ids = ", Quoted(prefix_block_ids), ": ",
-                                                       Quoted(id), " is not a whole number in [0, 2^64)"));
+    for (const auto& [field, text] : number_lists) {
+      for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+        uint64_t value;
+        if (!absl::SimpleAtoi(item, &value)) {
+          return absl::InvalidArgumentError(absl::StrCat(FlagName(field), " = ", Quoted(text), ": ", Quoted(item),
+                                                         " is not a whole number in [0, 2^64)"));
+        }
+        set->AddUInt64(&r, record->FindFieldByName(field), value);
       }
-      r.add_prefix_block_ids(value);
     }
     for (const auto& text : state_boundaries) {
       std::pair<std::string, std::string> kv = absl::StrSplit(text, absl::MaxSplits('=', 1));

@@ -172,6 +172,22 @@ class CapacityCurvesTest(unittest.TestCase):
         finally:
             bare.stop()
 
+    # Proves: `kvledger send` carries ids (and names a bad one by its flag); the same prompt twice hits.
+    def test_send_with_ids(self):
+        server = self.servers["mooncake-synthetic"]
+        send = [CLI, "send", "--target", server.grpc_address, "--model", "qwen3-32b", "--prompt-tokens", "1024",
+                "--logical-match-tokens", "0", "--block-tokens", "512", "--cache-id", "cli"]
+        for _ in range(2):
+            subprocess.run(send + ["--prefix-block-ids", "11,12"], capture_output=True, text=True, timeout=60, check=True)
+        bad = subprocess.run(send + ["--prefix-block-ids", "11,x"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn('--prefix-block-ids = "11,x": "x" is not a whole number in [0, 2^64)', bad.stderr)
+        out = subprocess.run([CLI, "capacity", "--target", server.grpc_address, "--model", "qwen3-32b", "--json"],
+                             capture_output=True, text=True, timeout=60, check=True)
+        (curve,) = json.loads(out.stdout)["models"]
+        self.assertEqual(int(curve["requests"]), 2)
+        self.assertEqual(int(curve["points"][-1]["match_tokens"]), 1024)
+
     # Proves: too many ids, ids without a block size and a bad cache id are refused with the field, the
     # value and the rule, counted by reason, and the other records of the batch still count.
     def test_bad_ids_are_named_and_lose_nothing(self):
