@@ -186,6 +186,12 @@ class KvEventsInputTest(unittest.TestCase):
             self.assertEqual((hit["logical_match_tokens"], hit["prompt_tokens"]), (3 * BLOCK, 3 * BLOCK + 40))
             self.assertEqual(hit["prefix_block_reuse_distances"], [0, 0, 0, kv_events.NEVER_SEEN])
             kvledger.make_record(**hit)  # every key is a Record field
+            # An offloading engine's CPU tier publishes on the same stream: not this cache's events.
+            p.publish(standin.event_batch([standin.block_removed([1, 2], medium="CPU", array_like=array_like),
+                                           standin.block_stored([4], None, [0], BLOCK, medium="CPU",
+                                                                array_like=array_like)], array_like=array_like))
+            self.assertEqual(self.next_records(), [])
+            self.assertIsNone(self.replay.ghost.position(1))
 
     # Proves: a malformed frame and a truncated payload are named and skipped; the next batch counts.
     def test_bad_frames_are_named_and_skipped(self):

@@ -167,8 +167,9 @@ class GhostList:
 class EventReplay:
     """One engine cache's events in order → records (dicts of Record fields)."""
 
-    def __init__(self, model, capacity_blocks, cache_id="", max_blocks=None):
+    def __init__(self, model, capacity_blocks, cache_id="", max_blocks=None, medium="GPU"):
         max_blocks = max_blocks or 4 * capacity_blocks
+        self.medium = medium  # events of another tier (an offloading engine's CPU blocks) are not this cache's
         self.model, self.capacity_blocks, self.cache_id = model, capacity_blocks, cache_id
         self.ghost = GhostList(max_blocks)
         self.present = set()  # stored and not removed since: in the cache
@@ -176,6 +177,7 @@ class EventReplay:
         self.max_blocks = max_blocks
         self.resets = collections.Counter()  # why the state was emptied
         self.unknown_parent = 0               # BlockStored events whose prefix length was unknown
+        self.other_medium = 0                 # events of another tier, skipped
 
     def reset(self, why):
         self.ghost.clear()
@@ -188,6 +190,9 @@ class EventReplay:
         records = []
         for event in events:
             kind = event["type"]
+            if event.get("medium") not in (None, self.medium):
+                self.other_medium += 1
+                continue
             if kind == "AllBlocksCleared":
                 self.reset("all_blocks_cleared")
             elif kind == "BlockRemoved":
@@ -327,6 +332,8 @@ def main(argv=None):
     parser.add_argument("--capacity-blocks", type=int, required=True,
                         help="the engine's device cache in blocks (vLLM logs its GPU KV cache size in tokens: / block size)")
     parser.add_argument("--cache-id", default="", help="this engine's cache id (also the Reporter's affinity key)")
+    parser.add_argument("--medium", default="GPU",
+                        help="the tier whose events are read (an offloading engine also publishes CPU; default GPU)")
     parser.add_argument("--target", default="127.0.0.1:50051", help="kvledger-server HOST:PORT")
     parser.add_argument("--max-blocks", type=int, default=None,
                         help="removed blocks remembered, about 200 bytes each (default 4 x --capacity-blocks: curves "
@@ -337,7 +344,8 @@ def main(argv=None):
         parser.error(f"--capacity-blocks = {args.capacity_blocks}: must be >= 1")
     import time  # noqa: PLC0415
     from kvledger.reporter import Reporter  # noqa: PLC0415
-    replay = EventReplay(args.model, args.capacity_blocks, args.cache_id, args.max_blocks or 4 * args.capacity_blocks)
+    replay = EventReplay(args.model, args.capacity_blocks, args.cache_id, args.max_blocks or 4 * args.capacity_blocks,
+                         args.medium)
     subscriber = Subscriber(replay, args.endpoint, args.replay_endpoint, args.topic)
     end = None if args.seconds is None else time.monotonic() + args.seconds
     with Reporter(args.target, affinity_key=args.cache_id or None, max_queue_size=1 << 16) as reporter:
