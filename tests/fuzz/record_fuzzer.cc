@@ -65,7 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (verdict.ok() != explained.ok()) std::abort();  // Explain and Record must agree
     if (verdict.ok()) {
       ++world->accepted;
-      if (!facts.prefix_block_ids.empty()) ++world->accepted_with_ids;
+      if (!facts.prefix_block_ids.empty() || !facts.prefix_block_reuse_distances.empty()) ++world->accepted_with_ids;
     } else {
       if (verdict.rejection().reason != explained.rejection().reason) std::abort();
       if (verdict.rejection().message.empty()) std::abort();
