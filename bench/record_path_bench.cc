@@ -324,7 +324,7 @@ void BM_BreakEven(benchmark::State& state) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   const ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
   const auto model = registry.Resolve("llama-3.1-8b");
-  for (auto _ : state) benchmark::DoNotOptimize(BreakEvenTokens(model, Tier::kHost, 2e9, 3e14));
+  for (auto _ : state) benchmark::DoNotOptimize(BreakEvenTokens(model, Tier::kHost, 2e9, *ProfileComputeTime(3e14)));
 }
 BENCHMARK(BM_BreakEven);
 BENCHMARK(BM_ScrapeCollectOnly)->Arg(64)->Arg(1000)->Unit(benchmark::kMillisecond);

@@ -211,25 +211,26 @@ void FillRates(const Scrape& s, MetricFamily& f) {
 // reusable prefix from which on reloading pays, with the compute rate Advise would use (the live
 // compute model, else the profile's stated throughput). Absent where reloading never pays.
 void FillBreakEven(const Scrape& s, MetricFamily& f) {
-  absl::flat_hash_map<uint32_t, double> live_compute;  // slot -> FLOP/s of a ready compute model
+  absl::flat_hash_map<uint32_t, ComputeTime> live_compute;  // slot -> a ready compute model
   for (const auto& e : *s.rates) {
-    if (!e.tier) live_compute[e.model_slot] = e.evidence.rate;
+    if (!e.tier && e.compute) live_compute.emplace(e.model_slot, *e.compute);
   }
   for (const auto& reload : *s.rates) {
     if (!reload.tier || reload.model_slot >= s.models.size()) continue;
     const absl::StatusOr<Resolution> model = s.registry->Resolve(s.models[reload.model_slot].model);
     if (!model.ok()) continue;
     const auto live = live_compute.find(reload.model_slot);
-    const double flops_per_second =
-        live != live_compute.end() ? live->second : model->profile->prefill_flops_per_second();
-    const auto tokens = BreakEvenTokens(model, *reload.tier, reload.evidence.rate, flops_per_second);
+    const std::optional<ComputeTime> compute =
+        live != live_compute.end() ? live->second : ProfileComputeTime(model->profile->prefill_flops_per_second());
+    if (!compute) continue;
+    const auto tokens = BreakEvenTokens(model, *reload.tier, reload.evidence.rate, *compute);
     if (!tokens) continue;
     f.metric.push_back(
         GaugeMetric({s.Model(reload.model_slot), {"tier", TierLabel(*reload.tier)}}, static_cast<double>(*tokens)));
   }
 }
 
-// The undecayed sums behind the live rates, one counter per term (kReloadParts, kComputeFitParts):
+// The undecayed sums behind the live rates, one counter per term (kReloadParts, ComputeFitParts()):
 // their increase over a window is what the kvledger.fleet rules add over the replicas
 // (lib/accounting/fleet_rates.h).
 void FillReloadSums(const Scrape& s, MetricFamily& f) {
@@ -243,8 +244,8 @@ void FillReloadSums(const Scrape& s, MetricFamily& f) {
 
 void FillComputeSums(const Scrape& s, MetricFamily& f) {
   for (const auto& e : s.totals->compute) {
-    for (size_t i = 0; i < kComputeFitParts.size(); ++i) {
-      f.metric.push_back(CounterMetric({s.Model(e.model_slot), {"term", kComputeFitParts[i]}}, e.parts[i]));
+    for (size_t i = 0; i < kComputeFitPartCount; ++i) {
+      f.metric.push_back(CounterMetric({s.Model(e.model_slot), {"term", ComputeFitParts()[i]}}, e.parts[i]));
     }
   }
 }

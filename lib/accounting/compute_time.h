@@ -1,14 +1,18 @@
-// The prefill compute-time model (docs/cost-model.md §8): one forward pass over F FLOPs takes
-//   seconds = fixed_seconds + F * seconds_per_flop
-// a fixed cost per pass (kernel launches, scheduling, sampling the first token) plus a rate. A rate
-// alone (time proportional to FLOPs) cannot be learned from short suffixes: a 16-token suffix after a
-// block-aligned hit is almost all fixed cost, and scaling it to the reused prefix overstates the
-// recompute many times over.
+// The prefill compute-time model (docs/cost-model.md §8): the seconds of one forward pass.
 //
-// DecayedAffineFit learns the two parameters per model from the records that measured a suffix
-// prefill, by least squares weighted by age (a half-life, like the live rates), and is ready only
-// when the records carry enough weight and enough different suffix sizes to tell the fixed cost
-// from the rate. Until then an estimate that needs it is unknown, never extrapolated.
+// Two forms. The affine summary, seconds = fixed_seconds + F * seconds_per_flop, is what a profile
+// states (its throughput, no fixed cost), what `plan` is given, and what the gauges show for a live
+// fit. A live fit also carries a pass curve, which is what its estimates use: measured GPUs are not
+// affine. A short pass runs far below the peak rate (the weights are read whatever the token count),
+// so extending it is nearly free, and attention runs at a rate of its own. The curve is
+//   seconds(pass) = h(new tokens of the pass) + attention FLOPs * seconds_per_attention_flop
+// with h piecewise linear between fixed knots (kPassKnotTokens), non-decreasing and >= 0. The reused
+// prefix recomputed inside the same pass costs seconds(full pass) - seconds(suffix pass).
+//
+// DecayedComputeFit learns both per model from the records that measured a suffix prefill, by least
+// squares weighted by age (a half-life, like the live rates); it is ready only when the records carry
+// enough weight and enough different suffix sizes to tell the fixed cost from the rate. Until then
+// an estimate that needs it is unknown, never extrapolated.
 #ifndef KVLEDGER_LIB_ACCOUNTING_COMPUTE_TIME_H_
 #define KVLEDGER_LIB_ACCOUNTING_COMPUTE_TIME_H_
 
@@ -35,17 +39,42 @@ inline constexpr EnumTable<Basis, 5> kBasisLabels = {{{Basis::kNone, "none"},
 static_assert(IsDense(kBasisLabels));
 inline const char* BasisLabel(Basis basis) { return LabelOf(kBasisLabels, basis, "none"); }
 
+// One forward pass: the new tokens it computes, all its prefill FLOPs, and the attention (token-mixing)
+// part of them, which runs at a rate of its own.
+struct PassFlops {
+  uint64_t tokens = 0;
+  double flops = 0;
+  double attention_flops = 0;
+};
+
+// The knots of h, in new tokens per pass: dense where short passes bend, sparser beyond, and the
+// longest prompt a record may carry last, so that every hat function is in [0, 1] and every sum
+// behind the fit only grows (they are exported as counters).
+inline constexpr std::array<uint64_t, 19> kPassKnotTokens = {
+    0, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576,
+    kMaxTokens};
+inline constexpr size_t kPassKnots = kPassKnotTokens.size();
+
+// The learned pass curve (see above).
+struct PassCurve {
+  std::array<double, kPassKnots> knot_seconds{};  // h at each knot: non-decreasing, >= 0
+  double seconds_per_attention_flop = 0;           // >= 0
+  double Seconds(const PassFlops& pass) const;
+};
+
 // A fitted or stated compute-time model.
 struct ComputeTime {
   Basis basis = Basis::kNone;
-  double fixed_seconds = 0;     // per forward pass
-  double seconds_per_flop = 0;  // > 0
+  double fixed_seconds = 0;     // per forward pass (the affine summary)
+  double seconds_per_flop = 0;  // > 0 (the affine summary)
   uint64_t samples = 0;         // records behind a live fit, ever
   double weight = 0;            // their decayed weight now
+  std::optional<PassCurve> curve = std::nullopt;  // a live fit's, when it could be solved: what estimates use
 
-  // One pass over `flops`, and the extra seconds `flops` add to a pass that happens anyway.
-  double PassSeconds(Uint128 flops) const { return fixed_seconds + MarginalSeconds(flops); }
-  double MarginalSeconds(Uint128 flops) const { return Uint128ToDouble(flops) * seconds_per_flop; }
+  // One pass; and what computing the reused prefix inside the full pass adds to the suffix's pass
+  // (0 when nothing was reused).
+  double PassSeconds(const PassFlops& pass) const;
+  double RecomputeSeconds(const PassFlops& full, const PassFlops& suffix) const;
   double FlopsPerSecond() const { return 1.0 / seconds_per_flop; }
 };
 
@@ -53,6 +82,9 @@ struct ComputeTime {
 // weighted coefficient of variation (standard deviation / mean of the FLOPs) is at least this.
 inline constexpr double kComputeFitMinWeight = 8;
 inline constexpr double kComputeFitMinSpread = 0.25;
+// A live pass's seconds are held within this factor of the fitted model's before they are added
+// (live_rates.h): robust to a stalled or preempted pass, while a real change still moves the fit.
+inline constexpr double kComputeFitOutlierFactor = 2;
 
 // The largest sample count a double holds exactly (2^53): beyond it a count read from outside is garbage.
 inline constexpr double kMaxExactCount = 9007199254740992.0;
@@ -60,7 +92,7 @@ inline constexpr double kMaxExactCount = 9007199254740992.0;
 // N sums of samples, each sample weighing 2^(-age / half_life): the decay behind every live rate and
 // fit. `weight` is the decayed count of samples (1 for a sample now). Plain value; the caller
 // serializes access.
-template <int N>
+template <size_t N>
 class DecayedSums {
  public:
   // Adds a sample's N values observed at `now` (seconds on any monotonic clock).
@@ -76,7 +108,7 @@ class DecayedSums {
     } else if (now < at_) {  // a sample older than the sums (another thread's clock read): decay it instead
       keep_sample = std::exp2(-(at_ - now) / half_life);
     }
-    for (int i = 0; i < N; ++i) sums_[i] = sums_[i] * keep_sums + keep_sample * values[i];
+    for (size_t i = 0; i < N; ++i) sums_[i] = sums_[i] * keep_sums + keep_sample * values[i];
     weight_ = weight_ * keep_sums + keep_sample;
     ++samples_;
   }
@@ -84,7 +116,7 @@ class DecayedSums {
   void AddDecayedTo(DecayedSums& into, double now, double half_life) const {
     if (samples_ == 0) return;
     const double keep = std::exp2(-(now - at_) / half_life);  // > 1 only for a clock read before at_
-    for (int i = 0; i < N; ++i) into.sums_[i] += sums_[i] * keep;
+    for (size_t i = 0; i < N; ++i) into.sums_[i] += sums_[i] * keep;
     into.weight_ += weight_ * keep;
     into.samples_ += samples_;
     into.at_ = now;
@@ -97,7 +129,7 @@ class DecayedSums {
   // sums are the replicas' added (docs/operations.md, "Advise across replicas").
   std::array<double, N + 2> Parts() const {
     std::array<double, N + 2> parts{};
-    for (int i = 0; i < N; ++i) parts[i] = sums_[i];
+    for (size_t i = 0; i < N; ++i) parts[i] = sums_[i];
     parts[N] = weight_;
     parts[N + 1] = static_cast<double>(samples_);
     return parts;
@@ -105,7 +137,7 @@ class DecayedSums {
   // Sums made of Parts() (of one replica or added over several), decayed to one instant.
   static DecayedSums FromParts(const std::array<double, N + 2>& parts) {
     DecayedSums sums;
-    for (int i = 0; i < N; ++i) sums.sums_[i] = parts[i];
+    for (size_t i = 0; i < N; ++i) sums.sums_[i] = parts[i];
     sums.weight_ = parts[N];
     // A count past 2^53 is no count a replica could have made; saturate rather than convert out of range.
     const double samples = parts[N + 1];
@@ -120,44 +152,46 @@ class DecayedSums {
   uint64_t samples_ = 0;
 };
 
-// The names of DecayedAffineFit::Parts(), as exported (the `term` label): x is in 1e12 FLOPs.
-inline constexpr std::array<const char*, 6> kComputeFitParts = {"tflops",         "seconds", "tflops_squared",
-                                                                "tflops_seconds", "weight",  "samples"};
+// The sums behind DecayedComputeFit, in its Parts() order: the affine summary's, then the pass
+// curve's (hat basis functions φ_j of the pass's tokens, one per knot; A the attention FLOPs), then
+// the weight and the sample count. FLOPs are in units of 1e12.
+inline constexpr size_t kAffineSums = 4;                   // x, y, x², x·y (x = all FLOPs, y = seconds)
+inline constexpr size_t kCurveSums = 4 * kPassKnots - 1 + 2;  // φ_jφ_j, φ_jφ_j+1, φ_j·A, φ_j·y, A², A·y
+inline constexpr size_t kComputeFitSums = kAffineSums + kCurveSums;
+inline constexpr size_t kComputeFitPartCount = kComputeFitSums + 2;
+// The `term` label of each part as exported (e.g. "tflops", "pass_64_128", "weight").
+const std::array<const char*, kComputeFitPartCount>& ComputeFitParts();
 
-// Decayed sums of (FLOPs, seconds) samples for a weighted least-squares line. Plain value; the
+// Decayed sums of (pass, seconds) samples for the weighted least-squares fits. Plain value; the
 // caller serializes access.
-class DecayedAffineFit {
+class DecayedComputeFit {
  public:
-  // Adds one pass of `flops` (> 0) that took `seconds` (> 0), observed at `now` (seconds on any
-  // monotonic clock).
-  void Observe(double flops, double seconds, double now, double half_life) {
-    const double x = flops / kUnit;
-    sums_.Observe({x, seconds, x * x, x * seconds}, now, half_life);
-  }
+  // Adds one pass (flops > 0) that took `seconds` (> 0), observed at `now` (seconds on any monotonic
+  // clock).
+  void Observe(const PassFlops& pass, double seconds, double now, double half_life);
   // The sums decayed to `now` and added into `into` (which must be at `now` too).
-  void AddDecayedTo(DecayedAffineFit& into, double now, double half_life) const {
+  void AddDecayedTo(DecayedComputeFit& into, double now, double half_life) const {
     sums_.AddDecayedTo(into.sums_, now, half_life);
   }
-  // The fitted model when ready (see above): the least-squares line when its slope is positive and
-  // its intercept >= 0; a line through the origin (fixed cost 0) when the intercept comes out
-  // negative; nothing otherwise.
+  // The fitted model when ready (see above). The affine summary is the least-squares line when its
+  // slope is positive and its intercept >= 0, a line through the origin (fixed cost 0) when the
+  // intercept comes out negative, nothing otherwise; the curve is added when its system solves.
   std::optional<ComputeTime> Fit() const;
 
   uint64_t samples() const { return sums_.samples(); }
   double weight() const { return sums_.weight(); }
 
-  // Named by kComputeFitParts.
-  std::array<double, 6> Parts() const { return sums_.Parts(); }
-  static DecayedAffineFit FromParts(const std::array<double, 6>& parts) {
-    DecayedAffineFit fit;
-    fit.sums_ = DecayedSums<4>::FromParts(parts);
+  // Named by ComputeFitParts().
+  std::array<double, kComputeFitPartCount> Parts() const { return sums_.Parts(); }
+  static DecayedComputeFit FromParts(const std::array<double, kComputeFitPartCount>& parts) {
+    DecayedComputeFit fit;
+    fit.sums_ = DecayedSums<kComputeFitSums>::FromParts(parts);
     return fit;
   }
 
  private:
-  // x in units of 1e12 FLOPs, to keep x^2 well inside a double's exponent and precision.
-  static constexpr double kUnit = 1e12;
-  DecayedSums<4> sums_;  // x, y, x², x·y
+  std::optional<PassCurve> FitCurve() const;
+  DecayedSums<kComputeFitSums> sums_;
 };
 
 // The record alone (offline explain): the rate its own suffix prefill saw, with no fixed cost.

@@ -97,19 +97,18 @@ void DeriveWork(const ModelShape& shape, RecordFigures& d) {
 
 // Seconds (docs/cost-model.md §8) from the compute-time model: the live fit, else the profile's
 // throughput, else (offline explain only) the record alone above its floor. Recomputing the reused
-// prefix adds its FLOPs to a pass that happens anyway, so the estimate is the marginal seconds of
-// those FLOPs; a miss recomputes nothing (0 s, whatever the model). No model, no estimate: a suffix
+// prefix lengthens a pass that happens anyway, so the estimate is what the full pass costs beyond
+// the suffix's; a miss recomputes nothing (0 s, whatever the model). No model, no estimate: a suffix
 // that is mostly fixed cost is never scaled up to the prefix.
 void DeriveSeconds(const RecordFacts& facts, const Profile& profile, const EstimateSource& source,
                    RecordFigures& d) {
   const Uint128 avoided = d.ReusedPrefillFlops();
-  const Uint128 remaining = d.RemainingPrefillFlops();
   std::optional<ComputeTime> compute = ModelComputeTime(source.live, profile.prefill_flops_per_second());
   if (!compute && source.record_alone) {
-    compute = RecordAloneComputeTime(remaining, avoided, facts.suffix_prefill_seconds);
+    compute = RecordAloneComputeTime(d.RemainingPrefillFlops(), avoided, facts.suffix_prefill_seconds);
   }
   if (compute) {
-    d.estimated_recompute_seconds = compute->MarginalSeconds(avoided);
+    d.estimated_recompute_seconds = compute->RecomputeSeconds(d.FullPass(), d.SuffixPass());
     d.estimate_basis = compute->basis;
   } else if (avoided == 0) {
     d.estimated_recompute_seconds = 0.0;
@@ -117,9 +116,9 @@ void DeriveSeconds(const RecordFacts& facts, const Profile& profile, const Estim
   } else {
     return;
   }
-  // The full prefill: the measured suffix pass plus the reused prefix's FLOPs, else the model's pass.
+  // The full prefill: the measured suffix pass plus the reused prefix's recompute, else the model's pass.
   std::optional<double> suffix = facts.suffix_prefill_seconds;
-  if (!suffix && compute) suffix = compute->PassSeconds(remaining);
+  if (!suffix && compute) suffix = compute->PassSeconds(d.SuffixPass());
   if (!suffix) return;
   d.suffix_prefill_seconds_used = *suffix;
   const double full_prefill_seconds = *suffix + *d.estimated_recompute_seconds;

@@ -138,6 +138,15 @@ struct RecordFigures {
   Uint128 ReusedAttentionFlops() const { return attention_avoided_flops[static_cast<size_t>(Boundary::kReused)]; }
   Uint128 ReusedPrefillFlops() const { return prefill_avoided_flops[static_cast<size_t>(Boundary::kReused)]; }
   Uint128 RemainingPrefillFlops() const { return prefill_baseline_flops - ReusedPrefillFlops(); }
+  // The prefill as one pass without reuse, and the suffix's pass after it: what the compute-time
+  // model costs (compute_time.h).
+  PassFlops FullPass() const {
+    return {prompt_tokens, Uint128ToDouble(prefill_baseline_flops), Uint128ToDouble(attention_baseline_flops)};
+  }
+  PassFlops SuffixPass() const {
+    return {prompt_tokens - reused_tokens, Uint128ToDouble(RemainingPrefillFlops()),
+            Uint128ToDouble(attention_baseline_flops - ReusedAttentionFlops())};
+  }
   // Fractions of the baseline left after reuse up to the reused boundary.
   double AttentionRemaining() const;
   double PrefillRemaining() const;

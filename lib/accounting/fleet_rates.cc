@@ -86,7 +86,7 @@ absl::Status Plausible(const DecayedRate& rate, const std::string& model, Tier t
   return absl::OkStatus();
 }
 
-absl::Status Plausible(const DecayedAffineFit& fit, const std::string& model) {
+absl::Status Plausible(const DecayedComputeFit& fit, const std::string& model) {
   const std::optional<ComputeTime> time = fit.Fit();
   if (!time) return absl::OkStatus();
   if (!(time->FlopsPerSecond() >= kPlausibleFlopsPerSecond[0] && time->FlopsPerSecond() <= kPlausibleFlopsPerSecond[1])) {
@@ -112,9 +112,9 @@ const std::string* LabeledSample::Label(const std::string& name) const {
 absl::StatusOr<FleetRates::Table> FleetRates::FromSamples(const std::vector<LabeledSample>& reload,
                                                           const std::vector<LabeledSample>& compute) {
   absl::flat_hash_map<std::pair<std::string, Tier>, std::array<double, kReloadParts.size()>> reload_parts;
-  absl::flat_hash_map<std::string, std::array<double, kComputeFitParts.size()>> compute_parts;
+  absl::flat_hash_map<std::string, std::array<double, kComputeFitPartCount>> compute_parts;
   if (absl::Status s = AddSamples("reload", reload, kReloadParts, ModelTierOf, reload_parts); !s.ok()) return s;
-  if (absl::Status s = AddSamples("compute", compute, kComputeFitParts, ModelOf, compute_parts); !s.ok()) return s;
+  if (absl::Status s = AddSamples("compute", compute, ComputeFitParts(), ModelOf, compute_parts); !s.ok()) return s;
   Table table;
   for (const auto& [key, parts] : reload_parts) {
     if (absl::Status s = PlausibleCount(parts.back(), key.first); !s.ok()) return s;
@@ -124,7 +124,7 @@ absl::StatusOr<FleetRates::Table> FleetRates::FromSamples(const std::vector<Labe
   }
   for (const auto& [key, parts] : compute_parts) {
     if (absl::Status s = PlausibleCount(parts.back(), key); !s.ok()) return s;
-    const DecayedAffineFit fit = DecayedAffineFit::FromParts(parts);
+    const DecayedComputeFit fit = DecayedComputeFit::FromParts(parts);
     if (absl::Status s = Plausible(fit, key); !s.ok()) return s;
     table.compute.emplace(key, fit);
   }

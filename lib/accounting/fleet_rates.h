@@ -47,10 +47,10 @@ class FleetRates {
  public:
   struct Table {
     absl::flat_hash_map<std::pair<std::string, Tier>, DecayedRate> reload;  // (model, tier)
-    absl::flat_hash_map<std::string, DecayedAffineFit> compute;             // model
+    absl::flat_hash_map<std::string, DecayedComputeFit> compute;             // model
   };
   // The table of the fleet rules' samples: `reload` labelled {model, tier, term} (kReloadParts),
-  // `compute` labelled {model, term} (kComputeFitParts). Samples of one series are added (e.g. one
+  // `compute` labelled {model, term} (ComputeFitParts()). Samples of one series are added (e.g. one
   // per cluster label). A sample without those labels, with an unknown tier or term, or a value that
   // is negative or not finite, is an error naming it.
   // The rates the sums make must also be plausible (kPlausible*): a table from a Prometheus that

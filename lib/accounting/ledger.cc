@@ -40,7 +40,7 @@ Verdict Ledger::Record(const RecordFacts& facts) {
                                                            : LabelSlot{registry_.slots().other_slot(), true};
   aggregator_.Add(label.slot, *figures, label.folded);
   // Rates are per model: a record folded into "other" would mix models.
-  if (rates_ != nullptr && !label.folded) rates_->Observe(label.slot, *figures);
+  if (rates_ != nullptr && !label.folded) rates_->Observe(label.slot, *figures, source.live);
   // A cache's references in the order they arrive (docs/cost-model.md §14); per model, as the rates.
   if (curves_ != nullptr && !label.folded) curves_->Observe(label.slot, facts, *figures->profile, source);
   return Verdict();

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <time.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -44,13 +45,20 @@ LiveRates::Shard& LiveRates::ShardForThisThread() {
   return shards_[index];
 }
 
-void LiveRates::Observe(uint32_t model_slot, const RecordFigures& d) {
+void LiveRates::Observe(uint32_t model_slot, const RecordFigures& d, const std::optional<ComputeTime>& model) {
   if (model_slot >= slot_count_) return;
   // A reload from a mixed or unknown source would blend tiers' bandwidths: it feeds none.
   const bool reload = IsSourceTier(d.tier) && d.reused_bytes > 0 && d.reload_seconds && *d.reload_seconds > 0;
-  const Uint128 suffix_flops = d.RemainingPrefillFlops();
-  const bool compute = suffix_flops > 0 && d.suffix_prefill_seconds && *d.suffix_prefill_seconds > 0;
+  const PassFlops pass = d.SuffixPass();
+  const bool compute = pass.flops > 0 && d.suffix_prefill_seconds && *d.suffix_prefill_seconds > 0;
   if (!reload && !compute) return;
+  double seconds = compute ? *d.suffix_prefill_seconds : 0;
+  if (compute && model && model->basis == Basis::kLive) {
+    const double expected = model->PassSeconds(pass);
+    if (expected > 0) {
+      seconds = std::clamp(seconds, expected / kComputeFitOutlierFactor, expected * kComputeFitOutlierFactor);
+    }
+  }
   const double now = clock_();
   Shard& shard = ShardForThisThread();
   MutexLock lock(&shard.mu);
@@ -60,10 +68,8 @@ void LiveRates::Observe(uint32_t model_slot, const RecordFigures& d) {
     shard.cells.reload_total[cell].Observe(Uint128ToDouble(d.reused_bytes), *d.reload_seconds, now, kNoDecay);
   }
   if (compute) {
-    shard.cells.compute[model_slot].Observe(Uint128ToDouble(suffix_flops), *d.suffix_prefill_seconds, now,
-                                            half_life_);
-    shard.cells.compute_total[model_slot].Observe(Uint128ToDouble(suffix_flops), *d.suffix_prefill_seconds, now,
-                                                  kNoDecay);
+    shard.cells.compute[model_slot].Observe(pass, seconds, now, half_life_);
+    shard.cells.compute_total[model_slot].Observe(pass, seconds, now, kNoDecay);
     // After the sample is in its shard: a question that sees the count sees the sample.
     fitted_[model_slot].observed.fetch_add(1, std::memory_order_release);
   }
@@ -103,7 +109,12 @@ LiveRates::FitRead LiveRates::Read(const Fitted& f) {
     r.observed = f.fitted_observed.load(kAcquire);
     if (f.ready.load(kAcquire)) {
       r.fit = ComputeTime{Basis::kLive, f.fixed_seconds.load(kAcquire), f.seconds_per_flop.load(kAcquire),
-                          f.samples.load(kAcquire), f.weight.load(kAcquire)};
+                          f.samples.load(kAcquire), f.weight.load(kAcquire), std::nullopt};
+      if (f.has_curve.load(kAcquire)) {
+        PassCurve& curve = r.fit->curve.emplace();
+        for (size_t j = 0; j < kPassKnots; ++j) curve.knot_seconds[j] = f.knot_seconds[j].load(kAcquire);
+        curve.seconds_per_attention_flop = f.seconds_per_attention_flop.load(kAcquire);
+      }
     }
     if (f.seq.load(kAcquire) == before) return r;
   }
@@ -121,6 +132,11 @@ void LiveRates::Write(Fitted& f, double at, uint64_t observed, const std::option
     f.seconds_per_flop.store(fit->seconds_per_flop, kRelease);
     f.weight.store(fit->weight, kRelease);
     f.samples.store(fit->samples, kRelease);
+    f.has_curve.store(fit->curve.has_value(), kRelease);
+    if (fit->curve) {
+      for (size_t j = 0; j < kPassKnots; ++j) f.knot_seconds[j].store(fit->curve->knot_seconds[j], kRelease);
+      f.seconds_per_attention_flop.store(fit->curve->seconds_per_attention_flop, kRelease);
+    }
   }
   f.seq.fetch_add(1, kRelease);
 }
@@ -167,11 +183,11 @@ std::vector<LiveRates::Entry> LiveRates::Snapshot() const {
   for (uint32_t slot = 0; slot < slot_count_; ++slot) {
     if (auto fit = ComputeModel(slot)) {
       entries.push_back({slot, std::nullopt, RateEvidence{fit->FlopsPerSecond(), fit->samples, fit->weight},
-                         fit->fixed_seconds});
+                         fit->fixed_seconds, fit});
     }
     for (int t = 0; t < kTierCount; ++t) {
       if (auto e = reload[static_cast<size_t>(slot) * kTierCount + t].Evidence()) {
-        entries.push_back({slot, static_cast<Tier>(t), *e});
+        entries.push_back({slot, static_cast<Tier>(t), *e, 0, std::nullopt});
       }
     }
   }
@@ -181,7 +197,7 @@ std::vector<LiveRates::Entry> LiveRates::Snapshot() const {
 LiveRates::Sums LiveRates::TotalsNow() const {
   const Cells merged = Merged(clock_(), /*with_compute=*/true, /*totals=*/true);
   const std::vector<DecayedRate>& reload = merged.reload;
-  const std::vector<DecayedAffineFit>& compute = merged.compute;
+  const std::vector<DecayedComputeFit>& compute = merged.compute;
   Sums sums;
   for (size_t i = 0; i < reload.size(); ++i) {
     const auto parts = reload[i].Parts();

@@ -1,13 +1,13 @@
 // Live rates (docs/cost-model.md §8, §10): per (model slot, tier) the effective reload bandwidth
 // (reused bytes / reload seconds), a ratio of exponentially decayed sums with a half-life, so the
 // newest records weigh most and an old burst fades; per model slot the prefill compute-time model
-// (a fixed cost per pass + FLOPs / rate), fitted to the records' suffix prefills with the same decay
+// (a pass curve with its affine summary), fitted to the records' suffix prefills with the same decay
 // (compute_time.h).
 //
 // Each sum decays as 2^(-age / half_life); the rate is the ratio of two sums decayed alike (the
 // decay cancels when all samples are of one age), and the evidence is the number of samples and
-// their decayed weight (1 per sample, fading with age). Soft state: per process, lost on restart,
-// never exported as a counter.
+// their decayed weight (1 per sample, fading with age). Soft state: per process, lost on restart;
+// the undecayed sums beside them are exported as counters (TotalsNow).
 //
 // Thread-safe. Writers go to one of a fixed set of shards chosen per thread, like Aggregator.
 #ifndef KVLEDGER_LIB_ACCOUNTING_LIVE_RATES_H_
@@ -81,7 +81,9 @@ class LiveRates {
 
   // Feeds a derived record: its reload (when reload_seconds > 0 and bytes were reused, from one
   // source tier) and its suffix prefill pass (when suffix_prefill_seconds > 0 and FLOPs remained).
-  void Observe(uint32_t model_slot, const RecordFigures& figures);
+  // With `model` (the fit the record was estimated with), the pass's seconds are first held within
+  // kComputeFitOutlierFactor of the model's: one stalled or preempted pass moves the fit a bounded step.
+  void Observe(uint32_t model_slot, const RecordFigures& figures, const std::optional<ComputeTime>& model = {});
   // Feeds an aggregate transfer observation (bytes moved from `tier` in `seconds`, no request) to
   // the reload bandwidth of (model_slot, tier): one sample, like one record's reload. Ignored for a
   // tier that is not a source tier or for seconds <= 0.
@@ -94,12 +96,14 @@ class LiveRates {
   std::optional<ComputeTime> ComputeModel(uint32_t model_slot, bool current = false) const;
 
   // Every rate with evidence, by slot then tier; `tier` is absent for a compute model, whose
-  // evidence.rate is its FLOP/s and `fixed_seconds` its cost per pass.
+  // evidence.rate is its FLOP/s and `fixed_seconds` its cost per pass (the affine summary), and
+  // `compute` the whole model.
   struct Entry {
     uint32_t model_slot;
     std::optional<Tier> tier;
     RateEvidence evidence;
     double fixed_seconds = 0;
+    std::optional<ComputeTime> compute;
   };
   std::vector<Entry> Snapshot() const;
 
@@ -116,7 +120,7 @@ class LiveRates {
     };
     struct Compute {
       uint32_t model_slot;
-      std::array<double, 6> parts;  // kComputeFitParts
+      std::array<double, kComputeFitPartCount> parts;  // ComputeFitParts()
     };
     std::vector<Reload> reload;
     std::vector<Compute> compute;
@@ -130,10 +134,10 @@ class LiveRates {
   static constexpr int kShards = 16;
   struct Cells {
     std::vector<DecayedRate> reload;        // slot * kTierCount + tier
-    std::vector<DecayedAffineFit> compute;  // slot
+    std::vector<DecayedComputeFit> compute;  // slot
     // The same samples never decayed (half-life infinite): TotalsNow.
     std::vector<DecayedRate> reload_total;
-    std::vector<DecayedAffineFit> compute_total;
+    std::vector<DecayedComputeFit> compute_total;
   };
   struct alignas(64) Shard {
     mutable Mutex mu;
@@ -154,6 +158,9 @@ class LiveRates {
     std::atomic<double> seconds_per_flop{0};
     std::atomic<double> weight{0};
     std::atomic<uint64_t> samples{0};
+    std::atomic<bool> has_curve{false};
+    std::array<std::atomic<double>, kPassKnots> knot_seconds{};
+    std::atomic<double> seconds_per_attention_flop{0};
     std::atomic<uint64_t> fitted_observed{0};  // `observed` when the fit was made
     std::atomic<uint64_t> observed{0};         // compute samples observed, ever (outside the lock)
     Mutex refit_mu;  // one refit at a time

@@ -66,12 +66,6 @@ RateUsed ComputeRate(const std::optional<ComputeTime>& model) {
   return used;
 }
 
-// One pass over `flops`: the fixed cost plus the FLOPs at the rate.
-std::optional<double> PassSeconds(Uint128 flops, const RateUsed& compute) {
-  if (!compute.rate) return std::nullopt;
-  return compute.fixed_seconds + Uint128ToDouble(flops) / *compute.rate;
-}
-
 }  // namespace
 
 std::string Advice::recommendation() const {
@@ -168,16 +162,16 @@ Checked<RecordFigures> PrefixFigures(const absl::StatusOr<Resolution>& model, Ti
 }
 
 std::optional<double> ReloadGain(const absl::StatusOr<Resolution>& model, Tier tier, uint64_t p, double bandwidth,
-                                 double compute, double wait) {
+                                 const ComputeTime& compute, double wait) {
   auto figures = PrefixFigures(model, tier, p);
   if (!figures.ok()) return std::nullopt;
-  return Uint128ToDouble(figures->ReusedPrefillFlops()) / compute - wait -
+  return compute.RecomputeSeconds(figures->FullPass(), figures->SuffixPass()) - wait -
          Uint128ToDouble(figures->reused_bytes) / bandwidth;
 }
 
 // One candidate costed from its figures and the rates (docs/cost-model.md §10).
 CandidateAdvice Costed(const AdviceCandidateInput& in, const RecordFigures& figures, const Profile& profile,
-                       const Rates& rates, const RateUsed& compute) {
+                       const Rates& rates, const std::optional<ComputeTime>& model, const RateUsed& compute) {
   CandidateAdvice c;
   c.tier = figures.tier;
   c.logical_match_tokens = figures.logical_match_tokens;
@@ -188,9 +182,10 @@ CandidateAdvice Costed(const AdviceCandidateInput& in, const RecordFigures& figu
                        rates.live != nullptr ? rates.live->ReloadBandwidth(rates.slot, c.tier) : std::nullopt,
                        ProfileBandwidth(profile, c.tier));
   c.reload_seconds = Seconds(c.reused_bytes, c.bandwidth);
-  c.recompute_seconds = Seconds(c.reused_flops, compute);
-  const auto suffix_seconds = PassSeconds(figures.RemainingPrefillFlops(), compute);
-  if (c.reload_seconds && suffix_seconds) c.prefill_seconds = *c.reload_seconds + *suffix_seconds;
+  if (model) {
+    c.recompute_seconds = model->RecomputeSeconds(figures.FullPass(), figures.SuffixPass());
+    if (c.reload_seconds) c.prefill_seconds = *c.reload_seconds + model->PassSeconds(figures.SuffixPass());
+  }
   // Nothing to reload needs no bandwidth; otherwise the weaker of the two rates.
   c.basis = c.reused_bytes == 0 ? compute.basis : std::min(c.bandwidth.basis, compute.basis);
   c.replica = in.replica;
@@ -200,8 +195,9 @@ CandidateAdvice Costed(const AdviceCandidateInput& in, const RecordFigures& figu
 
 // Each candidate's break-even with its bandwidth, the compute rate and its wait; computed once per
 // (tier, bandwidth, wait), since candidates of one tier and wait share it.
-void AddBreakEvens(const absl::StatusOr<Resolution>& model, Advice& advice) {
-  if (!advice.compute.rate) return;
+void AddBreakEvens(const absl::StatusOr<Resolution>& model, const std::optional<ComputeTime>& compute,
+                   Advice& advice) {
+  if (!compute) return;
   struct Known {
     Tier tier;
     double bandwidth, wait;
@@ -216,7 +212,7 @@ void AddBreakEvens(const absl::StatusOr<Resolution>& model, Advice& advice) {
     });
     if (same == known.end()) {
       known.push_back({c.tier, *c.bandwidth.rate, wait,
-                       BreakEvenTokens(model, c.tier, *c.bandwidth.rate, *advice.compute.rate, wait)});
+                       BreakEvenTokens(model, c.tier, *c.bandwidth.rate, *compute, wait)});
       same = known.end() - 1;
     }
     c.break_even_tokens = same->tokens;
@@ -247,16 +243,15 @@ void RecommendTier(Advice& advice) {
 }  // namespace
 
 std::optional<uint64_t> BreakEvenTokens(const absl::StatusOr<Resolution>& model, Tier tier, double bytes_per_second,
-                                        double flops_per_second, double wait_seconds) {
-  if (!model.ok() || !(bytes_per_second > 0) || !(flops_per_second > 0) || !(wait_seconds >= 0)) return std::nullopt;
+                                        const ComputeTime& compute, double wait_seconds) {
+  if (!model.ok() || !(bytes_per_second > 0) || !(wait_seconds >= 0)) return std::nullopt;
   // Reloading pays for good at p: it pays there, and the gain does not fall at the next boundary
   // (a convex gap past its minimum only grows). False, then true from p* on.
   uint64_t step = 1;  // the coarsest boundary spacing of the model's layer groups
   for (const auto& group : model->profile->shape().groups) step = std::max(step, group.alignment_tokens);
   auto pays_for_good = [&](uint64_t p) {
-    const auto here = ReloadGain(model, tier, p, bytes_per_second, flops_per_second, wait_seconds);
-    const auto next = ReloadGain(model, tier, std::min(p + step, kMaxTokens), bytes_per_second, flops_per_second,
-                                 wait_seconds);
+    const auto here = ReloadGain(model, tier, p, bytes_per_second, compute, wait_seconds);
+    const auto next = ReloadGain(model, tier, std::min(p + step, kMaxTokens), bytes_per_second, compute, wait_seconds);
     return here && next && *here > 0 && *next >= *here;
   };
   if (!pays_for_good(kMaxTokens)) return std::nullopt;
@@ -292,8 +287,9 @@ absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegi
   advice.model = request.model;
   advice.prompt_tokens = baseline->prompt_tokens;
   advice.prefill_flops = baseline->prefill_baseline_flops;
-  advice.compute = ComputeRate(ModelComputeTime(sources.ComputeModel(), profile.prefill_flops_per_second()));
-  advice.recompute_all_seconds = PassSeconds(advice.prefill_flops, advice.compute);
+  const std::optional<ComputeTime> compute = ModelComputeTime(sources.ComputeModel(), profile.prefill_flops_per_second());
+  advice.compute = ComputeRate(compute);
+  if (compute) advice.recompute_all_seconds = compute->PassSeconds(baseline->FullPass());
   for (size_t i = 0; i < request.candidates.size(); ++i) {
     const AdviceCandidateInput& in = request.candidates[i];
     const std::string at = absl::StrCat("candidates[", i, "].");
@@ -305,9 +301,9 @@ absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegi
     facts.recoverable_tokens = in.recoverable_tokens;
     auto figures = Evaluate(facts, model);
     if (!figures.ok()) return RejectionStatus(figures.rejection(), at);
-    advice.candidates.push_back(Costed(in, *figures, profile, sources, advice.compute));
+    advice.candidates.push_back(Costed(in, *figures, profile, sources, compute, advice.compute));
   }
-  AddBreakEvens(model, advice);
+  AddBreakEvens(model, compute, advice);
   RecommendTier(advice);
   RankReplicas(advice);
   return advice;

@@ -3,13 +3,13 @@
 // estimated seconds for each choice and the evidence each estimate rests on.
 //
 // Per candidate, with P_eff its reusable boundary (alignment and recurrent checkpoints applied, as
-// for a record), bytes(P_eff) its KV/state bytes and F(p) the prefill FLOPs of the first p tokens:
-// and the model's compute time (§8) a fixed cost c per pass plus FLOPs / compute(model):
+// for a record), bytes(P_eff) its KV/state bytes, and T(pass) the compute-time model's seconds of a
+// pass (§8: the live pass curve, else the affine fixed cost + FLOPs / rate):
 //   reload_seconds    = bytes(P_eff) / bandwidth(model, tier)
-//   recompute_seconds = F(P_eff) / compute(model)             (the reused part, computed instead)
-//   prefill_seconds   = reload_seconds + c + (F(N) - F(P_eff)) / compute(model)
-// and recomputing from scratch costs c + F(N) / compute(model). Reusing only part of a candidate's
-// prefix is never better than all or none of it (§10), so these are the only choices.
+//   recompute_seconds = T(full pass of N) - T(suffix pass of N - P_eff)   (the reused part, computed instead)
+//   prefill_seconds   = reload_seconds + T(suffix pass)
+// and recomputing from scratch costs T(full pass). §10 says when all or none of a candidate's prefix
+// is the best choice (always under the affine model), and these are the only choices offered.
 //
 // A rate is the fleet's (every replica's live evidence, fleet_rates.h, when the replica reads it),
 // else live (decayed records of this replica; for compute, the ready fit), else the profile's
@@ -101,12 +101,13 @@ struct Advice {
 
 // The break-even of reloading from one tier (docs/cost-model.md §13): the least reusable prefix, in
 // tokens at a boundary `model` can resume at, from which on reloading it (after `wait_seconds`) at
-// `bytes_per_second` is faster than recomputing it at `flops_per_second` — the threshold an engine's
-// reload knob wants. Absent when reloading never pays up to kMaxTokens. The gap between the two,
-// F(p) / C - wait - bytes(p) / B, is convex in p, so the prefixes where reloading pays for good are
-// one interval [p*, kMaxTokens]: a binary search finds p*.
+// `bytes_per_second` is faster than recomputing it under `compute` — the threshold an engine's
+// reload knob wants. Absent when reloading never pays up to kMaxTokens. Under the affine model the
+// gap between the two, F(p) / C - wait - bytes(p) / B, is convex in p, so the prefixes where
+// reloading pays for good are one interval [p*, kMaxTokens] and a binary search finds p*; under a
+// pass curve the same search finds the last crossing where the gain changes sign at most once (§13).
 std::optional<uint64_t> BreakEvenTokens(const absl::StatusOr<Resolution>& model, Tier tier, double bytes_per_second,
-                                        double flops_per_second, double wait_seconds = 0);
+                                        const ComputeTime& compute, double wait_seconds = 0);
 
 // The refusal of a request with more than kMaxAdviceCandidates candidates (also given before one is
 // parsed, by the server).

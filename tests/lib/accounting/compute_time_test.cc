@@ -2,6 +2,11 @@
 // record-alone floor (docs/cost-model.md §8).
 #include "lib/accounting/compute_time.h"
 
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace kvledger {
@@ -9,14 +14,18 @@ namespace {
 
 constexpr double kT = 1e12;  // a TFLOP
 
+// A pass of `flops` with no attention, of about one token per 1e10 FLOPs: what the affine summary
+// sees (the curve's own tests are below).
+PassFlops Flops(double flops) { return {static_cast<uint64_t>(flops / 1e10) + 1, flops, 0}; }
+
 // 8 passes of 1 TFLOP at 0.02 s one half-life ago (weight 4 now), then 8 of 1 TFLOP at 0.03 s and
 // 8 of 3 TFLOP at 0.05 s: at 1 TFLOP the weighted mean time is (4 x 0.02 + 8 x 0.03) / 12 = 0.02667,
 // at 3 TFLOP 0.05, so the line is 0.011667 s per TFLOP with a fixed cost of 0.015 s.
-TEST(DecayedAffineFitTest, HandWorkedDecayedFit) {
-  DecayedAffineFit fit;
-  for (int i = 0; i < 8; ++i) fit.Observe(1 * kT, 0.02, 0, 300);
-  for (int i = 0; i < 8; ++i) fit.Observe(1 * kT, 0.03, 300, 300);
-  for (int i = 0; i < 8; ++i) fit.Observe(3 * kT, 0.05, 300, 300);
+TEST(DecayedComputeFitTest, HandWorkedDecayedFit) {
+  DecayedComputeFit fit;
+  for (int i = 0; i < 8; ++i) fit.Observe(Flops(1 * kT), 0.02, 0, 300);
+  for (int i = 0; i < 8; ++i) fit.Observe(Flops(1 * kT), 0.03, 300, 300);
+  for (int i = 0; i < 8; ++i) fit.Observe(Flops(3 * kT), 0.05, 300, 300);
   const auto model = fit.Fit();
   ASSERT_TRUE(model.has_value());
   EXPECT_EQ(model->basis, Basis::kLive);
@@ -24,18 +33,20 @@ TEST(DecayedAffineFitTest, HandWorkedDecayedFit) {
   EXPECT_NEAR(model->fixed_seconds, 0.015, 1e-12);
   EXPECT_DOUBLE_EQ(model->weight, 20);
   EXPECT_EQ(model->samples, 24u);
-  // A pass over 2 TFLOP, and what 2 TFLOP add to a pass that happens anyway.
-  EXPECT_NEAR(model->PassSeconds(static_cast<Uint128>(2 * kT)), 0.015 + 2 * 0.0116666666667, 1e-9);
-  EXPECT_NEAR(model->MarginalSeconds(static_cast<Uint128>(2 * kT)), 2 * 0.0116666666667, 1e-9);
+  // The affine summary: a pass over 2 TFLOP, and what 2 TFLOP add to a pass that happens anyway.
+  ComputeTime affine = *model;
+  affine.curve.reset();
+  EXPECT_NEAR(affine.PassSeconds(Flops(2 * kT)), 0.015 + 2 * 0.0116666666667, 1e-9);
+  EXPECT_NEAR(affine.RecomputeSeconds(Flops(3 * kT), Flops(1 * kT)), 2 * 0.0116666666667, 1e-9);
 }
 
 // An engine whose pass takes exactly 12 ms + F / 3e14 FLOP/s is recovered from misses and short
 // suffixes alike, whatever the order the samples arrive in.
-TEST(DecayedAffineFitTest, RecoversAnAffineEngine) {
-  DecayedAffineFit in_order, reversed;
+TEST(DecayedComputeFitTest, RecoversAnAffineEngine) {
+  DecayedComputeFit in_order, reversed;
   const double flops[] = {2.6e11, 4.1e12, 1.6e13, 3.3e13, 6.6e13, 1.3e14, 2.6e11, 2.6e11, 2.6e11, 5e12};
-  for (int i = 0; i < 10; ++i) in_order.Observe(flops[i], 0.012 + flops[i] / 3e14, i, 300);
-  for (int i = 9; i >= 0; --i) reversed.Observe(flops[i], 0.012 + flops[i] / 3e14, i, 300);
+  for (int i = 0; i < 10; ++i) in_order.Observe(Flops(flops[i]), 0.012 + flops[i] / 3e14, i, 300);
+  for (int i = 9; i >= 0; --i) reversed.Observe(Flops(flops[i]), 0.012 + flops[i] / 3e14, i, 300);
   for (const auto* fit : {&in_order, &reversed}) {
     const auto model = fit->Fit();
     ASSERT_TRUE(model.has_value());
@@ -46,37 +57,153 @@ TEST(DecayedAffineFitTest, RecoversAnAffineEngine) {
 
 // Ready only with 8 samples' weight and different suffix sizes: short suffixes alone cannot tell
 // the fixed cost from the rate.
-TEST(DecayedAffineFitTest, ReadyOnlyWithWeightAndSpread) {
-  DecayedAffineFit fit;
-  for (int i = 0; i < 7; ++i) fit.Observe((1 + i) * kT, 0.01 + 0.01 * (1 + i), 0, 300);
+TEST(DecayedComputeFitTest, ReadyOnlyWithWeightAndSpread) {
+  DecayedComputeFit fit;
+  for (int i = 0; i < 7; ++i) fit.Observe(Flops((1 + i) * kT), 0.01 + 0.01 * (1 + i), 0, 300);
   EXPECT_FALSE(fit.Fit().has_value());  // weight 7
-  fit.Observe(8 * kT, 0.09, 0, 300);
+  fit.Observe(Flops(8 * kT), 0.09, 0, 300);
   EXPECT_TRUE(fit.Fit().has_value());
-  DecayedAffineFit aged;
+  DecayedComputeFit aged;
   fit.AddDecayedTo(aged, 300, 300);  // one half-life later: weight 4
   EXPECT_FALSE(aged.Fit().has_value());
 
-  DecayedAffineFit same_size;  // 100 suffixes of 16 tokens: coefficient of variation ~0.01
-  for (int i = 0; i < 100; ++i) same_size.Observe(2.6e11 * (1 + 0.01 * (i % 3)), 0.013, 0, 300);
+  DecayedComputeFit same_size;  // 100 suffixes of 16 tokens: coefficient of variation ~0.01
+  for (int i = 0; i < 100; ++i) same_size.Observe(Flops(2.6e11 * (1 + 0.01 * (i % 3))), 0.013, 0, 300);
   EXPECT_FALSE(same_size.Fit().has_value());
 }
 
 // A negative intercept means "no fixed cost": the line through the origin; a slope that is not
 // positive is no model at all.
-TEST(DecayedAffineFitTest, InterceptAndSlopeRules) {
-  DecayedAffineFit through_origin;
-  for (int i = 0; i < 4; ++i) through_origin.Observe(1 * kT, 0.001, 0, 300);
-  for (int i = 0; i < 4; ++i) through_origin.Observe(3 * kT, 0.03, 0, 300);
+TEST(DecayedComputeFitTest, InterceptAndSlopeRules) {
+  DecayedComputeFit through_origin;
+  for (int i = 0; i < 4; ++i) through_origin.Observe(Flops(1 * kT), 0.001, 0, 300);
+  for (int i = 0; i < 4; ++i) through_origin.Observe(Flops(3 * kT), 0.03, 0, 300);
   const auto model = through_origin.Fit();
   ASSERT_TRUE(model.has_value());
   EXPECT_EQ(model->fixed_seconds, 0);
   // sum(x y) / sum(x^2) = (4 x 0.001 + 4 x 3 x 0.03) / (4 + 36) = 0.364 / 40 s per TFLOP
   EXPECT_NEAR(model->seconds_per_flop * kT, 0.364 / 40, 1e-15);
 
-  DecayedAffineFit falling;
-  for (int i = 0; i < 4; ++i) falling.Observe(1 * kT, 0.03, 0, 300);
-  for (int i = 0; i < 4; ++i) falling.Observe(3 * kT, 0.01, 0, 300);
+  DecayedComputeFit falling;
+  for (int i = 0; i < 4; ++i) falling.Observe(Flops(1 * kT), 0.03, 0, 300);
+  for (int i = 0; i < 4; ++i) falling.Observe(Flops(3 * kT), 0.01, 0, 300);
   EXPECT_FALSE(falling.Fit().has_value());
+}
+
+// The curve by hand: h = 10 ms at 0 and 16 tokens, 12 ms at 32, then +4 ms per doubling; attention
+// at 1 s per 1e15 FLOPs. A 24-token pass is halfway between 10 and 12 ms; 48 tokens halfway between
+// 12 and 16 ms. Recomputing 24 reused tokens of a 48-token prompt: (14 + A_full) - (11 + A_suffix) ms.
+TEST(PassCurveTest, HandWorked) {
+  ComputeTime model{Basis::kLive, 0, 1e-15, 8, 8};
+  PassCurve& curve = model.curve.emplace();
+  curve.knot_seconds = {0.010, 0.010, 0.012, 0.016, 0.020, 0.024};
+  for (size_t j = 6; j < kPassKnots; ++j) curve.knot_seconds[j] = 0.024 + 0.004 * static_cast<double>(j - 5);
+  curve.seconds_per_attention_flop = 1e-15;
+  EXPECT_NEAR(model.PassSeconds({24, 1e13, 0}), 0.011, 1e-15);
+  EXPECT_NEAR(model.PassSeconds({48, 2e13, 2e12}), 0.014 + 0.002, 1e-15);
+  EXPECT_NEAR(model.RecomputeSeconds({48, 2e13, 2e12}, {24, 1e13, 1.5e12}), (0.014 + 0.002) - (0.011 + 0.0015),
+              1e-15);
+  EXPECT_EQ(model.RecomputeSeconds({48, 2e13, 2e12}, {48, 2e13, 2e12}), 0);  // nothing reused
+  EXPECT_NEAR(model.PassSeconds({kMaxTokens, 0, 0}), curve.knot_seconds.back(), 1e-12);
+}
+
+// An engine of the affine model's own form (12 ms + all FLOPs / 3e14, attention at the same rate) is
+// also exactly what the curve learns: a straight h costs no smoothing.
+TEST(PassCurveTest, AffineEngineStaysExact) {
+  DecayedComputeFit fit;
+  const double a = 1.4e10, c = 5.2e5;  // FLOPs per token, per causal pair
+  auto pass = [&](uint64_t cached, uint64_t fresh) {
+    const double pairs = static_cast<double>(fresh) * (static_cast<double>(cached) + (fresh + 1) / 2.0);
+    return PassFlops{fresh, a * static_cast<double>(fresh) + c * pairs, c * pairs};
+  };
+  for (uint64_t n : {64, 512, 2048, 8192}) fit.Observe(pass(0, n), 0.012 + pass(0, n).flops / 3e14, 0, 300);
+  for (uint64_t p : {1024, 4096, 16384}) {
+    for (uint64_t s : {16, 48, 300}) fit.Observe(pass(p, s), 0.012 + pass(p, s).flops / 3e14, 0, 300);
+  }
+  const auto model = fit.Fit();
+  ASSERT_TRUE(model && model->curve);
+  for (uint64_t p : {16, 512, 3000, 20000}) {
+    const double want = (pass(0, p + 32).flops - pass(p, 32).flops) / 3e14;
+    EXPECT_NEAR(model->RecomputeSeconds(pass(0, p + 32), pass(p, 32)), want, want * 1e-6) << p;
+  }
+}
+
+// A roofline engine: 10 ms until 256 tokens (the weights are read whatever the count), then 40 us a
+// token; attention 1.5 times slower per FLOP than the multiplies. The affine summary overstates
+// recomputing a short prefix several times over; the curve learns both effects.
+TEST(PassCurveTest, LearnsShortPassesAndAttentionAtItsOwnRate) {
+  const double a = 1.4e10, c = 5.2e5;
+  auto pass = [&](uint64_t cached, uint64_t fresh) {
+    const double pairs = static_cast<double>(fresh) * (static_cast<double>(cached) + (fresh + 1) / 2.0);
+    return PassFlops{fresh, a * static_cast<double>(fresh) + c * pairs, c * pairs};
+  };
+  auto truth = [&](uint64_t cached, uint64_t fresh) {
+    return std::max(0.010, 4e-5 * static_cast<double>(fresh)) + pass(cached, fresh).attention_flops * 1.5 * 4e-5 / a;
+  };
+  DecayedComputeFit fit;
+  for (uint64_t n : {32, 128, 256, 1024, 4096, 16384}) fit.Observe(pass(0, n), truth(0, n), 0, 300);
+  for (uint64_t p : {128, 2048, 8192, 32768}) {
+    for (uint64_t s : {16, 32, 64, 512}) fit.Observe(pass(p, s), truth(p, s), 0, 300);
+  }
+  const auto model = fit.Fit();
+  ASSERT_TRUE(model && model->curve);
+  for (const auto& [p, s] : {std::pair<uint64_t, uint64_t>{64, 32}, {192, 64}, {2048, 16}, {8192, 512}}) {
+    const double want = truth(0, p + s) - truth(p, s);
+    EXPECT_NEAR(model->RecomputeSeconds(pass(0, p + s), pass(p, s)), want, want * 0.01) << p << "+" << s;
+    ComputeTime affine = *model;
+    affine.curve.reset();
+    if (p < 256) {
+      EXPECT_GT(affine.RecomputeSeconds(pass(0, p + s), pass(p, s)), 2 * want) << p << "+" << s;
+    }
+  }
+}
+
+// The solve against its objective computed from the samples themselves (not the sums): at the
+// fitted knots and rate, moving any one of them by 0.1 % either way makes the weighted squared
+// residuals plus the smoothing penalty no smaller.
+TEST(PassCurveTest, SolutionMinimizesTheObjective) {
+  struct Sample {
+    PassFlops pass;
+    double seconds, weight;
+  };
+  std::vector<Sample> samples;
+  DecayedComputeFit fit;
+  uint64_t state = 7;
+  for (int i = 0; i < 200; ++i) {
+    state = state * 6364136223846793005u + 1442695040888963407u;
+    const uint64_t tokens = 1 + (state >> 33) % 20000;
+    const double attention = static_cast<double>((state >> 13) % 1000) * 1e12;
+    const double seconds = 0.01 + 3e-5 * static_cast<double>(tokens) + attention * 1e-15 +
+                           0.002 * static_cast<double>((state >> 7) % 100) / 100;
+    const double now = i;  // decayed: older samples weigh less
+    fit.Observe({tokens, 1.4e10 * static_cast<double>(tokens) + attention, attention}, seconds, now, 50);
+    samples.push_back({{tokens, 0, attention}, seconds, std::exp2(-(199 - now) / 50)});
+  }
+  const auto model = fit.Fit();
+  ASSERT_TRUE(model && model->curve);
+  double total_weight = 0;
+  for (const Sample& x : samples) total_weight += x.weight;
+  auto objective = [&](const PassCurve& curve) {
+    double sum = 0;
+    for (const Sample& x : samples) sum += x.weight * std::pow(x.seconds - curve.Seconds(x.pass), 2);
+    for (size_t j = 1; j + 1 < kPassKnots; ++j) {
+      const double k = static_cast<double>(kPassKnotTokens[j]);
+      const double s0 = (curve.knot_seconds[j] - curve.knot_seconds[j - 1]) / (k - kPassKnotTokens[j - 1]);
+      const double s1 = (curve.knot_seconds[j + 1] - curve.knot_seconds[j]) / (kPassKnotTokens[j + 1] - k);
+      sum += 1e-6 * total_weight * std::pow(k * (s1 - s0), 2);
+    }
+    return sum;
+  };
+  const PassCurve best = *model->curve;
+  const double at_best = objective(best);
+  for (size_t j = 0; j <= kPassKnots; ++j) {
+    for (double factor : {0.999, 1.001}) {
+      PassCurve moved = best;
+      double& v = j < kPassKnots ? moved.knot_seconds[j] : moved.seconds_per_attention_flop;
+      v *= factor;
+      EXPECT_GE(objective(moved), at_best * (1 - 1e-12)) << "knot " << j << " x " << factor;
+    }
+  }
 }
 
 // The record alone: its own rate, only when its suffix carries at least the reused prefix's FLOPs.
@@ -84,7 +211,7 @@ TEST(RecordAloneTest, Floor) {
   const auto at_floor = RecordAloneComputeTime(100, 100, 0.5);
   ASSERT_TRUE(at_floor.has_value());
   EXPECT_EQ(at_floor->basis, Basis::kRecord);
-  EXPECT_DOUBLE_EQ(at_floor->MarginalSeconds(100), 0.5);
+  EXPECT_DOUBLE_EQ(at_floor->RecomputeSeconds({2, 200, 0}, {1, 100, 0}), 0.5);
   EXPECT_FALSE(RecordAloneComputeTime(99, 100, 0.5).has_value());  // below the floor
   EXPECT_FALSE(RecordAloneComputeTime(100, 0, 0.5).has_value());   // nothing reused: no rate needed
   EXPECT_FALSE(RecordAloneComputeTime(100, 50, std::nullopt).has_value());

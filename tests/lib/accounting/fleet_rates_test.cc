@@ -20,9 +20,9 @@ void AddReload(std::vector<LabeledSample>& out, const std::string& model, const 
   for (size_t i = 0; i < parts.size(); ++i) out.push_back(S({{"model", model}, {"tier", tier}, {"term", kReloadParts[i]}}, parts[i]));
 }
 
-void AddFit(std::vector<LabeledSample>& out, const std::string& model, const DecayedAffineFit& f) {
+void AddFit(std::vector<LabeledSample>& out, const std::string& model, const DecayedComputeFit& f) {
   const auto parts = f.Parts();
-  for (size_t i = 0; i < parts.size(); ++i) out.push_back(S({{"model", model}, {"term", kComputeFitParts[i]}}, parts[i]));
+  for (size_t i = 0; i < parts.size(); ++i) out.push_back(S({{"model", model}, {"term", ComputeFitParts()[i]}}, parts[i]));
 }
 
 // Replica A reloaded 100 bytes in 1 s, replica B 900 bytes in 2 s, at the same instant: the fleet's
@@ -51,17 +51,18 @@ TEST(FleetRatesTest, SumsAddWhereRatesDoNot) {
 // (decayed to the same instant): the same rate, weight and compute line.
 TEST(FleetRatesTest, SplitOverReplicasEqualsOneReplica) {
   DecayedRate whole_rate;
-  DecayedAffineFit whole_fit;
+  DecayedComputeFit whole_fit;
   std::array<DecayedRate, 3> rates;
-  std::array<DecayedAffineFit, 3> fits;
+  std::array<DecayedComputeFit, 3> fits;
   for (int i = 0; i < 30; ++i) {
     const double now = i * 17.0;
     const double flops = 1e12 * (1 + i % 7);
     const double seconds = 0.02 + flops * 2e-15;
+    const PassFlops pass{static_cast<uint64_t>(64 * (1 + i % 7)), flops, 0};
     whole_rate.Observe(1e9 * (1 + i % 5), 0.1 + 0.01 * i, now, 300);
-    whole_fit.Observe(flops, seconds, now, 300);
+    whole_fit.Observe(pass, seconds, now, 300);
     rates[i % 3].Observe(1e9 * (1 + i % 5), 0.1 + 0.01 * i, now, 300);
-    fits[i % 3].Observe(flops, seconds, now, 300);
+    fits[i % 3].Observe(pass, seconds, now, 300);
   }
   const double at = 600;
   std::vector<LabeledSample> reload, compute;
@@ -69,13 +70,13 @@ TEST(FleetRatesTest, SplitOverReplicasEqualsOneReplica) {
     DecayedRate rate_now;
     rates[r].AddDecayedTo(rate_now, at, 300);
     AddReload(reload, "m", "remote", rate_now);
-    DecayedAffineFit fit_now;
+    DecayedComputeFit fit_now;
     fits[r].AddDecayedTo(fit_now, at, 300);
     AddFit(compute, "m", fit_now);
   }
   DecayedRate whole_now;
   whole_rate.AddDecayedTo(whole_now, at, 300);
-  DecayedAffineFit whole_fit_now;
+  DecayedComputeFit whole_fit_now;
   whole_fit.AddDecayedTo(whole_fit_now, at, 300);
   auto table = FleetRates::FromSamples(reload, compute);
   ASSERT_TRUE(table.ok()) << table.status();
@@ -89,6 +90,12 @@ TEST(FleetRatesTest, SplitOverReplicasEqualsOneReplica) {
   EXPECT_NEAR(fit->fixed_seconds, 0.02, 1e-9);  // the line the samples were drawn from
   EXPECT_NEAR(fit->seconds_per_flop, 2e-15, 1e-22);
   EXPECT_NEAR(fit->fixed_seconds, whole_fit_now.Fit()->fixed_seconds, 1e-12);
+  // The pass curve too is the one fitted to every replica's samples together.
+  ASSERT_TRUE(fit->curve && whole_fit_now.Fit()->curve);
+  for (size_t j = 0; j < kPassKnots; ++j) {
+    EXPECT_NEAR(fit->curve->knot_seconds[j], whole_fit_now.Fit()->curve->knot_seconds[j],
+                fit->curve->knot_seconds[j] * 1e-8) << j;
+  }
 }
 
 TEST(FleetRatesTest, BadSamplesAreNamed) {

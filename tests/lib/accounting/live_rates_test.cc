@@ -112,8 +112,8 @@ TEST_F(LiveRatesTest, TotalsAreUndecayedSums) {
   // tflops: the suffix of 70369817919488 FLOPs twice; seconds 0.4 + 0.2; weight and samples 2.
   EXPECT_DOUBLE_EQ(totals.compute[0].parts[0], 2 * 70.369817919488);
   EXPECT_DOUBLE_EQ(totals.compute[0].parts[1], 0.4 + 0.2);
-  EXPECT_DOUBLE_EQ(totals.compute[0].parts[4], 2);
-  EXPECT_DOUBLE_EQ(totals.compute[0].parts[5], 2);
+  EXPECT_DOUBLE_EQ(totals.compute[0].parts[kComputeFitSums], 2);
+  EXPECT_DOUBLE_EQ(totals.compute[0].parts[kComputeFitSums + 1], 2);
 }
 
 // Misses of several sizes from an engine whose pass takes 12 ms + F / 3e14 FLOP/s make the model

@@ -359,15 +359,14 @@ TEST(BreakEvenTest, HandWorkedAtTwoBandwidths) {
   for (const double B : {1e9, 2e9}) {
     const double bound = 2 * (131072 * C / B - a) / c - 1;
     const uint64_t want = (static_cast<uint64_t>(bound) / 16 + 1) * 16;
-    EXPECT_EQ(BreakEvenTokens(model, Tier::kHost, B, C), want) << B;
+    EXPECT_EQ(BreakEvenTokens(model, Tier::kHost, B, *ProfileComputeTime(C)), want) << B;
   }
-  EXPECT_EQ(BreakEvenTokens(model, Tier::kHost, 1e9, C), 96752u);
-  EXPECT_EQ(BreakEvenTokens(model, Tier::kHost, 2e9, C), 21760u);
+  EXPECT_EQ(BreakEvenTokens(model, Tier::kHost, 1e9, *ProfileComputeTime(C)), 96752u);
+  EXPECT_EQ(BreakEvenTokens(model, Tier::kHost, 2e9, *ProfileComputeTime(C)), 21760u);
   // Fast enough that the first boundary pays; a wait moves the threshold up; unknown rates: nothing.
-  EXPECT_EQ(BreakEvenTokens(model, Tier::kHost, 1e11, C), 16u);
-  EXPECT_GT(*BreakEvenTokens(model, Tier::kHost, 2e9, C, 0.05), 21760u);
-  EXPECT_FALSE(BreakEvenTokens(model, Tier::kHost, 0, C).has_value());
-  EXPECT_FALSE(BreakEvenTokens(model, Tier::kHost, 1e9, 0).has_value());
+  EXPECT_EQ(BreakEvenTokens(model, Tier::kHost, 1e11, *ProfileComputeTime(C)), 16u);
+  EXPECT_GT(*BreakEvenTokens(model, Tier::kHost, 2e9, *ProfileComputeTime(C), 0.05), 21760u);
+  EXPECT_FALSE(BreakEvenTokens(model, Tier::kHost, 0, *ProfileComputeTime(C)).has_value());
 }
 
 // Against brute force on every catalog model (full, sliding-window, latent and hybrid recurrent
@@ -399,7 +398,7 @@ TEST(BreakEvenTest, EqualsBruteForceOnEveryCatalogModel) {
         if (gain > 0 && !first_of_run) first_of_run = figures->reused_tokens;
         if (!(gain > 0)) first_of_run.reset();
       }
-      const auto got = BreakEvenTokens(model, Tier::kHost, B, C, wait);
+      const auto got = BreakEvenTokens(model, Tier::kHost, B, *ProfileComputeTime(C), wait);
       if (first_of_run) {
         EXPECT_EQ(got, first_of_run) << name << " B=" << B << " wait=" << wait;
       } else if (got) {
