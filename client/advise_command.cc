@@ -43,6 +43,11 @@ void PrintAdvice(const v1::Advice& advice) {
                                  Seconds(c.has_recompute_seconds(), c.recompute_seconds()));
     std::cout << absl::StrFormat("  %-20s %s\n", "prefill with reload",
                                  Seconds(c.has_prefill_seconds(), c.prefill_seconds()));
+    if (c.has_partial_reload_tokens()) {
+      std::cout << absl::StrFormat("  %-20s %s (reloading the first %d tokens, computing the rest)\n",
+                                   "prefill, partial", Seconds(true, c.partial_prefill_seconds()),
+                                   c.partial_reload_tokens());
+    }
     if (!c.replica().empty() || c.has_wait_seconds()) {
       std::cout << absl::StrFormat("  %-20s %s, wait %s\n", "replica", c.replica().empty() ? "-" : c.replica(),
                                    Seconds(c.has_wait_seconds(), c.wait_seconds()));

@@ -77,6 +77,14 @@ std::string Advice::recommendation() const {
 
 namespace {
 
+// The least prefill seconds of a costed candidate: reloading all of its prefix, part of it (under a
+// pass curve), or `recompute` (recomputing it instead: the caller's figure).
+double BestPrefillSeconds(const CandidateAdvice& c, double recompute) {
+  double best = std::min(*c.prefill_seconds, recompute);
+  if (c.partial_prefill_seconds) best = std::min(best, *c.partial_prefill_seconds);
+  return best;
+}
+
 // Each candidate's expected time until its prefill is done, and the ranking (docs/cost-model.md
 // §11): wait + the better of reloading and recomputing its prefix + the rest of the prefill. When
 // any candidate carries a wait, one without a wait is not ranked: its wait is unknown, not 0.
@@ -89,8 +97,9 @@ void RankReplicas(Advice& advice) {
     if (!c.prefill_seconds || !c.recompute_seconds || !advice.recompute_all_seconds) continue;
     if (waits_given && !c.wait_seconds) continue;
     const double rest = *c.prefill_seconds - *c.reload_seconds;
-    c.reload = *c.reload_seconds < *c.recompute_seconds;  // a tie moves no bytes
-    c.expected_seconds = c.wait_seconds.value_or(0) + (c.reload ? *c.reload_seconds : *c.recompute_seconds) + rest;
+    // A tie moves no bytes; a partial reload is only kept when it is the fastest.
+    c.reload = *c.reload_seconds < *c.recompute_seconds || c.partial_prefill_seconds.has_value();
+    c.expected_seconds = c.wait_seconds.value_or(0) + BestPrefillSeconds(c, *c.recompute_seconds + rest);
     known.push_back(i);
   }
   std::stable_sort(known.begin(), known.end(), [&](size_t a, size_t b) {
@@ -101,8 +110,7 @@ void RankReplicas(Advice& advice) {
   const CandidateAdvice& best = advice.candidates[known.front()];
   advice.recommended = static_cast<int>(known.front());
   // What reuse saves on the chosen replica against recomputing the whole prompt there.
-  advice.saving_seconds = *advice.recompute_all_seconds -
-                          (best.reload ? *best.prefill_seconds : *advice.recompute_all_seconds);
+  advice.saving_seconds = *advice.recompute_all_seconds - BestPrefillSeconds(best, *advice.recompute_all_seconds);
 }
 
 }  // namespace
@@ -193,6 +201,44 @@ CandidateAdvice Costed(const AdviceCandidateInput& in, const RecordFigures& figu
   return c;
 }
 
+// The coarsest boundary spacing of the model's layer groups: one step up from any resumable boundary
+// reaches the next.
+uint64_t BoundaryStep(const Resolution& model) {
+  uint64_t step = 1;
+  for (const auto& group : model.profile->shape().groups) step = std::max(step, group.alignment_tokens);
+  return step;
+}
+
+// Under a pass curve, T(q) of reloading q tokens is concave only while the suffix N - q stays within
+// one segment of h (docs/cost-model.md §10), so besides all and none the best q is a resumable
+// boundary next to a suffix length at a knot: the boundary at or below N - k (and the next one up,
+// while below P_eff) for each knot k between N - P_eff and N. Records the best of those when it
+// beats both reloading all of the prefix and recomputing everything.
+void AddPartialReload(RecordFacts facts, const absl::StatusOr<Resolution>& model, const ComputeTime& compute,
+                      double recompute_all_seconds, CandidateAdvice& c) {
+  if (!compute.curve || !c.bandwidth.rate || !c.prefill_seconds) return;
+  const uint64_t n = static_cast<uint64_t>(facts.prompt_tokens);
+  double best = std::min(*c.prefill_seconds, recompute_all_seconds);
+  facts.recoverable_tokens.reset();
+  const uint64_t step = BoundaryStep(*model);
+  for (const uint64_t k : kPassKnotTokens) {
+    if (k <= n - c.reused_tokens || k >= n) continue;
+    for (const uint64_t q : {n - k, n - k + step}) {  // the boundaries at or below, and above, N - k
+      if (q >= c.reused_tokens) continue;
+      facts.logical_match_tokens = static_cast<int64_t>(q);
+      auto figures = Evaluate(facts, model);
+      if (!figures.ok() || figures->reused_tokens == 0) continue;
+      const double seconds =
+          Uint128ToDouble(figures->reused_bytes) / *c.bandwidth.rate + compute.PassSeconds(figures->SuffixPass());
+      if (seconds < best) {
+        best = seconds;
+        c.partial_reload_tokens = figures->reused_tokens;
+        c.partial_prefill_seconds = seconds;
+      }
+    }
+  }
+}
+
 // Each candidate's break-even with its bandwidth, the compute rate and its wait; computed once per
 // (tier, bandwidth, wait), since candidates of one tier and wait share it.
 void AddBreakEvens(const absl::StatusOr<Resolution>& model, const std::optional<ComputeTime>& compute,
@@ -226,12 +272,12 @@ void RecommendTier(Advice& advice) {
   double best_seconds = *advice.recompute_all_seconds;
   bool any_known = advice.candidates.empty();
   for (size_t i = 0; i < advice.candidates.size(); ++i) {
-    const auto& seconds = advice.candidates[i].prefill_seconds;
-    if (!seconds) continue;
+    if (!advice.candidates[i].prefill_seconds) continue;
+    const double seconds = BestPrefillSeconds(advice.candidates[i], best_seconds);
     any_known = true;
-    if (*seconds < best_seconds) {  // a tie keeps the choice that moves no bytes
+    if (seconds < best_seconds) {  // a tie keeps the choice that moves no bytes
       best = static_cast<int>(i);
-      best_seconds = *seconds;
+      best_seconds = seconds;
     }
   }
   if (any_known) {
@@ -247,8 +293,7 @@ std::optional<uint64_t> BreakEvenTokens(const absl::StatusOr<Resolution>& model,
   if (!model.ok() || !(bytes_per_second > 0) || !(wait_seconds >= 0)) return std::nullopt;
   // Reloading pays for good at p: it pays there, and the gain does not fall at the next boundary
   // (a convex gap past its minimum only grows). False, then true from p* on.
-  uint64_t step = 1;  // the coarsest boundary spacing of the model's layer groups
-  for (const auto& group : model->profile->shape().groups) step = std::max(step, group.alignment_tokens);
+  const uint64_t step = BoundaryStep(*model);
   auto pays_for_good = [&](uint64_t p) {
     const auto here = ReloadGain(model, tier, p, bytes_per_second, compute, wait_seconds);
     const auto next = ReloadGain(model, tier, std::min(p + step, kMaxTokens), bytes_per_second, compute, wait_seconds);
@@ -302,6 +347,7 @@ absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegi
     auto figures = Evaluate(facts, model);
     if (!figures.ok()) return RejectionStatus(figures.rejection(), at);
     advice.candidates.push_back(Costed(in, *figures, profile, sources, compute, advice.compute));
+    if (compute) AddPartialReload(facts, model, *compute, *advice.recompute_all_seconds, advice.candidates.back());
   }
   AddBreakEvens(model, compute, advice);
   RecommendTier(advice);

@@ -77,6 +77,11 @@ struct CandidateAdvice {
   // BreakEvenTokens with this candidate's bandwidth, the compute rate and its wait; absent when a
   // rate is unknown or reloading never pays.
   std::optional<uint64_t> break_even_tokens;
+  // Under a live pass curve (docs/cost-model.md §10): reloading only the first partial_reload_tokens
+  // and computing the rest beats both reloading all of the prefix and recomputing everything; the
+  // prefill with that choice. Absent otherwise.
+  std::optional<uint64_t> partial_reload_tokens;
+  std::optional<double> partial_prefill_seconds;
   bool reload = false;
   uint32_t rank = 0;  // 1 = fastest; 0 = not ranked
 };

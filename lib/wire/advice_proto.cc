@@ -155,6 +155,10 @@ v1::Advice AdviceToProto(const Advice& advice) {
     }
     o->set_rank(c.rank);
     if (c.break_even_tokens) o->set_break_even_tokens(static_cast<int64_t>(*c.break_even_tokens));
+    if (c.partial_reload_tokens) {
+      o->set_partial_reload_tokens(static_cast<int64_t>(*c.partial_reload_tokens));
+      o->set_partial_prefill_seconds(*c.partial_prefill_seconds);
+    }
   }
   out.set_recommendation(advice.recommendation());
   if (advice.recommended && *advice.recommended >= 0) {
@@ -198,6 +202,12 @@ std::string AdviceToJson(const v1::Advice& advice) {
     } else {
       o.Null("break_even_tokens");
     }
+    if (c.has_partial_reload_tokens()) {
+      o.Integer("partial_reload_tokens", Uint128{static_cast<uint64_t>(c.partial_reload_tokens())});
+    } else {
+      o.Null("partial_reload_tokens");
+    }
+    o.Number("partial_prefill_seconds", Optional(c.has_partial_prefill_seconds(), c.partial_prefill_seconds()));
     candidates.push_back(o);
   }
   JsonObject o;

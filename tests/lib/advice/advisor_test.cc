@@ -341,6 +341,65 @@ TEST(AdvisorTest, AllOrNothingByBruteForce) {
   }
 }
 
+// Under a pass curve all-or-nothing no longer holds (docs/cost-model.md §10): a short pass is nearly
+// free to extend, so with a slow tier leaving a few hundred tokens to compute can beat reloading
+// them. A roofline engine (10 ms up to 512 tokens, then 40 us a token; attention 1.5 x slower per
+// FLOP) teaches the live curve; by brute force over every resumable boundary, the least prefill
+// seconds equal the best of Advise's choices (all, none, or its partial reload).
+TEST(AdvisorTest, PartialReloadUnderAPassCurveByBruteForce) {
+  const ProfileCatalog catalog = CatalogWithRates();
+  ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
+  Aggregator aggregator(registry.slots().slot_count());
+  LiveRates rates(registry.slots().slot_count(), 300, [] { return 0.0; }, /*refit_seconds=*/0);
+  Ledger ledger(registry, aggregator, &rates);
+  auto engine = [](const RecordFigures& d) {
+    const double fresh = static_cast<double>(d.prompt_tokens - d.reused_tokens);
+    return std::max(0.010, 4e-5 * fresh) + d.SuffixPass().attention_flops * 1.5 * 4e-5 / 13958643712.0;
+  };
+  for (int64_t prompt : {256, 1024, 4096, 16384}) {
+    for (int64_t match : {int64_t{0}, prompt / 2, prompt - 16, prompt - 64}) {
+      RecordFacts f;
+      f.model = "llama-3.1-8b";
+      f.tier_value = match > 0 ? 1 : 0;
+      f.prompt_tokens = prompt;
+      f.logical_match_tokens = match;
+      f.suffix_prefill_seconds = engine(*Evaluate(f, registry));
+      ASSERT_TRUE(ledger.Record(f).ok());
+    }
+  }
+  const auto slot = registry.Resolve("llama-3.1-8b")->label->slot;
+  const auto model = rates.ComputeModel(slot, /*current=*/true);
+  ASSERT_TRUE(model && model->curve);
+  for (const int64_t match : {4080, 2000}) {
+    AdviceRequestInput request = Request({Candidate(2, match, std::nullopt)});
+    request.prompt_tokens = 4096;
+    // A host tier slow enough that the reload of a 4,096-token prefix costs about its recompute.
+    auto advice = Advise(request, registry, &rates);
+    ASSERT_TRUE(advice.ok());
+    const CandidateAdvice& c = advice->candidates[0];
+    double brute = *advice->recompute_all_seconds;
+    for (int64_t q = 1; q <= match; ++q) {
+      RecordFacts f;
+      f.model = "llama-3.1-8b";
+      f.tier_value = 2;
+      f.prompt_tokens = 4096;
+      f.logical_match_tokens = q;
+      const RecordFigures d = *Evaluate(f, registry);
+      if (static_cast<int64_t>(d.reused_tokens) != q) continue;  // not a boundary the model resumes at
+      brute = std::min(brute, Uint128ToDouble(d.reused_bytes) / 1e10 + model->PassSeconds(d.SuffixPass()));
+    }
+    double best = std::min(*advice->recompute_all_seconds, *c.prefill_seconds);
+    if (c.partial_prefill_seconds) best = std::min(best, *c.partial_prefill_seconds);
+    EXPECT_NEAR(best, brute, brute * 1e-12) << match;
+    EXPECT_NEAR(*advice->saving_seconds, *advice->recompute_all_seconds - brute, brute * 1e-9) << match;
+    if (match == 4080) {  // 16 tokens left: extending the pass to 512 tokens is all but free
+      ASSERT_TRUE(c.partial_reload_tokens.has_value());
+      EXPECT_LT(*c.partial_reload_tokens, 4080u);
+      EXPECT_EQ(advice->recommendation(), "host");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvledger
 
