@@ -17,6 +17,8 @@
 #include "lib/accounting/ledger.h"
 #include "lib/advice/advisor.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/text_format.h"
+#include "kvledger/v1/profile.pb.h"
 #include "lib/accounting/validation.h"
 #include "lib/wire/record_proto.h"
 #include "lib/wire/wire_budget.h"
@@ -328,6 +330,85 @@ void BM_BreakEven(benchmark::State& state) {
 }
 BENCHMARK(BM_BreakEven);
 BENCHMARK(BM_ScrapeCollectOnly)->Arg(64)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+// The compute-time model (docs/cost-model.md §8), side by side in one run. One sample into the fit's
+// decayed sums: 0 the affine model's four sums alone (the fit before the pass curve), 1 the whole
+// DecayedComputeFit (the affine summary and the curve's 77 sums: 13 of them per sample).
+void BM_ComputeSample(benchmark::State& state) {
+  DecayedSums<4> affine;
+  DecayedComputeFit fit;
+  const bool curve = state.range(0) == 1;
+  double now = 0;
+  for (auto _ : state) {
+    now += 1e-3;
+    const PassFlops pass{16, 2.6e11, 3.4e10};
+    if (curve) {
+      fit.Observe(pass, 0.012, now, 300);
+    } else {
+      const double x = pass.flops / 1e12;
+      affine.Observe({x, 0.012, x * x, x * 0.012}, now, 300);
+    }
+  }
+  benchmark::DoNotOptimize(affine);
+  benchmark::DoNotOptimize(fit);
+  state.SetLabel(curve ? "affine + pass curve" : "affine only");
+}
+BENCHMARK(BM_ComputeSample)->Arg(0)->Arg(1);
+
+// One refit from merged sums, with its curve solve: at most once a second per model on the record
+// path, and before an Advise answer when records came since the last fit.
+void BM_ComputeRefit(benchmark::State& state) {
+  DecayedComputeFit fit;
+  for (int i = 0; i < 64; ++i) {
+    const uint64_t tokens = 16u << (i % 10);
+    fit.Observe({tokens, 1.4e10 * static_cast<double>(tokens), 5e8 * static_cast<double>(tokens)},
+                0.01 + 4e-5 * static_cast<double>(tokens), i, 300);
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(fit.Fit());
+}
+BENCHMARK(BM_ComputeRefit);
+
+// One Advise (a full-prefix host hit, 16 tokens left) from 0: a stated throughput (the affine model,
+// all or nothing), 1: a live pass curve (Advise also weighs a partial reload beside each knot).
+void BM_AdviseModel(benchmark::State& state) {
+  const bool curve = state.range(0) == 1;
+  v1::ProfileCatalog overrides;
+  google::protobuf::TextFormat::ParseFromString(
+      R"pb(profiles {
+             name: "llama-3.1-8b"
+             serving { prefill_flops_per_second: 1.7e14 host_reload_bytes_per_second: 2e9 }
+           })pb",
+      &overrides);
+  const ProfileCatalog catalog = *ProfileCatalog::Make(overrides);
+  ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
+  Aggregator aggregator(registry.slots().slot_count());
+  LiveRates rates(registry.slots().slot_count(), 300, MonotonicSeconds, LiveRates::kDefaultRefitSeconds, curve);
+  Ledger ledger(registry, aggregator, &rates);
+  for (int64_t prompt : {256, 1024, 4096, 16384}) {
+    for (int64_t match : {int64_t{0}, prompt / 2, prompt - 16}) {
+      RecordFacts f;
+      f.model = "llama-3.1-8b";
+      f.tier_value = match > 0 ? 1 : 0;
+      f.prompt_tokens = prompt;
+      f.logical_match_tokens = match;
+      f.suffix_prefill_seconds = std::max(0.010, 4e-5 * static_cast<double>(prompt - match));
+      if (!ledger.Record(f).ok()) state.SkipWithError("record rejected");
+    }
+  }
+  AdviceRequestInput request;
+  request.model = "llama-3.1-8b";
+  request.prompt_tokens = 8192;
+  AdviceCandidateInput c;
+  c.tier_value = 2;
+  c.logical_match_tokens = 8176;
+  request.candidates.push_back(c);
+  for (auto _ : state) {
+    auto advice = Advise(request, registry, &rates);
+    benchmark::DoNotOptimize(advice);
+  }
+  state.SetLabel(curve ? "live pass curve" : "stated throughput (affine)");
+}
+BENCHMARK(BM_AdviseModel)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kvledger

@@ -21,11 +21,20 @@ static_assert(kAY + 1 == kComputeFitSums);
 // are, they decide.
 constexpr double kCurveSmoothing = 1e-6;
 
-// The hat functions at `tokens`: the segment [k_i, k_i+1] (the last one extended beyond the last
-// knot) and the weight of its upper knot.
+// The knots double from 16 to 2^20 tokens: a pass's segment is its token count's bit width.
+constexpr bool KnotsDouble() {
+  for (size_t j = 1; j + 1 < kK; ++j) {
+    if (kPassKnotTokens[j] != uint64_t{16} << (j - 1)) return false;
+  }
+  return kPassKnotTokens[0] == 0 && kPassKnotTokens[kK - 1] == kMaxTokens;
+}
+static_assert(KnotsDouble());
+
+// The hat functions at `tokens` (<= kMaxTokens): the segment [k_i, k_i+1] holding it and the weight
+// of its upper knot.
 std::pair<size_t, double> Hat(uint64_t tokens) {
-  size_t i = 0;
-  while (i + 2 < kK && kPassKnotTokens[i + 1] <= tokens) ++i;
+  const size_t i =
+      tokens < 16 ? 0 : std::min<size_t>(static_cast<size_t>(64 - __builtin_clzll(tokens)) - 4, kK - 2);
   const double lo = static_cast<double>(kPassKnotTokens[i]), hi = static_cast<double>(kPassKnotTokens[i + 1]);
   return {i, (static_cast<double>(tokens) - lo) / (hi - lo)};
 }
@@ -102,24 +111,14 @@ double ComputeTime::RecomputeSeconds(const PassFlops& full, const PassFlops& suf
 }
 
 void DecayedComputeFit::Observe(const PassFlops& pass, double seconds, double now, double half_life) {
-  std::array<double, kComputeFitSums> v{};
   const double x = pass.flops / kTera, a = pass.attention_flops / kTera, y = seconds;
-  v[0] = x;
-  v[1] = y;
-  v[2] = x * x;
-  v[3] = x * y;
   const auto [i, w] = Hat(pass.tokens);
   const double lo = 1 - w, hi = w;
-  v[kDiag + i] = lo * lo;
-  v[kDiag + i + 1] = hi * hi;
-  v[kOff + i] = lo * hi;
-  v[kHatA + i] = lo * a;
-  v[kHatA + i + 1] = hi * a;
-  v[kHatY + i] = lo * y;
-  v[kHatY + i + 1] = hi * y;
-  v[kAA] = a * a;
-  v[kAY] = a * y;
-  sums_.Observe(v, now, half_life);
+  // The 13 sums a sample touches (two hat functions are non-zero); the other 66 add 0.
+  sums_.ObserveAt<13>({0, 1, 2, 3, kDiag + i, kDiag + i + 1, kOff + i, kHatA + i, kHatA + i + 1, kHatY + i,
+                       kHatY + i + 1, kAA, kAY},
+                      {x, y, x * x, x * y, lo * lo, hi * hi, lo * hi, lo * a, hi * a, lo * y, hi * y, a * a, a * y},
+                      now, half_life);
 }
 
 // The curve's least squares: unknowns h at each knot, then the attention seconds per TFLOP (left out

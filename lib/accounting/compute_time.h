@@ -97,20 +97,15 @@ class DecayedSums {
  public:
   // Adds a sample's N values observed at `now` (seconds on any monotonic clock).
   void Observe(const std::array<double, N>& values, double now, double half_life) {
-    double keep_sums = 1;
-    double keep_sample = 1;
-    if (samples_ == 0) {
-      keep_sums = 0;
-      at_ = now;
-    } else if (now > at_) {  // the same clock tick (a coarse clock's few milliseconds) needs no decay step
-      keep_sums = std::exp2(-(now - at_) / half_life);
-      at_ = now;
-    } else if (now < at_) {  // a sample older than the sums (another thread's clock read): decay it instead
-      keep_sample = std::exp2(-(at_ - now) / half_life);
-    }
-    for (size_t i = 0; i < N; ++i) sums_[i] = sums_[i] * keep_sums + keep_sample * values[i];
-    weight_ = weight_ * keep_sums + keep_sample;
-    ++samples_;
+    const double keep = Advance(now, half_life);
+    for (size_t i = 0; i < N; ++i) sums_[i] += keep * values[i];
+  }
+  // The same for a sample whose values are 0 but at the K indices `at`: the same sums, in K additions
+  // (and the decay step, when the clock moved).
+  template <size_t K>
+  void ObserveAt(const std::array<size_t, K>& at, const std::array<double, K>& values, double now, double half_life) {
+    const double keep = Advance(now, half_life);
+    for (size_t k = 0; k < K; ++k) sums_[at[k]] += keep * values[k];
   }
   // The sums decayed to `now` and added into `into` (which must be at `now` too).
   void AddDecayedTo(DecayedSums& into, double now, double half_life) const {
@@ -146,6 +141,27 @@ class DecayedSums {
   }
 
  private:
+  // Decays the sums and the weight to a sample observed at `now`, counts the sample in, and returns
+  // the weight its values are added with.
+  double Advance(double now, double half_life) {
+    double keep_sums = 1;
+    double keep_sample = 1;
+    if (samples_ == 0) {
+      keep_sums = 0;
+      at_ = now;
+    } else if (now > at_) {  // the same clock tick (a coarse clock's few milliseconds) needs no decay step
+      keep_sums = std::exp2(-(now - at_) / half_life);
+      at_ = now;
+    } else if (now < at_) {  // a sample older than the sums (another thread's clock read): decay it instead
+      keep_sample = std::exp2(-(at_ - now) / half_life);
+    }
+    if (keep_sums != 1) {
+      for (double& sum : sums_) sum *= keep_sums;
+    }
+    weight_ = weight_ * keep_sums + keep_sample;
+    ++samples_;
+    return keep_sample;
+  }
   std::array<double, N> sums_{};
   double weight_ = 0;
   double at_ = 0;  // the time the sums are decayed to

@@ -57,7 +57,7 @@ def block_id(h):
 
 def _event(raw, index):
     if isinstance(raw, (list, tuple)):
-        if not raw or raw[0] not in _ARRAY_FIELDS:
+        if not raw or not isinstance(raw[0], str) or raw[0] not in _ARRAY_FIELDS:
             raise KvEventsError(f"events[{index}] = {str(raw)[:64]}: must start with BlockStored, BlockRemoved or "
                                 "AllBlocksCleared")
         kind, names = raw[0], _ARRAY_FIELDS[raw[0]]
