@@ -139,6 +139,33 @@ TEST_F(LiveRatesTest, ComputeModelFromRecords) {
   EXPECT_EQ(entries[0].evidence.samples, 8u);
 }
 
+// An outlying pass moves the fit a bounded step: once the model is ready, a record whose suffix took
+// 100 x the model's time (a preempted pass) is added as 2 x it. Beside the three honest passes of its
+// size it lifts the curve there by at most half (unclamped, to about 25 x).
+TEST_F(LiveRatesTest, OutlyingPassesAreHeldWithinTwiceTheModel) {
+  auto miss = [&](int prompt, double factor) {
+    RecordFacts f;
+    f.model = "llama-3.1-8b";
+    f.prompt_tokens = prompt;
+    const double flops = Uint128ToDouble(Evaluate(f, registry_)->prefill_baseline_flops);
+    f.suffix_prefill_seconds = (0.012 + flops / 3e14) * factor;
+    return f;
+  };
+  for (int prompt : {512, 1024, 2048, 4096, 8192, 512, 1024, 2048, 4096, 8192, 512, 1024, 2048, 4096, 8192, 16384}) {
+    ASSERT_TRUE(ledger_.Record(miss(prompt, 1)).ok());
+  }
+  const RecordFacts probe = miss(4096, 1);
+  const double truth = *probe.suffix_prefill_seconds;
+  const auto before = rates_.ComputeModel(slot_, /*current=*/true);
+  ASSERT_TRUE(before && before->curve);
+  EXPECT_NEAR(before->PassSeconds(Evaluate(probe, registry_)->FullPass()), truth, truth * 1e-3);
+  ASSERT_TRUE(ledger_.Record(miss(4096, 100)).ok());
+  const auto after = rates_.ComputeModel(slot_, /*current=*/true);
+  const double estimate = after->PassSeconds(Evaluate(probe, registry_)->FullPass());
+  EXPECT_GT(estimate, truth);        // the outlier counts ...
+  EXPECT_LT(estimate, 1.5 * truth);  // ... as 2 x the model
+}
+
 // The fit is refitted at most once per refit period, so every surface reads the same one.
 TEST_F(LiveRatesTest, RefitAtMostOncePerPeriod) {
   LiveRates rates(registry_.slots().slot_count(), 300, [this] { return now_; }, /*refit_seconds=*/1);
