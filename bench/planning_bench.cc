@@ -30,7 +30,7 @@ BENCHMARK(BM_ReadLines)->Unit(benchmark::kMillisecond);
 void BM_ReadTrace(benchmark::State& state) {
   for (auto _ : state) {
     std::ifstream in(trace_path);
-    TraceReadResult read = ReadTrace(in, kDefaultTraceBlockTokens);
+    TraceReadResult read = ReadTrace(in, TraceReadOptions{});
     benchmark::DoNotOptimize(read.requests.data());
   }
 }
@@ -38,7 +38,7 @@ BENCHMARK(BM_ReadTrace)->Unit(benchmark::kMillisecond);
 
 void BM_Plan(benchmark::State& state) {
   std::ifstream in(trace_path);
-  const TraceReadResult read = ReadTrace(in, kDefaultTraceBlockTokens);
+  const TraceReadResult read = ReadTrace(in, TraceReadOptions{});
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   PlanConfig config;
   config.capacity_tokens[0] = static_cast<uint64_t>(state.range(0));

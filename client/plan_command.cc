@@ -29,7 +29,7 @@ namespace kvledger::cli {
 namespace {
 
 struct PlanFlags {
-  std::string model, profiles, plot, cache_id;
+  std::string model, profiles, plot, cache_id, format = "auto";
   CapacityInputs capacity;
   std::optional<uint64_t> block_tokens;
   std::optional<double> host_bandwidth, disk_bandwidth, flops_per_second, fixed_seconds, speedup;
@@ -40,7 +40,12 @@ struct PlanFlags {
 void RegisterPlanFlags(FlagSet& flags, PlanFlags& f) {
   flags.String("model", &f.model, "the model profile every request is costed with", true);
   flags.String("profiles", &f.profiles, "profile file adding or overriding built-in profiles");
-  flags.Uint64("block-tokens", &f.block_tokens, "tokens per hash_ids block of the trace (default 512)");
+  flags.String("format", &f.format,
+               "the trace's format: auto (told from the first line), mooncake, bailian or lmcache-lookups\n"
+               "(docs/planning.md, \"The trace\")");
+  flags.Uint64("block-tokens", &f.block_tokens,
+               "tokens per block of the trace's ids (default: the format's, Mooncake 512, Bailian 16, LMCache\n"
+               "each line's chunk_size)");
   flags.String("capacity-tokens", &f.capacity.device,
                "device cache capacities in tokens: N, a list 1e6,3e6,1e7, a log range FROM:TO:POINTS, or inf\n"
                "(default inf: never evicts)");
@@ -63,7 +68,12 @@ void RegisterPlanFlags(FlagSet& flags, PlanFlags& f) {
 }
 
 // The trace at `path` ("-": standard input), with a progress line on a terminal.
-absl::StatusOr<std::vector<TraceRequest>> LoadTrace(const std::string& path, uint64_t block_tokens) {
+absl::StatusOr<TraceReadResult> LoadTrace(const std::string& path, const PlanFlags& f) {
+  TraceReadOptions options;
+  const absl::StatusOr<TraceFormat> format = ParseTraceFormat("--format", f.format);
+  if (!format.ok()) return format.status();
+  options.format = *format;
+  options.block_tokens = f.block_tokens.value_or(0);
   std::ifstream file;
   std::istream* in = &std::cin;
   double size = 0;
@@ -79,10 +89,15 @@ absl::StatusOr<std::vector<TraceRequest>> LoadTrace(const std::string& path, uin
     if (size > 0) std::cerr << absl::StrFormat("\rkvledger plan: reading the trace %3.0f%%", 100.0 * bytes / size);
     else std::cerr << absl::StrFormat("\rkvledger plan: reading the trace, %.1f MB", bytes / 1e6);
   };
-  TraceReadResult read = ReadTrace(*in, block_tokens, tty ? std::function<void(uint64_t)>(progress) : nullptr);
+  TraceReadResult read = ReadTrace(*in, options, tty ? std::function<void(uint64_t)>(progress) : nullptr);
   if (tty) std::cerr << "\r" << std::string(50, ' ') << "\r";
   if (absl::Status s = read.Check(path == "-" ? "standard input" : path); !s.ok()) return s;
-  return std::move(read.requests);
+  if (read.repeated_lookups > 0) {
+    std::cerr << "kvledger plan: note: " << read.repeated_lookups
+              << " lookups repeat a request id already read (a scheduler asking again while the request waits); "
+                 "each request is planned at its first lookup\n";
+  }
+  return read;
 }
 
 // The rates a server measured (Advise), used where no flag gives them.
@@ -294,7 +309,7 @@ absl::StatusOr<std::vector<PlanConfig>> Prepare(const PlanFlags& f, const Profil
 int Plan(const Args& args) {
   PlanFlags f;
   FlagSet flags("plan",
-                "Replay a prefix-reuse trace (Mooncake format: timestamp, input_length, output_length, hash_ids)\n"
+                "Replay a prefix-reuse trace (Mooncake, Alibaba Bailian or LMCache lookup-hash log JSON lines)\n"
                 "through block-level LRU cache tiers and report what each capacity buys: token hits, attention\n"
                 "and prefill FLOPs avoided, KV bytes, reload and recompute seconds (docs/planning.md).\n"
                 "usage: kvledger plan --model NAME [flags] [FILE|-]   (FILE default: standard input)");
@@ -307,8 +322,10 @@ int Plan(const Args& args) {
   auto configs = Prepare(f, *catalog);
   if (!configs.ok()) return Fail(configs.status());
   const std::string trace_path = files.empty() ? "-" : files[0];
-  auto trace = LoadTrace(trace_path, configs->front().block_tokens);
-  if (!trace.ok()) return Fail(trace.status());
+  auto read = LoadTrace(trace_path, f);
+  if (!read.ok()) return Fail(read.status());
+  for (PlanConfig& config : *configs) config.block_tokens = read->block_tokens;  // the trace's blocks
+  const std::vector<TraceRequest>* trace = &read->requests;
   const Profile& profile = *catalog->Find(f.model);
   NoteCapacities(*configs, profile);
   int send_exit = kExitOk;

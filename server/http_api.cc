@@ -297,14 +297,17 @@ std::vector<std::string> ExplainParameters() {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PlanningTrace>> LoadPlanningTrace(const std::string& path, uint64_t block_tokens) {
+absl::StatusOr<std::unique_ptr<PlanningTrace>> LoadPlanningTrace(const std::string& path, const std::string& format,
+                                                                  uint64_t block_tokens) {
+  const absl::StatusOr<TraceFormat> read_as = ParseTraceFormat("--trace_format", format);
+  if (!read_as.ok()) return read_as.status();
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::InvalidArgumentError(absl::StrCat("--trace_file = ", Quoted(path), ": cannot be read"));
-  TraceReadResult read = ReadTrace(in, block_tokens, nullptr, kServerTraceLimits);
+  TraceReadResult read = ReadTrace(in, TraceReadOptions{*read_as, block_tokens, kServerTraceLimits});
   if (absl::Status s = read.Check(absl::StrCat("--trace_file = ", Quoted(path))); !s.ok()) return s;
   auto trace = std::make_unique<PlanningTrace>();
   trace->name = path;
-  trace->block_tokens = block_tokens;
+  trace->block_tokens = read.block_tokens;
   trace->requests = std::move(read.requests);
   return trace;
 }

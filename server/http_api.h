@@ -31,7 +31,8 @@ struct PlanningTrace {
 // --trace_file stays in the server's memory: at most 256 MiB of trace text (~10 times WEKA's trace).
 inline constexpr TraceLimits kServerTraceLimits{size_t{4} << 20, uint64_t{256} << 20};
 
-absl::StatusOr<std::unique_ptr<PlanningTrace>> LoadPlanningTrace(const std::string& path, uint64_t block_tokens);
+absl::StatusOr<std::unique_ptr<PlanningTrace>> LoadPlanningTrace(const std::string& path, const std::string& format,
+                                                                  uint64_t block_tokens);
 
 // The routes; the references (and `trace` and `curves`, null when none) must outlive the listener
 // serving them.

@@ -298,7 +298,7 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   if (!catalog.ok()) return absl::InvalidArgumentError(catalog.status().message());
   state->catalog = *std::move(catalog);
   if (!options.trace_file.empty()) {
-    auto trace = LoadPlanningTrace(options.trace_file, options.trace_block_tokens);
+    auto trace = LoadPlanningTrace(options.trace_file, options.trace_format, options.trace_block_tokens);
     if (!trace.ok()) return trace.status();
     state->trace = *std::move(trace);
   }

@@ -311,7 +311,8 @@ constexpr ServedFamily kServedFamilies[] = {
      MetricType::Gauge, FillRates<false, RateValue::kRate>, ServedFamily::kRates},
     {"kvledger_prefill_fixed_seconds", "Fixed seconds per prefill pass of the live compute-time model.",
      MetricType::Gauge, FillRates<false, RateValue::kFixedSeconds>, ServedFamily::kRates},
-    {"kvledger_prefill_flops_weight", "Decayed weight of the records behind the live compute-time model.",
+    {"kvledger_prefill_fit_weight",
+     "Decayed weight (records, 1 per record now, 0.5 one half-life ago) behind the live compute-time model.",
      MetricType::Gauge, FillRates<false, RateValue::kWeight>, ServedFamily::kRates},
     {"kvledger_reload_break_even_tokens",
      "Reusable prefix (tokens, at a boundary the model resumes at) from which on reloading from the tier is faster "

@@ -23,9 +23,11 @@ struct ServerOptions {
   // Text-proto or JSON ProfileCatalog adding/overriding built-in profiles; empty = built-ins only.
   std::string profiles_file;
   // A prefix-reuse trace (docs/planning.md) read and checked at start, for /api/v1/plan and the
-  // explorer's "Your trace" section; empty = none. Its hash_ids blocks are trace_block_tokens long.
+  // explorer's "Your trace" section; empty = none. Its format is trace_format (auto: told from its
+  // first line) and its blocks trace_block_tokens long (0: the format's own).
   std::string trace_file;
-  uint32_t trace_block_tokens = 512;
+  std::string trace_format = "auto";
+  uint32_t trace_block_tokens = 0;
   // Series exported at 0 before their first record: a comma list of PROFILE (its tiers none and
   // device) or PROFILE:TIER (docs/operations.md, "Series before the first record").
   std::string declare_series;

@@ -1,12 +1,20 @@
 #include "lib/planning/trace.h"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <optional>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "lib/accounting/validation.h"
 #include "lib/base/quote.h"
 
 namespace kvledger {
@@ -120,68 +128,217 @@ absl::Status HashIds(Cursor& cursor, size_t line, std::vector<int64_t>& ids) {
   return absl::OkStatus();
 }
 
-enum Field { kTimestamp, kInput, kOutput, kHashIds, kFieldCount };
-constexpr std::array<absl::string_view, kFieldCount> kFieldNames = {"timestamp", "input_length", "output_length",
-                                                                    "hash_ids"};
-
-absl::Status CheckRanges(const TraceRequest& r, size_t line, uint64_t block_tokens) {
-  if (r.timestamp_ms < 0) return Problem(line, absl::StrCat("timestamp = ", r.timestamp_ms, ": must be >= 0"));
-  if (r.input_length < 1) return Problem(line, absl::StrCat("input_length = ", r.input_length, ": must be >= 1"));
-  if (r.output_length < 0) return Problem(line, absl::StrCat("output_length = ", r.output_length, ": must be >= 0"));
-  const uint64_t need = (static_cast<uint64_t>(r.input_length) + block_tokens - 1) / block_tokens;
-  if (r.hash_ids.size() != need) {
-    return Problem(line, absl::StrFormat("hash_ids has %d blocks: must be ceil(input_length %d / %d) = %d, one per "
-                                         "block of the prompt (is %d tokens the trace's block size? kvledger plan's "
-                                         "--block-tokens and kvledger-server's --trace_block_tokens set it)",
-                                         r.hash_ids.size(), r.input_length, block_tokens, need, block_tokens));
+// A number of seconds (as Bailian and LMCache write them) in whole milliseconds.
+absl::StatusOr<int64_t> Milliseconds(Cursor& cursor, size_t line, absl::string_view field) {
+  const absl::string_view text = cursor.NumberText();
+  double seconds;
+  if (text.empty() || !absl::SimpleAtod(text, &seconds) || !std::isfinite(seconds)) {
+    return Problem(line, absl::StrCat(field, " = ", text.empty() ? cursor.Here() : std::string(text),
+                                      ": must be a number of seconds"));
   }
+  if (seconds < 0 || seconds > 9e12) {
+    return Problem(line, absl::StrCat(field, " = ", text, ": must be in [0, 9e12] seconds"));
+  }
+  return static_cast<int64_t>(std::llround(seconds * 1000));
+}
+
+absl::Status Strings(Cursor& cursor, size_t line, absl::string_view field, std::vector<absl::string_view>& out) {
+  if (!cursor.Eat('[')) return Problem(line, absl::StrCat(field, " = ", cursor.Here(), ": must be an array"));
+  if (cursor.Eat(']')) return absl::OkStatus();
+  do {
+    auto text = cursor.String();
+    if (!text || text->empty()) {
+      return Problem(line, absl::StrCat(field, "[", out.size(), "] = ", cursor.Here(), ": must be a non-empty string"));
+    }
+    out.push_back(*text);
+  } while (cursor.Eat(','));
+  if (!cursor.Eat(']')) return Problem(line, absl::StrCat(field, ": ", cursor.Here(), ": expected , or ]"));
   return absl::OkStatus();
 }
 
-}  // namespace
+// What a format calls its fields, and what its ids mean. One row per format; the reader, the
+// detection and the messages all read it.
+struct FormatSpec {
+  TraceFormat format;
+  bool seconds;  // timestamps in seconds (else integer milliseconds)
+  absl::string_view input, output, ids, block, request_id;  // field names; empty: the format has none
+  bool string_ids;  // ids are strings (hex hashes) rather than integers
+  bool chained;     // an id names its block's whole prefix (else the block alone)
+  uint64_t block_tokens;  // the format's block; 0: each line's `block` field says
+};
+constexpr FormatSpec kSpecs[] = {
+    {TraceFormat::kMooncake, false, "input_length", "output_length", "hash_ids", "", "", false, true,
+     kDefaultTraceBlockTokens},
+    {TraceFormat::kBailian, true, "input_length", "output_length", "hash_ids", "", "", false, false, 16},
+    {TraceFormat::kLmcacheLookups, true, "seq_len", "", "chunk_hashes", "chunk_size", "request_id", true, true, 0},
+};
 
-absl::StatusOr<TraceRequest> ParseTraceLine(absl::string_view text, size_t line, uint64_t block_tokens) {
-  TraceRequest r;
-  r.line = line;
+const FormatSpec& SpecOf(TraceFormat format) {
+  for (const FormatSpec& spec : kSpecs) {
+    if (spec.format == format) return spec;
+  }
+  return kSpecs[0];
+}
+
+// One line as its format wrote it, before its ids are made comparable across formats.
+struct RawLine {
+  TraceRequest request;                    // hash_ids filled for integer ids
+  std::vector<absl::string_view> hashes;   // string ids, views into the line
+  int64_t block_tokens = 0;                // the line's own block size (LMCache)
+  std::optional<absl::string_view> request_id;
+};
+
+enum Slot { kTimestamp, kInput, kOutput, kIds, kBlock, kRequestId, kSlotCount };
+
+// Reads the value of `key` (slot `s`) into `raw`.
+absl::Status ReadSlot(Slot s, absl::string_view key, Cursor& cursor, size_t line, const FormatSpec& spec,
+                      RawLine& raw) {
+  if (s == kIds) {
+    return spec.string_ids ? Strings(cursor, line, key, raw.hashes) : HashIds(cursor, line, raw.request.hash_ids);
+  }
+  if (s == kRequestId) {
+    raw.request_id = cursor.String();
+    return raw.request_id ? absl::OkStatus() : Problem(line, absl::StrCat(key, " = ", cursor.Here(), ": must be a string"));
+  }
+  auto value = s == kTimestamp && spec.seconds ? Milliseconds(cursor, line, key) : Integer(cursor, line, key);
+  if (!value.ok()) return value.status();
+  (s == kTimestamp ? raw.request.timestamp_ms
+   : s == kInput   ? raw.request.input_length
+   : s == kOutput  ? raw.request.output_length
+                   : raw.block_tokens) = *value;
+  return absl::OkStatus();
+}
+
+constexpr absl::string_view kRecordHint =
+    "; the line is a kvledger record (prompt_tokens, ...): kvledger replay reads record files, kvledger plan "
+    "reads prefix-reuse traces (docs/trace-format.md)";
+
+// One line of `spec`'s format, every field it needs present once with a value in range.
+absl::StatusOr<RawLine> ParseLine(absl::string_view text, size_t line, const FormatSpec& spec) {
+  RawLine raw;
+  raw.request.line = line;
+  const std::array<absl::string_view, kSlotCount> names = {"timestamp", spec.input, spec.output,
+                                                           spec.ids,    spec.block, spec.request_id};
+  std::array<bool, kSlotCount> seen{};
+  bool record_like = false;  // a key of a kvledger record: the file is for replay
   Cursor cursor(text);
   if (!cursor.Eat('{')) return Problem(line, absl::StrCat("not a JSON object: starts ", cursor.Here()));
-  std::array<bool, kFieldCount> seen{};
-  bool record_like = false;  // a key of a kvledger record: the file is for replay
   if (!cursor.Eat('}')) {
     do {
       auto key = cursor.String();
       if (!key || !cursor.Eat(':')) return Problem(line, absl::StrCat("expected \"field\": at ", cursor.Here()));
-      size_t f = 0;
-      while (f < kFieldCount && kFieldNames[f] != *key) ++f;
+      size_t s = 0;
+      while (s < kSlotCount && (names[s].empty() || names[s] != *key)) ++s;
       record_like = record_like || *key == "prompt_tokens" || *key == "logical_match_tokens";
-      if (f == kFieldCount) {
+      if (s == kSlotCount) {
         if (!cursor.SkipValue()) return Problem(line, absl::StrCat(*key, ": not a JSON value at ", cursor.Here()));
         continue;
       }
-      if (seen[f]) return Problem(line, absl::StrCat(*key, ": given twice"));
-      seen[f] = true;
-      if (f == kHashIds) {
-        if (absl::Status s = HashIds(cursor, line, r.hash_ids); !s.ok()) return s;
-        continue;
-      }
-      auto value = Integer(cursor, line, *key);
-      if (!value.ok()) return value.status();
-      (f == kTimestamp ? r.timestamp_ms : f == kInput ? r.input_length : r.output_length) = *value;
+      if (seen[s]) return Problem(line, absl::StrCat(*key, ": given twice"));
+      seen[s] = true;
+      if (absl::Status st = ReadSlot(static_cast<Slot>(s), *key, cursor, line, spec, raw); !st.ok()) return st;
     } while (cursor.Eat(','));
     if (!cursor.Eat('}')) return Problem(line, absl::StrCat("expected , or } at ", cursor.Here()));
   }
   if (!cursor.AtEnd()) return Problem(line, absl::StrCat("text after the object: ", cursor.Here()));
-  for (size_t f = 0; f < kFieldCount; ++f) {
-    if (!seen[f]) {
-      return Problem(line, absl::StrCat(kFieldNames[f], ": missing (required)",
-                                        record_like ? "; the line is a kvledger record (prompt_tokens, ...): "
-                                                      "kvledger replay reads record files, kvledger plan reads "
-                                                      "prefix-reuse traces (docs/trace-format.md)"
-                                                    : ""));
+  for (size_t s = 0; s < kSlotCount; ++s) {
+    if (!seen[s] && !names[s].empty() && s != kRequestId) {
+      return Problem(line, absl::StrCat(names[s], ": missing (required)", record_like ? kRecordHint : ""));
     }
   }
-  if (absl::Status s = CheckRanges(r, line, block_tokens); !s.ok()) return s;
-  return r;
+  const TraceRequest& r = raw.request;
+  if (r.timestamp_ms < 0) return Problem(line, absl::StrCat("timestamp = ", r.timestamp_ms, ": must be >= 0"));
+  if (r.input_length < 1) return Problem(line, absl::StrCat(spec.input, " = ", r.input_length, ": must be >= 1"));
+  if (r.output_length < 0) return Problem(line, absl::StrCat(spec.output, " = ", r.output_length, ": must be >= 0"));
+  if (!spec.block.empty() && (raw.block_tokens < 1 || raw.block_tokens > kMaxBlockTokens)) {
+    return Problem(line, absl::StrCat(spec.block, " = ", raw.block_tokens, ": must be in [1, ", kMaxBlockTokens, "]"));
+  }
+  return raw;
+}
+
+// The ids a request of `input_length` tokens must carry at `block_tokens` a block: exactly one per
+// block, the last possibly partial; LMCache's may leave out a partial last chunk (it hashes full chunks
+// unless told to save partial ones), which then gets an id of its own.
+absl::Status CheckBlockCount(const RawLine& raw, const FormatSpec& spec, uint64_t block_tokens) {
+  const TraceRequest& r = raw.request;
+  const size_t have = spec.string_ids ? raw.hashes.size() : r.hash_ids.size();
+  const uint64_t need = (static_cast<uint64_t>(r.input_length) + block_tokens - 1) / block_tokens;
+  const uint64_t full = static_cast<uint64_t>(r.input_length) / block_tokens;
+  if (have == need || (spec.string_ids && have == full)) return absl::OkStatus();
+  return Problem(r.line, absl::StrFormat("%s has %d blocks: must be ceil(%s %d / %d) = %d, one per block of the "
+                                         "prompt (is %d tokens the trace's block size? kvledger plan's --block-tokens "
+                                         "and kvledger-server's --trace_block_tokens set it)",
+                                         spec.ids, have, spec.input, r.input_length, block_tokens, need, block_tokens));
+}
+
+// Makes every format's ids mean the same: equal ids, equal prefix up to that block.
+class IdMapper {
+ public:
+  explicit IdMapper(const FormatSpec& spec) : spec_(spec) {}
+
+  void Map(RawLine& raw, uint64_t block_tokens) {
+    std::vector<int64_t>& ids = raw.request.hash_ids;
+    if (spec_.string_ids) {  // numbered in order of first use; a partial last chunk left unhashed is new
+      for (absl::string_view hash : raw.hashes) ids.push_back(Intern(hashes_, std::string(hash)));
+      if (ids.size() * block_tokens < static_cast<uint64_t>(raw.request.input_length)) ids.push_back(next_++);
+    } else if (!spec_.chained) {  // an id per (prefix, block) pair
+      int64_t prefix = -1;
+      for (int64_t& id : ids) id = prefix = Intern(chain_, std::pair{prefix, id});
+    }
+  }
+
+ private:
+  template <typename Map, typename Key>
+  int64_t Intern(Map& map, Key&& key) {
+    auto [it, added] = map.try_emplace(std::forward<Key>(key), next_);
+    if (added) ++next_;
+    return it->second;
+  }
+
+  const FormatSpec& spec_;
+  absl::flat_hash_map<std::pair<int64_t, int64_t>, int64_t> chain_;
+  absl::flat_hash_map<std::string, int64_t> hashes_;
+  int64_t next_ = 0;
+};
+
+// The format a line's fields say it is in, or a problem listing what it holds.
+absl::StatusOr<TraceFormat> DetectFormat(absl::string_view text, size_t line) {
+  std::vector<std::string> keys;
+  Cursor cursor(text);
+  if (cursor.Eat('{') && !cursor.Eat('}')) {
+    do {
+      auto key = cursor.String();
+      if (!key || !cursor.Eat(':') || !cursor.SkipValue()) break;
+      keys.emplace_back(*key);
+    } while (cursor.Eat(','));
+  }
+  auto has = [&keys](absl::string_view k) { return std::find(keys.begin(), keys.end(), k) != keys.end(); };
+  if (has("chunk_hashes")) return TraceFormat::kLmcacheLookups;
+  if (has("hash_ids") && (has("chat_id") || has("parent_chat_id"))) return TraceFormat::kBailian;
+  if (has("hash_ids")) return TraceFormat::kMooncake;
+  const bool record_like = has("prompt_tokens") || has("logical_match_tokens");
+  return Problem(line, absl::StrCat("cannot tell the trace's format from its fields (", absl::StrJoin(keys, ", "),
+                                    "): Mooncake's lines have hash_ids, Bailian's chat_id and hash_ids, LMCache's "
+                                    "lookup logs chunk_hashes; --format names it",
+                                    record_like ? kRecordHint : ""));
+}
+
+}  // namespace
+
+absl::StatusOr<TraceFormat> ParseTraceFormat(absl::string_view flag, absl::string_view text) {
+  if (const std::optional<TraceFormat> format = ValueOf(kTraceFormats, text)) return *format;
+  std::vector<absl::string_view> labels;
+  for (const auto& row : kTraceFormats) labels.push_back(row.label);
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, " = ", Quoted(text), ": must be one of ", absl::StrJoin(labels, ", ")));
+}
+
+absl::StatusOr<TraceRequest> ParseTraceLine(absl::string_view text, size_t line, uint64_t block_tokens) {
+  const FormatSpec& spec = SpecOf(TraceFormat::kMooncake);
+  auto raw = ParseLine(text, line, spec);
+  if (!raw.ok()) return raw.status();
+  if (absl::Status s = CheckBlockCount(*raw, spec, block_tokens); !s.ok()) return s;
+  return std::move(raw->request);
 }
 
 absl::Status TraceReadResult::Check(absl::string_view name) const {
@@ -212,18 +369,79 @@ LineRead ReadLine(std::streambuf& in, std::string& out, size_t max) {
   }
 }
 
+// Reads the lines of one format into requests whose ids mean the same in every format.
+class LineReader {
+ public:
+  LineReader(const TraceReadOptions& options, TraceReadResult& result) : options_(options), result_(result) {}
+
+  // One non-blank line; a problem is returned, a request kept.
+  absl::Status Read(absl::string_view text, size_t line) {
+    if (!spec_) {
+      TraceFormat format = options_.format;
+      if (format == TraceFormat::kAuto) {
+        auto detected = DetectFormat(text, line);
+        if (!detected.ok()) return detected.status();
+        format = *detected;
+      }
+      spec_ = &SpecOf(format);
+      mapper_.emplace(*spec_);
+      result_.format = format;
+      result_.block_tokens = options_.block_tokens > 0 ? options_.block_tokens : spec_->block_tokens;
+    }
+    auto raw = ParseLine(text, line, *spec_);
+    if (!raw.ok()) return raw.status();
+    if (absl::Status s = CheckLineBlock(*raw); !s.ok()) return s;
+    if (absl::Status s = CheckBlockCount(*raw, *spec_, result_.block_tokens); !s.ok()) return s;
+    if (raw->request.timestamp_ms < last_timestamp_) {
+      return Problem(line, absl::StrCat("timestamp = ", raw->request.timestamp_ms,
+                                        ": out of order (must be >= the previous request's ", last_timestamp_, ")"));
+    }
+    last_timestamp_ = raw->request.timestamp_ms;
+    if (raw->request_id && !raw->request_id->empty() && !request_ids_.emplace(*raw->request_id).second) {
+      ++result_.repeated_lookups;
+      return absl::OkStatus();
+    }
+    mapper_->Map(*raw, result_.block_tokens);
+    result_.requests.push_back(std::move(raw->request));
+    return absl::OkStatus();
+  }
+
+  bool Detected() const { return spec_ != nullptr; }
+
+ private:
+  // A line's own block size (LMCache's chunk_size) must be the trace's: the first line's, or the one given.
+  absl::Status CheckLineBlock(const RawLine& raw) {
+    if (spec_->block.empty()) return absl::OkStatus();
+    if (result_.block_tokens == 0) result_.block_tokens = static_cast<uint64_t>(raw.block_tokens);
+    if (static_cast<uint64_t>(raw.block_tokens) == result_.block_tokens) return absl::OkStatus();
+    return Problem(raw.request.line, absl::StrCat(spec_->block, " = ", raw.block_tokens, ": must be ",
+                                                  result_.block_tokens, options_.block_tokens > 0
+                                                                            ? " (--block-tokens)"
+                                                                            : ", the first line's (one block size a trace)"));
+  }
+
+  const TraceReadOptions& options_;
+  TraceReadResult& result_;
+  const FormatSpec* spec_ = nullptr;
+  std::optional<IdMapper> mapper_;
+  absl::flat_hash_set<std::string> request_ids_;
+  int64_t last_timestamp_ = 0;
+};
+
 }  // namespace
 
-TraceReadResult ReadTrace(std::istream& in, uint64_t block_tokens, const std::function<void(uint64_t bytes)>& progress,
-                          TraceLimits limits) {
+TraceReadResult ReadTrace(std::istream& in, const TraceReadOptions& options,
+                          const std::function<void(uint64_t bytes)>& progress) {
   TraceReadResult result;
+  result.format = options.format;
   auto fail = [&](const absl::Status& status) {
     if (result.errors.size() < TraceReadResult::kMaxListedErrors) result.errors.emplace_back(status.message());
     ++result.error_count;
   };
+  LineReader reader(options, result);
+  const TraceLimits& limits = options.limits;
   std::string text;
   uint64_t bytes = 0;
-  int64_t last_timestamp = 0;
   for (size_t line = 1;; ++line) {
     const LineRead read = ReadLine(*in.rdbuf(), text, limits.line_bytes);
     if (read == LineRead::kEnd) break;
@@ -244,21 +462,13 @@ TraceReadResult ReadTrace(std::istream& in, uint64_t block_tokens, const std::fu
       ++result.blank_lines;
       continue;
     }
-    auto request = ParseTraceLine(text, line, block_tokens);
-    if (!request.ok()) {
-      const absl::string_view why = absl::StripPrefix(request.status().message(), absl::StrCat("line ", line, ": "));
-      fail(terminated ? request.status()
-                      : Problem(line, absl::StrCat("truncated: the trace ends inside this line, without its newline (",
-                                                   why, ")")));
-      continue;
-    }
-    if (request->timestamp_ms < last_timestamp) {
-      fail(Problem(line, absl::StrCat("timestamp = ", request->timestamp_ms,
-                                      ": out of order (must be >= the previous request's ", last_timestamp, ")")));
-      continue;
-    }
-    last_timestamp = request->timestamp_ms;
-    result.requests.push_back(std::move(*request));
+    const absl::Status status = reader.Read(text, line);
+    if (status.ok()) continue;
+    const absl::string_view why = absl::StripPrefix(status.message(), absl::StrCat("line ", line, ": "));
+    fail(terminated ? status
+                    : Problem(line, absl::StrCat("truncated: the trace ends inside this line, without its newline (",
+                                                 why, ")")));
+    if (!reader.Detected()) break;  // no format, so no line after it can be read either
   }
   if (progress) progress(bytes);
   return result;

@@ -1,7 +1,9 @@
-// A prefix-reuse request trace in the Mooncake format (docs/planning.md): one JSON object a line,
-// {"timestamp": ms, "input_length": tokens, "output_length": tokens, "hash_ids": [block ids...]}, where
-// equal ids are the same reusable KV block of `block_tokens` tokens (the last block may be partial).
-// Every problem is named by its line, its field, the value and the rule.
+// A prefix-reuse request trace, one JSON object a line, in one of the formats operators can export
+// (docs/planning.md, "The trace"): Mooncake's {"timestamp": ms, "input_length", "output_length",
+// "hash_ids": [block ids]}, Alibaba Bailian's (timestamps in seconds, 16-token blocks whose ids name the
+// block alone, not its prefix), or LMCache's lookup-hash logs (one line per lookup: seconds, request id,
+// chunk size, sequence length, hex chunk hashes). Each becomes TraceRequests whose equal ids are the same
+// reusable prefix, block by block. Every problem is named by its line, its field, the value and the rule.
 #ifndef KVLEDGER_LIB_PLANNING_TRACE_H_
 #define KVLEDGER_LIB_PLANNING_TRACE_H_
 
@@ -14,10 +16,23 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "lib/base/enum_table.h"
 
 namespace kvledger {
 
-inline constexpr uint64_t kDefaultTraceBlockTokens = 512;
+inline constexpr uint64_t kDefaultTraceBlockTokens = 512;  // Mooncake's block
+
+enum class TraceFormat { kAuto, kMooncake, kBailian, kLmcacheLookups };
+inline constexpr EnumTable<TraceFormat, 4> kTraceFormats = {{
+    {TraceFormat::kAuto, "auto"},
+    {TraceFormat::kMooncake, "mooncake"},
+    {TraceFormat::kBailian, "bailian"},
+    {TraceFormat::kLmcacheLookups, "lmcache-lookups"},
+}};
+static_assert(IsDense(kTraceFormats));
+
+// A format named by its label; INVALID_ARGUMENT "FLAG = "TEXT": must be one of auto, mooncake, ..." else.
+absl::StatusOr<TraceFormat> ParseTraceFormat(absl::string_view flag, absl::string_view text);
 
 struct TraceRequest {
   int64_t timestamp_ms = 0;
@@ -27,7 +42,7 @@ struct TraceRequest {
   size_t line = 0;                // 1-based line of the trace it came from
 };
 
-// One line (without its newline) as a request, checked on its own: every field present once with an
+// One Mooncake line (without its newline) as a request, checked on its own: every field present once with an
 // integer in range, hash_ids exactly as many blocks as the input needs. Unknown fields are skipped.
 // INVALID_ARGUMENT "line N: FIELD = VALUE: RULE" otherwise.
 absl::StatusOr<TraceRequest> ParseTraceLine(absl::string_view text, size_t line, uint64_t block_tokens);
@@ -37,6 +52,11 @@ struct TraceReadResult {
   std::vector<std::string> errors;  // the first kMaxListedErrors problems, in line order
   size_t error_count = 0;           // all of them
   size_t blank_lines = 0;
+  TraceFormat format = TraceFormat::kAuto;  // the format read: given, or told from the first line's fields
+  uint64_t block_tokens = 0;                // tokens per block of every request's ids
+  // LMCache: lookups of a request id already read (a scheduler asks again while the request waits).
+  // The first lookup is the request; the repeats are counted here, not planned.
+  size_t repeated_lookups = 0;
   static constexpr size_t kMaxListedErrors = 10;
 
   // OK when there is at least one request and no problem; else INVALID_ARGUMENT "NAME: N problems in
@@ -52,11 +72,20 @@ struct TraceLimits {
   uint64_t total_bytes = uint64_t{4} << 30;
 };
 
+struct TraceReadOptions {
+  TraceFormat format = TraceFormat::kAuto;  // kAuto: told from the first line's fields
+  // Tokens per block; 0: the format's own (Mooncake 512, Bailian 16, LMCache each line's chunk_size).
+  uint64_t block_tokens = 0;
+  TraceLimits limits;
+};
+
 // Reads a whole trace. Besides each line's own checks: timestamps must not go backwards, and a last
-// line without its newline that does not parse is reported as truncated. `progress`, when given, is
-// called with the bytes read so far about every 1,000 lines.
-TraceReadResult ReadTrace(std::istream& in, uint64_t block_tokens,
-                          const std::function<void(uint64_t bytes)>& progress = nullptr, TraceLimits limits = {});
+// line without its newline that does not parse is reported as truncated. Bailian's ids are chained
+// (a block's id becomes one for its whole prefix) and LMCache's hashes numbered, so that equal ids mean
+// an equal prefix in every format. `progress`, when given, is called with the bytes read so far about
+// every 1,000 lines.
+TraceReadResult ReadTrace(std::istream& in, const TraceReadOptions& options,
+                          const std::function<void(uint64_t bytes)>& progress = nullptr);
 
 }  // namespace kvledger
 

@@ -12,6 +12,7 @@ import io
 import itertools
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -222,6 +223,95 @@ class AgainstIndependentImplementation(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         total = json.loads(result.stdout)["results"][0]["total"]
         self.assertEqual((total["logical_match_tokens"], total["hit_requests"]), (35 + 16, 2))
+
+
+class OtherFormats(unittest.TestCase):
+    """Bailian and LMCache lookup-log traces, written here from their documented fields, plan exactly as
+    the Mooncake trace this test converts them to by the rules in docs/planning.md ("The trace")."""
+
+    FIELDS = AgainstIndependentImplementation.FIELDS
+
+    @staticmethod
+    def conversations(seed):
+        """(seconds, prompt blocks as content ids, output tokens) of multi-turn chats whose blocks repeat
+        content at other positions, so raw and chained ids differ."""
+        rng = random.Random(seed)
+        requests, clock = [], 0.0
+        chats = [[rng.randrange(6) for _ in range(rng.randrange(1, 4))] for _ in range(25)]
+        for turn in range(6):
+            for chat in chats:
+                clock += rng.uniform(0.01, 0.5)
+                chat.extend(rng.randrange(40) for _ in range(rng.randrange(1, 5)))
+                requests.append((round(clock, 3), list(chat), rng.randrange(0, 50)))
+        return requests
+
+    def mooncake_of(self, rows, block):
+        """rows: (ms, input_length, output_length, chained keys per block)."""
+        ids, lines = {}, []
+        for ms, length, out, keys in rows:
+            lines.append(json.dumps({"timestamp": ms, "input_length": length, "output_length": out,
+                                     "hash_ids": [ids.setdefault(k, len(ids)) for k in keys]}))
+        return "\n".join(lines) + "\n"
+
+    def same_plan(self, text, mooncake, block, *args):
+        with tempfile.TemporaryDirectory() as tmp:
+            a, b = os.path.join(tmp, "a.jsonl"), os.path.join(tmp, "b.jsonl")
+            with open(a, "w") as f:
+                f.write(text)
+            with open(b, "w") as f:
+                f.write(mooncake)
+            capacities = ["--capacity-tokens", f"{block * 8},{block * 40},inf"]
+            got = plan_json(a, *capacities, *args)
+            want = plan_json(b, *capacities, "--block-tokens", str(block))
+        self.assertEqual(got["block_tokens"], block)
+        for g, w in zip(got["results"], want["results"]):
+            self.assertEqual({k: g["total"][k] for k in self.FIELDS}, {k: w["total"][k] for k in self.FIELDS})
+        self.assertGreater(got["results"][-1]["total"]["hit_requests"], 0)
+        return got
+
+    def test_bailian_plans_as_its_chained_blocks(self):
+        lines, rows = [], []
+        for chat_id, (seconds, blocks, out) in enumerate(self.conversations(1)):
+            length = len(blocks) * 16 - (chat_id % 7)
+            lines.append(json.dumps({"chat_id": chat_id, "parent_chat_id": -1, "timestamp": seconds,
+                                     "input_length": length, "output_length": out, "type": "text", "turn": 1,
+                                     "hash_ids": blocks}))
+            rows.append((round(seconds * 1000), length, out, [tuple(blocks[:i + 1]) for i in range(len(blocks))]))
+        text = "\n".join(lines) + "\n"
+        got = self.same_plan(text, self.mooncake_of(rows, 16), 16)
+        # raw ids as if chained would claim more: the chaining is what the match sees
+        raw = [(ms, n, out, [(k[-1],) for k in keys]) for ms, n, out, keys in rows]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "raw.jsonl")
+            with open(path, "w") as f:
+                f.write(self.mooncake_of(raw, 16))
+            unchained = plan_json(path, "--block-tokens", "16")["results"][0]["total"]
+        self.assertGreater(unchained["logical_match_tokens"], got["results"][-1]["total"]["logical_match_tokens"])
+
+    def test_lmcache_lookups_plan_as_their_hashes(self):
+        lines, rows, seen = [], [], set()
+        for i, (seconds, blocks, _) in enumerate(self.conversations(2)):
+            length = len(blocks) * 256 - (0 if i % 3 else 100)  # every third prompt ends in a partial chunk
+            keys = [tuple(blocks[:j + 1]) for j in range(len(blocks))]
+            hashes = ["0x%016x" % (hash(k) & (2 ** 64 - 1)) for k in keys]
+            if length % 256:
+                hashes.pop()  # the partial chunk unhashed: an id of its own
+                keys[-1] = ("tail", i)
+            line = {"timestamp": 1711929600 + seconds, "request_id": f"req-{i}", "model_name": "m",
+                    "chunk_size": 256, "seq_len": length, "dtypes": ["bfloat16"], "shapes": [[2, 32, 256, 8, 128]],
+                    "chunk_hashes": hashes}
+            lines.append(json.dumps(line))
+            if i % 5 == 0:
+                lines.append(json.dumps(line))  # asked again while waiting: one request
+            rows.append((round((1711929600 + seconds) * 1000), length, 0, keys))
+        text = "\n".join(lines) + "\n"
+        self.same_plan(text, self.mooncake_of(rows, 256), 256)
+        result = run("--model", "llama-3.1-8b", "-", stdin=text)
+        self.assertIn(f"note: {len(lines) - len(rows)} lookups repeat a request id already read", result.stderr)
+        self.assertIn("--format", run("--model", "llama-3.1-8b", "--format", "csv", "-", stdin=text).stderr)
+        forced = run("--model", "llama-3.1-8b", "--format", "mooncake", "-", stdin=text)
+        self.assertEqual(forced.returncode, 2)
+        self.assertRegex(forced.stderr, r"line 1: timestamp = [0-9.]+: must be an integer")
 
 
 class OutputFormats(unittest.TestCase):

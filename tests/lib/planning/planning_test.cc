@@ -52,7 +52,7 @@ TEST(TraceTest, ReadsAWholeTraceAndReportsOrderAndTruncation) {
       "{\"timestamp\": 4, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [2]}\n"
       "{\"timestamp\": 6, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [3]}\n"
       "{\"timestamp\": 7, \"input_length\": 10, \"output_len");
-  const TraceReadResult result = ReadTrace(in, 512);
+  const TraceReadResult result = ReadTrace(in, TraceReadOptions{});
   ASSERT_EQ(result.requests.size(), 2u);
   EXPECT_EQ(result.requests[1].line, 4u);
   EXPECT_EQ(result.blank_lines, 1u);
@@ -66,14 +66,14 @@ TEST(TraceTest, ReadsAWholeTraceAndReportsOrderAndTruncation) {
 TEST(TraceTest, LineAndTotalLimits) {
   const std::string good = "{\"timestamp\": 5, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [1]}\n";
   std::istringstream nul(good + std::string(5000, '\0'));
-  TraceReadResult result = ReadTrace(nul, 512, nullptr, TraceLimits{1024, 1 << 20});
+  TraceReadResult result = ReadTrace(nul, TraceReadOptions{TraceFormat::kAuto, 0, TraceLimits{1024, 1 << 20}});
   EXPECT_EQ(result.requests.size(), 1u);
   ASSERT_EQ(result.error_count, 1u);
   EXPECT_EQ(result.errors[0], "line 2: longer than 1024 bytes (the trace reader's line limit); reading stopped here");
   std::string many;
   for (int i = 0; i < 100; ++i) many += good;
   std::istringstream big(many);
-  result = ReadTrace(big, 512, nullptr, TraceLimits{1024, good.size() * 10});
+  result = ReadTrace(big, TraceReadOptions{TraceFormat::kAuto, 0, TraceLimits{1024, good.size() * 10}});
   EXPECT_EQ(result.requests.size(), 10u);
   ASSERT_EQ(result.error_count, 1u);
   EXPECT_EQ(result.errors[0], absl::StrCat("line 11: the trace is larger than ", good.size() * 10,
@@ -84,9 +84,95 @@ TEST(TraceTest, LineAndTotalLimits) {
 // threw std::out_of_range).
 TEST(TraceTest, AStringEndingOnABackslash) {
   std::istringstream in("{\"timestamp\": 0, \"x\": \"ab\\");
-  const TraceReadResult result = ReadTrace(in, 512);
+  const TraceReadResult result = ReadTrace(in, TraceReadOptions{});
   ASSERT_EQ(result.error_count, 1u);
   EXPECT_THAT(result.errors[0], HasSubstr("line 1: "));
+}
+
+TraceReadResult ReadText(const std::string& text, TraceFormat format = TraceFormat::kAuto, uint64_t block_tokens = 0) {
+  std::istringstream in(text);
+  return ReadTrace(in, TraceReadOptions{format, block_tokens, TraceLimits{}});
+}
+
+std::vector<std::vector<int64_t>> IdsOf(const TraceReadResult& read) {
+  std::vector<std::vector<int64_t>> ids;
+  for (const TraceRequest& r : read.requests) ids.push_back(r.hash_ids);
+  return ids;
+}
+
+// Written from the Alibaba Bailian trace's documented fields: timestamps in seconds, 16-token blocks,
+// and ids that name a block's tokens alone. C's second block has A's id after B's first block: its
+// KV was never computed after that prefix, so C reuses one block, not two.
+TEST(TraceFormatsTest, BailianIdsAreChainedIntoPrefixes) {
+  const std::string trace =
+      R"({"chat_id": 1, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 32, "output_length": 4, "type": "text", "turn": 1, "hash_ids": [5, 2]})"
+      "\n"
+      R"({"chat_id": 2, "parent_chat_id": -1, "timestamp": 1.25, "input_length": 10, "output_length": 4, "type": "text", "turn": 1, "hash_ids": [1]})"
+      "\n"
+      R"({"chat_id": 3, "parent_chat_id": 2, "timestamp": 2, "input_length": 40, "output_length": 0, "type": "text", "turn": 2, "hash_ids": [1, 2, 7]})"
+      "\n";
+  const TraceReadResult read = ReadText(trace);
+  ASSERT_TRUE(read.Check("t").ok()) << read.Check("t");
+  EXPECT_EQ(read.format, TraceFormat::kBailian);
+  EXPECT_EQ(read.block_tokens, 16u);
+  EXPECT_EQ(IdsOf(read), (std::vector<std::vector<int64_t>>{{0, 1}, {2}, {2, 3, 4}}));
+  EXPECT_EQ(read.requests[1].timestamp_ms, 1250);
+  EXPECT_EQ(read.requests[2].timestamp_ms, 2000);
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  PlanConfig config;
+  config.block_tokens = read.block_tokens;
+  std::vector<int64_t> matched;
+  auto plan = Plan(read.requests, *catalog.Find("llama-3.1-8b"), config,
+                   [&](const TraceRequest&, const RecordFacts& facts) { matched.push_back(facts.logical_match_tokens); });
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(matched, (std::vector<int64_t>{0, 0, 16}));  // unchained ids would have matched 32
+  // The same lines read as Mooncake's keep the ids as they are (and 512-token blocks, so they do not fit).
+  EXPECT_THAT(ReadText(trace, TraceFormat::kMooncake).errors.at(0),
+              HasSubstr("line 1: timestamp = 0.5: must be an integer"));
+}
+
+// Written from LMCache's lookup-hash logging subscriber (lmcache/v1/mp_observability/subscribers/
+// logging/lookup_hash.py): a line per lookup with seconds, request id, model, chunk size, sequence
+// length and "0x" chunk hashes, which are chained prefix hashes already.
+TEST(TraceFormatsTest, LmcacheLookupsNumberTheHashesAndCountRepeatedLookups) {
+  auto line = [](const char* t, const char* id, int seq_len, const char* hashes, int chunk = 256) {
+    return absl::StrCat(R"({"timestamp": )", t, R"(, "request_id": ")", id,
+                        R"(", "model_name": "meta-llama/Llama-3.1-8B-Instruct", "chunk_size": )", chunk,
+                        R"(, "seq_len": )", seq_len, R"(, "dtypes": ["bfloat16"], "shapes": [[2, 32, 256, 8, 128]], )",
+                        R"("chunk_hashes": [)", hashes, "]}\n");
+  };
+  const TraceReadResult read = ReadText(line("1711929600.123", "a", 600, R"("0xaa", "0xbb")") +
+                                        line("1711929600.5", "a", 600, R"("0xaa", "0xbb")") +
+                                        line("1711929601", "b", 700, R"("0xaa", "0xbb", "0xcc")"));
+  ASSERT_TRUE(read.Check("t").ok()) << read.Check("t");
+  EXPECT_EQ(read.format, TraceFormat::kLmcacheLookups);
+  EXPECT_EQ(read.block_tokens, 256u);
+  EXPECT_EQ(read.repeated_lookups, 1u);
+  // a's partial last chunk was not hashed: it gets an id of its own; b's was
+  EXPECT_EQ(IdsOf(read), (std::vector<std::vector<int64_t>>{{0, 1, 2}, {0, 1, 3}}));
+  EXPECT_EQ(read.requests[0].timestamp_ms, 1711929600123);
+  EXPECT_EQ(read.requests[0].output_length, 0);  // a lookup does not know its output
+  const TraceReadResult mixed = ReadText(line("1", "a", 600, R"("0xaa", "0xbb")") + line("2", "b", 600, R"("0xaa")", 128));
+  ASSERT_EQ(mixed.error_count, 1u);
+  EXPECT_EQ(mixed.errors[0], "line 2: chunk_size = 128: must be 256, the first line's (one block size a trace)");
+  const TraceReadResult few = ReadText(line("1", "a", 600, R"("0xaa")"));
+  ASSERT_EQ(few.error_count, 1u);
+  EXPECT_THAT(few.errors[0], HasSubstr("line 1: chunk_hashes has 1 blocks: must be ceil(seq_len 600 / 256) = 3"));
+  EXPECT_THAT(ReadText(R"({"timestamp": 1, "chunk_size": 256, "chunk_hashes": []})" "\n").errors.at(0),
+              HasSubstr("line 1: seq_len: missing (required)"));
+}
+
+TEST(TraceFormatsTest, AnUnknownFirstLineNamesItsFieldsAndStops) {
+  const TraceReadResult read = ReadText("{\"ts\": 1, \"tokens\": [1, 2]}\n{\"ts\": 2}\n");
+  ASSERT_EQ(read.error_count, 1u);
+  EXPECT_EQ(read.errors[0],
+            "line 1: cannot tell the trace's format from its fields (ts, tokens): Mooncake's lines have hash_ids, "
+            "Bailian's chat_id and hash_ids, LMCache's lookup logs chunk_hashes; --format names it");
+  EXPECT_THAT(ReadText(R"({"model": "m", "prompt_tokens": 5})").errors.at(0),
+              HasSubstr("kvledger replay reads record files"));
+  EXPECT_EQ(ParseTraceFormat("--format", "csv").status().message(),
+            "--format = \"csv\": must be one of auto, mooncake, bailian, lmcache-lookups");
+  EXPECT_EQ(*ParseTraceFormat("--format", "bailian"), TraceFormat::kBailian);
 }
 
 // Device 1 block, host 1 block: traced by hand.
