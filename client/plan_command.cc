@@ -41,11 +41,12 @@ void RegisterPlanFlags(FlagSet& flags, PlanFlags& f) {
   flags.String("model", &f.model, "the model profile every request is costed with", true);
   flags.String("profiles", &f.profiles, "profile file adding or overriding built-in profiles");
   flags.String("format", &f.format,
-               "the trace's format: auto (told from the first line), mooncake, bailian or lmcache-lookups\n"
+               "the trace's format: auto (told from the first line), mooncake, bailian, lmcache-lookups or\n"
+               "weka-conversations\n"
                "(docs/planning.md, \"The trace\")");
   flags.Uint64("block-tokens", &f.block_tokens,
-               "tokens per block of the trace's ids (default: the format's, Mooncake 512, Bailian 16, LMCache\n"
-               "each line's chunk_size)");
+               "tokens per block of the trace's ids (default: the format's, Mooncake and WEKA 512, Bailian 16,\n"
+               "LMCache each line's chunk_size)");
   flags.String("capacity-tokens", &f.capacity.device,
                "device cache capacities in tokens: N, a list 1e6,3e6,1e7, a log range FROM:TO:POINTS, or inf\n"
                "(default inf: never evicts)");
@@ -96,6 +97,10 @@ absl::StatusOr<TraceReadResult> LoadTrace(const std::string& path, const PlanFla
     std::cerr << "kvledger plan: note: " << read.repeated_lookups
               << " lookups repeat a request id already read (a scheduler asking again while the request waits); "
                  "each request is planned at its first lookup\n";
+  }
+  if (read.empty_prompts > 0) {
+    std::cerr << "kvledger plan: note: " << read.empty_prompts
+              << " requests have no input tokens (in = 0) and are not planned\n";
   }
   return read;
 }
@@ -309,7 +314,8 @@ absl::StatusOr<std::vector<PlanConfig>> Prepare(const PlanFlags& f, const Profil
 int Plan(const Args& args) {
   PlanFlags f;
   FlagSet flags("plan",
-                "Replay a prefix-reuse trace (Mooncake, Alibaba Bailian or LMCache lookup-hash log JSON lines)\n"
+                "Replay a prefix-reuse trace (Mooncake, Alibaba Bailian, LMCache lookup-hash log or WEKA\n"
+                "conversation JSON lines)\n"
                 "through block-level LRU cache tiers and report what each capacity buys: token hits, attention\n"
                 "and prefill FLOPs avoided, KV bytes, reload and recompute seconds (docs/planning.md).\n"
                 "usage: kvledger plan --model NAME [flags] [FILE|-]   (FILE default: standard input)");

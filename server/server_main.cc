@@ -34,12 +34,15 @@ ABSL_FLAG(std::string, metrics_address, kDefaults.metrics_address,
 ABSL_FLAG(std::string, profiles, "", "Profile file (text proto or .json ProfileCatalog) adding or overriding built-in profiles");
 ABSL_FLAG(uint32_t, max_models, kDefaults.max_models, "Distinct model label values before further models fold into model=\"other\"");
 ABSL_FLAG(std::string, trace_file, "",
-          "A prefix-reuse trace (Mooncake, Bailian or LMCache lookup-hash log lines) to plan cache capacity from: "
+          "A prefix-reuse trace (Mooncake, Bailian, LMCache lookup-hash log or WEKA conversation lines) to plan "
+          "cache capacity from: "
           "/api/v1/plan and /explore");
 ABSL_FLAG(std::string, trace_format, kvledger::ServerOptions().trace_format,
-          "auto | mooncake | bailian | lmcache-lookups: the format of --trace_file (auto: told from its first line)");
+          "auto | mooncake | bailian | lmcache-lookups | weka-conversations: the format of --trace_file (auto: told "
+          "from its first line)");
 ABSL_FLAG(uint32_t, trace_block_tokens, kvledger::ServerOptions().trace_block_tokens,
-          "Tokens per block of --trace_file's ids (0: the format's own, Mooncake 512, Bailian 16, LMCache chunk_size)");
+          "Tokens per block of --trace_file's ids (0: the format's own, Mooncake and WEKA 512, Bailian 16, "
+          "LMCache chunk_size)");
 ABSL_FLAG(std::string, declare_series, "",
           "PROFILE[:TIER],...: series exported at 0 before their first record (PROFILE alone: tiers none and device)");
 ABSL_FLAG(std::string, unknown_model, kvledger::UnknownModelPolicyName(kDefaults.unknown_model), "reject | generic: what to do with a model that has no profile");

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <iterator>
+#include <tuple>
 #include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -128,8 +131,8 @@ absl::Status HashIds(Cursor& cursor, size_t line, std::vector<int64_t>& ids) {
   return absl::OkStatus();
 }
 
-// A number of seconds (as Bailian and LMCache write them) in whole milliseconds.
-absl::StatusOr<int64_t> Milliseconds(Cursor& cursor, size_t line, absl::string_view field) {
+// A number of seconds (as Bailian, LMCache and WEKA write them), in [0, 9e12].
+absl::StatusOr<double> Seconds(Cursor& cursor, size_t line, absl::string_view field) {
   const absl::string_view text = cursor.NumberText();
   double seconds;
   if (text.empty() || !absl::SimpleAtod(text, &seconds) || !std::isfinite(seconds)) {
@@ -139,7 +142,15 @@ absl::StatusOr<int64_t> Milliseconds(Cursor& cursor, size_t line, absl::string_v
   if (seconds < 0 || seconds > 9e12) {
     return Problem(line, absl::StrCat(field, " = ", text, ": must be in [0, 9e12] seconds"));
   }
-  return static_cast<int64_t>(std::llround(seconds * 1000));
+  return seconds;
+}
+
+int64_t ToMilliseconds(double seconds) { return static_cast<int64_t>(std::llround(seconds * 1000)); }
+
+absl::StatusOr<int64_t> Milliseconds(Cursor& cursor, size_t line, absl::string_view field) {
+  auto seconds = Seconds(cursor, line, field);
+  if (!seconds.ok()) return seconds.status();
+  return ToMilliseconds(*seconds);
 }
 
 absl::Status Strings(Cursor& cursor, size_t line, absl::string_view field, std::vector<absl::string_view>& out) {
@@ -165,12 +176,16 @@ struct FormatSpec {
   bool string_ids;  // ids are strings (hex hashes) rather than integers
   bool chained;     // an id names its block's whole prefix (else the block alone)
   uint64_t block_tokens;  // the format's block; 0: each line's `block` field says
+  bool conversations;     // a line is a whole conversation of nested requests (WekaReader reads it)
 };
 constexpr FormatSpec kSpecs[] = {
     {TraceFormat::kMooncake, false, "input_length", "output_length", "hash_ids", "", "", false, true,
-     kDefaultTraceBlockTokens},
-    {TraceFormat::kBailian, true, "input_length", "output_length", "hash_ids", "", "", false, false, 16},
-    {TraceFormat::kLmcacheLookups, true, "seq_len", "", "chunk_hashes", "chunk_size", "request_id", true, true, 0},
+     kDefaultTraceBlockTokens, false},
+    {TraceFormat::kBailian, true, "input_length", "output_length", "hash_ids", "", "", false, false, 16, false},
+    {TraceFormat::kLmcacheLookups, true, "seq_len", "", "chunk_hashes", "chunk_size", "request_id", true, true, 0,
+     false},
+    {TraceFormat::kWekaConversations, true, "in", "out", "hash_ids", "block_size", "", false, true,
+     kDefaultTraceBlockTokens, true},
 };
 
 const FormatSpec& SpecOf(TraceFormat format) {
@@ -301,6 +316,176 @@ class IdMapper {
   int64_t next_ = 0;
 };
 
+// WEKA's conversations: a line is {"id", "block_size", "requests": [request | sub-agent]}, a request
+// {"t": seconds from the conversation's start, "in", "out", "hash_ids": [floor(in / block_size) ids]},
+// a sub-agent {"t", "requests": [requests timed from its own start]}. Ids are chained and local to
+// the conversation.
+struct WekaRequest {
+  double seconds = 0;
+  std::optional<int64_t> in, out;
+  std::vector<int64_t> ids;
+};
+
+struct WekaConversation {
+  int64_t block_size = 0;
+  std::vector<WekaRequest> requests;  // sub-agents' flattened in place, in the order written
+};
+
+// Calls `field` with each key of the object at the cursor: it reads the value, or returns false to
+// have it skipped.
+absl::Status ForEachField(Cursor& cursor, size_t line,
+                          absl::FunctionRef<absl::StatusOr<bool>(absl::string_view key)> field) {
+  if (!cursor.Eat('{')) return Problem(line, absl::StrCat("expected an object at ", cursor.Here()));
+  if (cursor.Eat('}')) return absl::OkStatus();
+  do {
+    auto key = cursor.String();
+    if (!key || !cursor.Eat(':')) return Problem(line, absl::StrCat("expected \"field\": at ", cursor.Here()));
+    auto read = field(*key);
+    if (!read.ok()) return read.status();
+    if (!*read && !cursor.SkipValue()) return Problem(line, absl::StrCat(*key, ": not a JSON value at ", cursor.Here()));
+  } while (cursor.Eat(','));
+  if (!cursor.Eat('}')) return Problem(line, absl::StrCat("expected , or } at ", cursor.Here()));
+  return absl::OkStatus();
+}
+
+absl::Status WekaRequests(Cursor& cursor, size_t line, int depth, std::vector<WekaRequest>& out) {
+  if (!cursor.Eat('[')) return Problem(line, absl::StrCat("requests = ", cursor.Here(), ": must be an array"));
+  if (cursor.Eat(']')) return absl::OkStatus();
+  do {
+    WekaRequest r;
+    std::vector<WekaRequest> nested;
+    bool subagent = false;
+    const std::string where = absl::StrCat(depth > 0 ? "a sub-agent's " : "", "requests[", out.size(), "]");
+    absl::Status s = ForEachField(cursor, line, [&](absl::string_view key) -> absl::StatusOr<bool> {
+      absl::Status read = absl::OkStatus();
+      if (key == "t") {
+        auto seconds = Seconds(cursor, line, absl::StrCat(where, ".t"));
+        read = seconds.status();
+        if (seconds.ok()) r.seconds = *seconds;
+      } else if (key == "in" || key == "out") {
+        auto value = Integer(cursor, line, absl::StrCat(where, ".", key));
+        read = value.status();
+        if (value.ok()) (key == "in" ? r.in : r.out) = *value;
+      } else if (key == "hash_ids") {
+        read = HashIds(cursor, line, r.ids);
+      } else if (key == "requests") {
+        if (depth > 0) return Problem(line, absl::StrCat(where, ": a sub-agent inside a sub-agent"));
+        subagent = true;
+        read = WekaRequests(cursor, line, depth + 1, nested);
+      } else {
+        return false;
+      }
+      if (!read.ok()) return read;
+      return true;
+    });
+    if (!s.ok()) return s;
+    if (subagent) {
+      for (WekaRequest& q : nested) q.seconds += r.seconds;
+      std::move(nested.begin(), nested.end(), std::back_inserter(out));
+      continue;
+    }
+    for (auto [value, name] : {std::pair{&r.in, "in"}, std::pair{&r.out, "out"}}) {
+      if (!*value) return Problem(line, absl::StrCat(where, ".", name, ": missing (required)"));
+      if (**value < 0) return Problem(line, absl::StrCat(where, ".", name, " = ", **value, ": must be >= 0"));
+    }
+    out.push_back(std::move(r));
+  } while (cursor.Eat(','));
+  if (!cursor.Eat(']')) return Problem(line, absl::StrCat("requests: ", cursor.Here(), ": expected , or ]"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WekaConversation> ParseWekaConversation(absl::string_view text, size_t line) {
+  WekaConversation c;
+  bool has_requests = false;
+  Cursor cursor(text);
+  absl::Status s = ForEachField(cursor, line, [&](absl::string_view key) -> absl::StatusOr<bool> {
+    if (key == "block_size") {
+      auto value = Integer(cursor, line, key);
+      if (!value.ok()) return value.status();
+      c.block_size = *value;
+      return true;
+    }
+    if (key != "requests") return false;
+    has_requests = true;
+    if (absl::Status read = WekaRequests(cursor, line, 0, c.requests); !read.ok()) return read;
+    return true;
+  });
+  if (!s.ok()) return s;
+  if (!cursor.AtEnd()) return Problem(line, absl::StrCat("text after the object: ", cursor.Here()));
+  if (!has_requests) return Problem(line, "requests: missing (required)");
+  if (c.block_size < 1 || c.block_size > kMaxBlockTokens) {
+    return Problem(line, absl::StrCat("block_size = ", c.block_size, ": must be in [1, ", kMaxBlockTokens, "]"));
+  }
+  return c;
+}
+
+// Conversations into requests as docs/planning.md says: the k-th starts at k x kWekaSessionGapSeconds,
+// a block of the trace is named by its last source block's id (chained, so it names the prefix), ids
+// of two conversations never meet, a partial last block gets an id of its own, and all requests are
+// ordered by time at the end (conversations overlap).
+class WekaReader {
+ public:
+  absl::Status Read(absl::string_view text, size_t line, uint64_t block_tokens, TraceReadResult& result) {
+    auto c = ParseWekaConversation(text, line);
+    if (!c.ok()) return c.status();
+    const uint64_t source = static_cast<uint64_t>(c->block_size);
+    if (block_tokens % source != 0) {
+      return Problem(line, absl::StrCat("block_size = ", source, ": the trace's blocks of ", block_tokens,
+                                        " tokens must be a multiple of it (--block-tokens)"));
+    }
+    const uint64_t per_block = block_tokens / source;
+    const double start = static_cast<double>(conversations_) * kWekaSessionGapSeconds;
+    std::vector<Pending> mine;
+    for (size_t i = 0; i < c->requests.size(); ++i) {
+      const WekaRequest& q = c->requests[i];
+      const uint64_t in = static_cast<uint64_t>(*q.in);
+      if (in == 0) continue;
+      if (q.ids.size() != in / source) {
+        return Problem(line, absl::StrFormat("requests[%d]: hash_ids has %d ids: must be floor(in %d / block_size %d) "
+                                             "= %d (whole source blocks only)", i, q.ids.size(), in, source, in / source));
+      }
+      TraceRequest r;
+      r.line = line;
+      r.timestamp_ms = ToMilliseconds(start + q.seconds);
+      r.input_length = *q.in;
+      r.output_length = *q.out;
+      for (uint64_t j = 0; j < in / block_tokens; ++j) r.hash_ids.push_back(Intern(q.ids[(j + 1) * per_block - 1]));
+      if (in % block_tokens != 0) r.hash_ids.push_back(next_++);
+      mine.push_back({conversations_, i, std::move(r)});
+    }
+    for (const WekaRequest& q : c->requests) result.empty_prompts += *q.in == 0 ? 1 : 0;
+    std::move(mine.begin(), mine.end(), std::back_inserter(pending_));
+    ++conversations_;
+    return absl::OkStatus();
+  }
+
+  void Finish(TraceReadResult& result) {
+    std::stable_sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) {
+      return std::tie(a.request.timestamp_ms, a.conversation, a.order) <
+             std::tie(b.request.timestamp_ms, b.conversation, b.order);
+    });
+    for (Pending& p : pending_) result.requests.push_back(std::move(p.request));
+    pending_.clear();
+  }
+
+ private:
+  struct Pending {
+    size_t conversation, order;
+    TraceRequest request;
+  };
+
+  int64_t Intern(int64_t local) {
+    auto [it, added] = ids_.try_emplace(std::pair{conversations_, local}, next_);
+    if (added) ++next_;
+    return it->second;
+  }
+
+  size_t conversations_ = 0;
+  absl::flat_hash_map<std::pair<size_t, int64_t>, int64_t> ids_;
+  int64_t next_ = 0;
+  std::vector<Pending> pending_;
+};
+
 // The format a line's fields say it is in, or a problem listing what it holds.
 absl::StatusOr<TraceFormat> DetectFormat(absl::string_view text, size_t line) {
   std::vector<std::string> keys;
@@ -314,12 +499,14 @@ absl::StatusOr<TraceFormat> DetectFormat(absl::string_view text, size_t line) {
   }
   auto has = [&keys](absl::string_view k) { return std::find(keys.begin(), keys.end(), k) != keys.end(); };
   if (has("chunk_hashes")) return TraceFormat::kLmcacheLookups;
+  if (has("requests") && has("block_size")) return TraceFormat::kWekaConversations;
   if (has("hash_ids") && (has("chat_id") || has("parent_chat_id"))) return TraceFormat::kBailian;
   if (has("hash_ids")) return TraceFormat::kMooncake;
   const bool record_like = has("prompt_tokens") || has("logical_match_tokens");
   return Problem(line, absl::StrCat("cannot tell the trace's format from its fields (", absl::StrJoin(keys, ", "),
                                     "): Mooncake's lines have hash_ids, Bailian's chat_id and hash_ids, LMCache's "
-                                    "lookup logs chunk_hashes; --format names it",
+                                    "lookup logs chunk_hashes, WEKA's conversations requests and block_size; "
+                                    "--format names it",
                                     record_like ? kRecordHint : ""));
 }
 
@@ -388,6 +575,7 @@ class LineReader {
       result_.format = format;
       result_.block_tokens = options_.block_tokens > 0 ? options_.block_tokens : spec_->block_tokens;
     }
+    if (spec_->conversations) return weka_.Read(text, line, result_.block_tokens, result_);
     auto raw = ParseLine(text, line, *spec_);
     if (!raw.ok()) return raw.status();
     if (absl::Status s = CheckLineBlock(*raw); !s.ok()) return s;
@@ -407,6 +595,7 @@ class LineReader {
   }
 
   bool Detected() const { return spec_ != nullptr; }
+  void Finish() { weka_.Finish(result_); }
 
  private:
   // A line's own block size (LMCache's chunk_size) must be the trace's: the first line's, or the one given.
@@ -424,6 +613,7 @@ class LineReader {
   TraceReadResult& result_;
   const FormatSpec* spec_ = nullptr;
   std::optional<IdMapper> mapper_;
+  WekaReader weka_;
   absl::flat_hash_set<std::string> request_ids_;
   int64_t last_timestamp_ = 0;
 };
@@ -470,6 +660,7 @@ TraceReadResult ReadTrace(std::istream& in, const TraceReadOptions& options,
                                                  why, ")")));
     if (!reader.Detected()) break;  // no format, so no line after it can be read either
   }
+  reader.Finish();
   if (progress) progress(bytes);
   return result;
 }

@@ -1,8 +1,9 @@
 // A prefix-reuse request trace, one JSON object a line, in one of the formats operators can export
 // (docs/planning.md, "The trace"): Mooncake's {"timestamp": ms, "input_length", "output_length",
 // "hash_ids": [block ids]}, Alibaba Bailian's (timestamps in seconds, 16-token blocks whose ids name the
-// block alone, not its prefix), or LMCache's lookup-hash logs (one line per lookup: seconds, request id,
-// chunk size, sequence length, hex chunk hashes). Each becomes TraceRequests whose equal ids are the same
+// block alone, not its prefix), LMCache's lookup-hash logs (one line per lookup: seconds, request id,
+// chunk size, sequence length, hex chunk hashes), or WEKA's agentic-coding conversations (a whole
+// conversation a line, its requests and sub-agents' requests nested, 64-token chained ids local to it). Each becomes TraceRequests whose equal ids are the same
 // reusable prefix, block by block. Every problem is named by its line, its field, the value and the rule.
 #ifndef KVLEDGER_LIB_PLANNING_TRACE_H_
 #define KVLEDGER_LIB_PLANNING_TRACE_H_
@@ -22,13 +23,16 @@ namespace kvledger {
 
 inline constexpr uint64_t kDefaultTraceBlockTokens = 512;  // Mooncake's block
 
-enum class TraceFormat { kAuto, kMooncake, kBailian, kLmcacheLookups };
-inline constexpr EnumTable<TraceFormat, 4> kTraceFormats = {{
+enum class TraceFormat { kAuto, kMooncake, kBailian, kLmcacheLookups, kWekaConversations };
+inline constexpr EnumTable<TraceFormat, 5> kTraceFormats = {{
     {TraceFormat::kAuto, "auto"},
     {TraceFormat::kMooncake, "mooncake"},
     {TraceFormat::kBailian, "bailian"},
     {TraceFormat::kLmcacheLookups, "lmcache-lookups"},
+    {TraceFormat::kWekaConversations, "weka-conversations"},
 }};
+// WEKA's conversations carry no start time: the k-th conversation read starts at k times this.
+inline constexpr double kWekaSessionGapSeconds = 60;
 static_assert(IsDense(kTraceFormats));
 
 // A format named by its label; INVALID_ARGUMENT "FLAG = "TEXT": must be one of auto, mooncake, ..." else.
@@ -57,6 +61,7 @@ struct TraceReadResult {
   // LMCache: lookups of a request id already read (a scheduler asks again while the request waits).
   // The first lookup is the request; the repeats are counted here, not planned.
   size_t repeated_lookups = 0;
+  size_t empty_prompts = 0;  // WEKA: requests with no input tokens (nothing to plan), counted here
   static constexpr size_t kMaxListedErrors = 10;
 
   // OK when there is at least one request and no problem; else INVALID_ARGUMENT "NAME: N problems in
@@ -66,15 +71,17 @@ struct TraceReadResult {
 
 // What a trace may cost to read: a line past line_bytes or a trace past total_bytes stops the reading
 // with a problem naming the limit, before the memory is spent. The defaults fit the largest shared
-// trace (WEKA's, 26 MB, lines up to ~80 kB) many times over; the server holds a smaller total.
+// traces many times over (the converted WEKA trace, 26 MB with lines up to ~80 kB; its conversation
+// files, each one line, under 4 MiB apiece); the server holds less.
 struct TraceLimits {
-  size_t line_bytes = size_t{4} << 20;
+  size_t line_bytes = size_t{64} << 20;  // a WEKA conversation is one line
   uint64_t total_bytes = uint64_t{4} << 30;
 };
 
 struct TraceReadOptions {
   TraceFormat format = TraceFormat::kAuto;  // kAuto: told from the first line's fields
-  // Tokens per block; 0: the format's own (Mooncake 512, Bailian 16, LMCache each line's chunk_size).
+  // Tokens per block; 0: the format's own (Mooncake and WEKA 512, Bailian 16, LMCache each line's
+  // chunk_size).
   uint64_t block_tokens = 0;
   TraceLimits limits;
 };

@@ -314,6 +314,29 @@ class OtherFormats(unittest.TestCase):
         self.assertRegex(forced.stderr, r"line 1: timestamp = [0-9.]+: must be an integer")
 
 
+    # The two WEKA conversation files shipped in examples/traces/weka/, piped one a line, plan as the
+    # Mooncake trace converted here by the rules in docs/planning.md (60 s apart, a 512-token block named
+    # by its last 64-token id, ids kept per conversation, partial tails never hit, ordered by time).
+    def test_weka_conversations_plan_as_converted(self):
+        names = [os.path.join(ROOT, "examples", "traces", "weka", n) for n in ("trace_0001.json", "trace_0002.json")]
+        text, rows = "", []
+        for k, name in enumerate(names):
+            with open(name) as f:
+                raw = f.read()
+            text += raw.strip() + "\n"
+            conversation = json.loads(raw)
+            for order, r in enumerate(conversation["requests"]):
+                length = r["in"]
+                keys = [(k, r["hash_ids"][(j + 1) * 8 - 1]) for j in range(length // 512)]
+                if length % 512:
+                    keys.append(("tail", k, order))
+                rows.append((round((k * 60 + r["t"]) * 1000), k, order, length, r["out"], keys))
+        rows.sort(key=lambda r: r[:3])
+        mooncake = self.mooncake_of([(ms, n, out, keys) for ms, _, _, n, out, keys in rows], 512)
+        got = self.same_plan(text, mooncake, 512)
+        self.assertEqual(got["results"][0]["total"]["requests"], 41 + 33)
+
+
 class OutputFormats(unittest.TestCase):
     def test_text_csv_and_plot(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -162,16 +162,51 @@ TEST(TraceFormatsTest, LmcacheLookupsNumberTheHashesAndCountRepeatedLookups) {
               HasSubstr("line 1: seq_len: missing (required)"));
 }
 
+// Written from WEKA's trace format (callanjfox/kv-cache-tester, traces/; examples/traces/weka/):
+// a conversation a line, 64-token chained ids local to it, a sub-agent's requests timed from its start.
+// At 128-token blocks a block is named by its second source id; conversation 2 starts 60 s later and
+// its ids never meet conversation 1's.
+TEST(TraceFormatsTest, WekaConversationsAreFlattenedOrderedAndKeptApart) {
+  const std::string one =
+      R"({"id": "c1", "models": ["m"], "block_size": 64, "hash_id_scope": "local", "requests": [)"
+      R"({"t": 0.0, "type": "n", "in": 200, "out": 5, "hash_ids": [1, 2, 3]},)"
+      R"({"t": 30, "type": "subagent", "agent_id": "a", "requests": [)"
+      R"({"t": 45.5, "type": "n", "in": 256, "out": 1, "hash_ids": [1, 2, 7, 8]}]},)"
+      R"({"t": 70.25, "type": "s", "in": 0, "out": 3, "hash_ids": []},)"
+      R"({"t": 80, "type": "n", "in": 300, "out": 2, "hash_ids": [1, 2, 3, 4]}]})";
+  const std::string two =
+      R"({"id": "c2", "block_size": 64, "requests": [{"t": 1, "in": 128, "out": 0, "hash_ids": [1, 2]}]})";
+  const TraceReadResult read = ReadText(one + "\n" + two, TraceFormat::kAuto, 128);
+  ASSERT_TRUE(read.Check("t").ok()) << read.Check("t");
+  EXPECT_EQ(read.format, TraceFormat::kWekaConversations);
+  EXPECT_EQ(read.empty_prompts, 1u);
+  std::vector<int64_t> times;
+  for (const TraceRequest& r : read.requests) times.push_back(r.timestamp_ms);
+  EXPECT_EQ(times, (std::vector<int64_t>{0, 61000, 75500, 80000}));
+  // Numbered as read: c1's source id 2 -> 0 and the first request's tail -> 1, the sub-agent's 8 -> 2,
+  // c1's 4 -> 3 and its tail -> 4; c2's 2 is another conversation's block -> 5.
+  EXPECT_EQ(IdsOf(read), (std::vector<std::vector<int64_t>>{{0, 1}, {5}, {0, 2}, {0, 3, 4}}));
+  EXPECT_THAT(ReadText(R"({"block_size": 64, "requests": [{"t": 0, "in": 200, "out": 1, "hash_ids": [1, 2]}]})"
+                       "\n").errors.at(0),
+              HasSubstr("line 1: requests[0]: hash_ids has 2 ids: must be floor(in 200 / block_size 64) = 3"));
+  EXPECT_THAT(ReadText(R"({"block_size": 64, "requests": [{"t": 0, "in": 200, "hash_ids": [1, 2, 3]}]})"
+                       "\n").errors.at(0),
+              HasSubstr("line 1: requests[0].out: missing (required)"));
+  EXPECT_THAT(ReadText(R"({"block_size": 48, "requests": []})" "\n").errors.at(0),
+              HasSubstr("block_size = 48: the trace's blocks of 512 tokens must be a multiple of it"));
+}
+
 TEST(TraceFormatsTest, AnUnknownFirstLineNamesItsFieldsAndStops) {
   const TraceReadResult read = ReadText("{\"ts\": 1, \"tokens\": [1, 2]}\n{\"ts\": 2}\n");
   ASSERT_EQ(read.error_count, 1u);
   EXPECT_EQ(read.errors[0],
             "line 1: cannot tell the trace's format from its fields (ts, tokens): Mooncake's lines have hash_ids, "
-            "Bailian's chat_id and hash_ids, LMCache's lookup logs chunk_hashes; --format names it");
+            "Bailian's chat_id and hash_ids, LMCache's lookup logs chunk_hashes, WEKA's conversations requests and "
+            "block_size; --format names it");
   EXPECT_THAT(ReadText(R"({"model": "m", "prompt_tokens": 5})").errors.at(0),
               HasSubstr("kvledger replay reads record files"));
   EXPECT_EQ(ParseTraceFormat("--format", "csv").status().message(),
-            "--format = \"csv\": must be one of auto, mooncake, bailian, lmcache-lookups");
+            "--format = \"csv\": must be one of auto, mooncake, bailian, lmcache-lookups, weka-conversations");
   EXPECT_EQ(*ParseTraceFormat("--format", "bailian"), TraceFormat::kBailian);
 }
 
