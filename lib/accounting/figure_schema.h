@@ -24,10 +24,15 @@ namespace kvledger {
 inline constexpr double kNanoUnitsPerUnit = 1e9;
 
 // `value` is finite and >= 0 (validated latencies, ratios, recompute estimates); estimates can pass
-// 2^64 nanoseconds for absurd records, so the result is 128-bit.
+// 2^64 nanoseconds for absurd records, so the result is 128-bit. Rounds half away from zero, as
+// std::llround does, without its library call (three per record): below 2^53 the fraction is exact,
+// above it a double is already whole.
 inline Uint128 ToNanoUnits(double value) {
   const double scaled = value * kNanoUnitsPerUnit;
-  if (scaled < 9.0e18) return static_cast<Uint128>(std::llround(scaled));
+  if (scaled < 9.0e18) {
+    const int64_t whole = static_cast<int64_t>(scaled);
+    return static_cast<Uint128>(whole + (scaled - static_cast<double>(whole) >= 0.5 ? 1 : 0));
+  }
   return static_cast<Uint128>(scaled);  // already an integer at this magnitude
 }
 

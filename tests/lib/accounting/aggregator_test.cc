@@ -1,15 +1,36 @@
 #include "lib/accounting/aggregator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "lib/accounting/figure_schema.h"
 #include "lib/accounting/ledger.h"
 #include "lib/profiles/profile_catalog.h"
 
 namespace kvledger {
 namespace {
+
+// ToNanoUnits rounds as std::llround does: checked against it on halves, near-halves, and random
+// values of every magnitude below its 9e18 cut-over, then above it.
+TEST(ToNanoUnitsTest, RoundsAsLlroundDoes) {
+  std::mt19937_64 rng(7);
+  std::vector<double> values = {0, 0.5e-9, 1.5e-9, 2.5e-9, 0.49999999999e-9, 1e-9, 0.25, 4503599627370495.5e-9,
+                                9007199254740993e-9, 8.99e9};
+  for (int i = 0; i < 200000; ++i) {
+    const double mantissa = std::uniform_real_distribution<double>(0, 1)(rng);
+    values.push_back(mantissa * std::pow(10.0, static_cast<int>(rng() % 20) - 10));
+    values.push_back((static_cast<double>(rng() % (uint64_t{1} << 52)) + 0.5) / 1e9);  // an exact half, scaled
+  }
+  for (double v : values) {
+    const double scaled = v * kNanoUnitsPerUnit;
+    if (scaled >= 9.0e18) continue;
+    ASSERT_EQ(ToNanoUnits(v), static_cast<Uint128>(std::llround(scaled))) << v;
+  }
+  EXPECT_EQ(ToNanoUnits(2e10), static_cast<Uint128>(2e19));
+}
 
 struct Input {
   std::string model;
