@@ -118,17 +118,43 @@ absl::StatusOr<int64_t> Integer(Cursor& cursor, size_t line, absl::string_view f
   return value;
 }
 
-absl::Status HashIds(Cursor& cursor, size_t line, std::vector<int64_t>& ids) {
-  if (!cursor.Eat('[')) return Problem(line, absl::StrCat("hash_ids = ", cursor.Here(), ": must be an array"));
+// Calls `field` with each key of the object at the cursor: it reads the value, or returns false to
+// have it skipped.
+absl::Status ForEachField(Cursor& cursor, size_t line,
+                          absl::FunctionRef<absl::StatusOr<bool>(absl::string_view key)> field) {
+  if (!cursor.Eat('{')) return Problem(line, absl::StrCat("not a JSON object: starts ", cursor.Here()));
+  if (cursor.Eat('}')) return absl::OkStatus();
+  do {
+    auto key = cursor.String();
+    if (!key || !cursor.Eat(':')) return Problem(line, absl::StrCat("expected \"field\": at ", cursor.Here()));
+    auto read = field(*key);
+    if (!read.ok()) return read.status();
+    if (!*read && !cursor.SkipValue()) return Problem(line, absl::StrCat(*key, ": not a JSON value at ", cursor.Here()));
+  } while (cursor.Eat(','));
+  if (!cursor.Eat('}')) return Problem(line, absl::StrCat("expected , or } at ", cursor.Here()));
+  return absl::OkStatus();
+}
+
+// Calls `element` for each element of the array `field` at the cursor; it reads the element.
+absl::Status ForEachElement(Cursor& cursor, size_t line, absl::string_view field,
+                            absl::FunctionRef<absl::Status()> element) {
+  if (!cursor.Eat('[')) return Problem(line, absl::StrCat(field, " = ", cursor.Here(), ": must be an array"));
   if (cursor.Eat(']')) return absl::OkStatus();
   do {
+    if (absl::Status s = element(); !s.ok()) return s;
+  } while (cursor.Eat(','));
+  if (!cursor.Eat(']')) return Problem(line, absl::StrCat(field, ": ", cursor.Here(), ": expected , or ]"));
+  return absl::OkStatus();
+}
+
+absl::Status HashIds(Cursor& cursor, size_t line, std::vector<int64_t>& ids) {
+  return ForEachElement(cursor, line, "hash_ids", [&]() -> absl::Status {
     auto id = Integer(cursor, line, absl::StrCat("hash_ids[", ids.size(), "]"));
     if (!id.ok()) return id.status();
     if (*id < 0) return Problem(line, absl::StrCat("hash_ids[", ids.size(), "] = ", *id, ": must be >= 0"));
     ids.push_back(*id);
-  } while (cursor.Eat(','));
-  if (!cursor.Eat(']')) return Problem(line, absl::StrCat("hash_ids: ", cursor.Here(), ": expected , or ]"));
-  return absl::OkStatus();
+    return absl::OkStatus();
+  });
 }
 
 // A number of seconds (as Bailian, LMCache and WEKA write them), in [0, 9e12].
@@ -154,17 +180,14 @@ absl::StatusOr<int64_t> Milliseconds(Cursor& cursor, size_t line, absl::string_v
 }
 
 absl::Status Strings(Cursor& cursor, size_t line, absl::string_view field, std::vector<absl::string_view>& out) {
-  if (!cursor.Eat('[')) return Problem(line, absl::StrCat(field, " = ", cursor.Here(), ": must be an array"));
-  if (cursor.Eat(']')) return absl::OkStatus();
-  do {
+  return ForEachElement(cursor, line, field, [&]() -> absl::Status {
     auto text = cursor.String();
     if (!text || text->empty()) {
       return Problem(line, absl::StrCat(field, "[", out.size(), "] = ", cursor.Here(), ": must be a non-empty string"));
     }
     out.push_back(*text);
-  } while (cursor.Eat(','));
-  if (!cursor.Eat(']')) return Problem(line, absl::StrCat(field, ": ", cursor.Here(), ": expected , or ]"));
-  return absl::OkStatus();
+    return absl::OkStatus();
+  });
 }
 
 // What a format calls its fields, and what its ids mean. One row per format; the reader, the
@@ -237,24 +260,17 @@ absl::StatusOr<RawLine> ParseLine(absl::string_view text, size_t line, const For
   std::array<bool, kSlotCount> seen{};
   bool record_like = false;  // a key of a kvledger record: the file is for replay
   Cursor cursor(text);
-  if (!cursor.Eat('{')) return Problem(line, absl::StrCat("not a JSON object: starts ", cursor.Here()));
-  if (!cursor.Eat('}')) {
-    do {
-      auto key = cursor.String();
-      if (!key || !cursor.Eat(':')) return Problem(line, absl::StrCat("expected \"field\": at ", cursor.Here()));
-      size_t s = 0;
-      while (s < kSlotCount && (names[s].empty() || names[s] != *key)) ++s;
-      record_like = record_like || *key == "prompt_tokens" || *key == "logical_match_tokens";
-      if (s == kSlotCount) {
-        if (!cursor.SkipValue()) return Problem(line, absl::StrCat(*key, ": not a JSON value at ", cursor.Here()));
-        continue;
-      }
-      if (seen[s]) return Problem(line, absl::StrCat(*key, ": given twice"));
-      seen[s] = true;
-      if (absl::Status st = ReadSlot(static_cast<Slot>(s), *key, cursor, line, spec, raw); !st.ok()) return st;
-    } while (cursor.Eat(','));
-    if (!cursor.Eat('}')) return Problem(line, absl::StrCat("expected , or } at ", cursor.Here()));
-  }
+  absl::Status read = ForEachField(cursor, line, [&](absl::string_view key) -> absl::StatusOr<bool> {
+    size_t s = 0;
+    while (s < kSlotCount && (names[s].empty() || names[s] != key)) ++s;
+    record_like = record_like || key == "prompt_tokens" || key == "logical_match_tokens";
+    if (s == kSlotCount) return false;
+    if (seen[s]) return Problem(line, absl::StrCat(key, ": given twice"));
+    seen[s] = true;
+    if (absl::Status st = ReadSlot(static_cast<Slot>(s), key, cursor, line, spec, raw); !st.ok()) return st;
+    return true;
+  });
+  if (!read.ok()) return read;
   if (!cursor.AtEnd()) return Problem(line, absl::StrCat("text after the object: ", cursor.Here()));
   for (size_t s = 0; s < kSlotCount; ++s) {
     if (!seen[s] && !names[s].empty() && s != kRequestId) {
@@ -331,27 +347,8 @@ struct WekaConversation {
   std::vector<WekaRequest> requests;  // sub-agents' flattened in place, in the order written
 };
 
-// Calls `field` with each key of the object at the cursor: it reads the value, or returns false to
-// have it skipped.
-absl::Status ForEachField(Cursor& cursor, size_t line,
-                          absl::FunctionRef<absl::StatusOr<bool>(absl::string_view key)> field) {
-  if (!cursor.Eat('{')) return Problem(line, absl::StrCat("expected an object at ", cursor.Here()));
-  if (cursor.Eat('}')) return absl::OkStatus();
-  do {
-    auto key = cursor.String();
-    if (!key || !cursor.Eat(':')) return Problem(line, absl::StrCat("expected \"field\": at ", cursor.Here()));
-    auto read = field(*key);
-    if (!read.ok()) return read.status();
-    if (!*read && !cursor.SkipValue()) return Problem(line, absl::StrCat(*key, ": not a JSON value at ", cursor.Here()));
-  } while (cursor.Eat(','));
-  if (!cursor.Eat('}')) return Problem(line, absl::StrCat("expected , or } at ", cursor.Here()));
-  return absl::OkStatus();
-}
-
 absl::Status WekaRequests(Cursor& cursor, size_t line, int depth, std::vector<WekaRequest>& out) {
-  if (!cursor.Eat('[')) return Problem(line, absl::StrCat("requests = ", cursor.Here(), ": must be an array"));
-  if (cursor.Eat(']')) return absl::OkStatus();
-  do {
+  return ForEachElement(cursor, line, "requests", [&]() -> absl::Status {
     WekaRequest r;
     std::vector<WekaRequest> nested;
     bool subagent = false;
@@ -382,16 +379,15 @@ absl::Status WekaRequests(Cursor& cursor, size_t line, int depth, std::vector<We
     if (subagent) {
       for (WekaRequest& q : nested) q.seconds += r.seconds;
       std::move(nested.begin(), nested.end(), std::back_inserter(out));
-      continue;
+      return absl::OkStatus();
     }
     for (auto [value, name] : {std::pair{&r.in, "in"}, std::pair{&r.out, "out"}}) {
       if (!*value) return Problem(line, absl::StrCat(where, ".", name, ": missing (required)"));
       if (**value < 0) return Problem(line, absl::StrCat(where, ".", name, " = ", **value, ": must be >= 0"));
     }
     out.push_back(std::move(r));
-  } while (cursor.Eat(','));
-  if (!cursor.Eat(']')) return Problem(line, absl::StrCat("requests: ", cursor.Here(), ": expected , or ]"));
-  return absl::OkStatus();
+    return absl::OkStatus();
+  });
 }
 
 absl::StatusOr<WekaConversation> ParseWekaConversation(absl::string_view text, size_t line) {
@@ -436,10 +432,14 @@ class WekaReader {
     const uint64_t per_block = block_tokens / source;
     const double start = static_cast<double>(conversations_) * kWekaSessionGapSeconds;
     std::vector<Pending> mine;
+    size_t empty = 0;
     for (size_t i = 0; i < c->requests.size(); ++i) {
       const WekaRequest& q = c->requests[i];
       const uint64_t in = static_cast<uint64_t>(*q.in);
-      if (in == 0) continue;
+      if (in == 0) {
+        ++empty;
+        continue;
+      }
       if (q.ids.size() != in / source) {
         return Problem(line, absl::StrFormat("requests[%d]: hash_ids has %d ids: must be floor(in %d / block_size %d) "
                                              "= %d (whole source blocks only)", i, q.ids.size(), in, source, in / source));
@@ -453,7 +453,7 @@ class WekaReader {
       if (in % block_tokens != 0) r.hash_ids.push_back(next_++);
       mine.push_back({conversations_, i, std::move(r)});
     }
-    for (const WekaRequest& q : c->requests) result.empty_prompts += *q.in == 0 ? 1 : 0;
+    result.empty_prompts += empty;  // only for a conversation read whole
     std::move(mine.begin(), mine.end(), std::back_inserter(pending_));
     ++conversations_;
     return absl::OkStatus();
@@ -490,13 +490,11 @@ class WekaReader {
 absl::StatusOr<TraceFormat> DetectFormat(absl::string_view text, size_t line) {
   std::vector<std::string> keys;
   Cursor cursor(text);
-  if (cursor.Eat('{') && !cursor.Eat('}')) {
-    do {
-      auto key = cursor.String();
-      if (!key || !cursor.Eat(':') || !cursor.SkipValue()) break;
-      keys.emplace_back(*key);
-    } while (cursor.Eat(','));
-  }
+  // A malformed line still names the keys before the fault; ParseLine then reports the fault.
+  ForEachField(cursor, line, [&keys](absl::string_view key) -> absl::StatusOr<bool> {
+    keys.emplace_back(key);
+    return false;
+  }).IgnoreError();
   auto has = [&keys](absl::string_view k) { return std::find(keys.begin(), keys.end(), k) != keys.end(); };
   if (has("chunk_hashes")) return TraceFormat::kLmcacheLookups;
   if (has("requests") && has("block_size")) return TraceFormat::kWekaConversations;
