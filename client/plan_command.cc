@@ -31,7 +31,7 @@ namespace {
 struct PlanFlags {
   std::string model, profiles, plot, cache_id, format = "auto";
   CapacityInputs capacity;
-  std::optional<uint64_t> block_tokens;
+  std::optional<uint64_t> block_tokens, context_tokens;
   std::optional<double> host_bandwidth, disk_bandwidth, flops_per_second, fixed_seconds, speedup;
   bool json = false, csv = false, send = false;
   Connection connection;
@@ -47,6 +47,9 @@ void RegisterPlanFlags(FlagSet& flags, PlanFlags& f) {
   flags.Uint64("block-tokens", &f.block_tokens,
                "tokens per block of the trace's ids (default: the format's, Mooncake and WEKA 512, Bailian 16,\n"
                "LMCache each line's chunk_size)");
+  flags.Uint64("context-tokens", &f.context_tokens,
+               "the deployment's context, prompt plus output (vLLM max_model_len): requests whose prompt leaves no\n"
+               "room for an output token are counted apart, not planned (default: the profile's, if it states one)");
   flags.String("capacity-tokens", &f.capacity.device,
                "device cache capacities in tokens: N, a list 1e6,3e6,1e7, a log range FROM:TO:POINTS, or inf\n"
                "(default inf: never evicts)");
@@ -153,6 +156,10 @@ absl::StatusOr<PlanConfig> BaseConfig(const PlanFlags& f, const LiveRates& live)
     if (absl::Status s = CheckPositive(*value, flag); !s.ok()) return s;
   }
   PlanConfig config;
+  if (f.context_tokens) {
+    if (absl::Status s = CheckContextTokens("--context-tokens", *f.context_tokens); !s.ok()) return s;
+    config.context_tokens = f.context_tokens;
+  }
   config.block_tokens = f.block_tokens.value_or(kDefaultTraceBlockTokens);
   config.bandwidth = live.bandwidth;
   if (f.host_bandwidth) config.bandwidth[1] = f.host_bandwidth;
@@ -337,6 +344,11 @@ int Plan(const Args& args) {
   int send_exit = kExitOk;
   auto results = RunAll(f, *trace, profile, *configs, &send_exit);
   if (!results.ok()) return Fail(results.status());
+  if (const BeyondContext& b = results->front().beyond_context; b.requests > 0) {
+    std::cerr << absl::StrFormat("kvledger plan: note: %d requests have a prompt beyond the context of %d tokens "
+                                 "(the first at line %d) and are not planned\n",
+                                 b.requests, *results->front().context_tokens, b.first_line);
+  }
   if (f.json) {
     std::cout << PlanRunToJson(profile, configs->front().block_tokens, *results) << "\n";
   } else if (f.csv) {

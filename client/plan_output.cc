@@ -1,5 +1,6 @@
 #include "client/plan_output.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -56,13 +57,30 @@ void PrintByTier(std::ostream& out, const PlanResult& r) {
 
 }  // namespace
 
+std::string DescribeContext(const Profile& profile, const std::vector<TraceRequest>& trace, const PlanResult& r) {
+  const BeyondContext& b = r.beyond_context;
+  if (!r.context_tokens) {
+    int64_t longest = 0;
+    for (const TraceRequest& request : trace) longest = std::max(longest, request.input_length);
+    return absl::StrFormat("context: not stated for %s (the longest prompt is %d tokens); --context-tokens N leaves "
+                           "out the requests an engine of that context refuses", profile.name(), longest);
+  }
+  if (b.requests == 0) return absl::StrFormat("context: %d tokens; every prompt fits", *r.context_tokens);
+  return absl::StrFormat("context: %d tokens; %d requests (%.1f%%, %s prompt tokens) exceed it (a prompt needs "
+                         "room for one output token), the longest %d tokens, the first at line %d: an engine refuses "
+                         "them, so they are not planned", *r.context_tokens, b.requests,
+                         100.0 * static_cast<double>(b.requests) / static_cast<double>(trace.size()),
+                         Uint128ToString(b.prompt_tokens), b.longest_prompt_tokens, b.first_line);
+}
+
 void PrintPlanText(std::ostream& out, const Profile& profile, const std::vector<TraceRequest>& trace,
                    const std::vector<PlanResult>& results) {
   const PlanTotals& first = results.front().total;
-  out << absl::StrFormat("%d requests, %s prompt tokens over %.1f s; model %s, blocks of %d tokens\n", trace.size(),
-                         Uint128ToString(first.prompt_tokens),
+  out << absl::StrFormat("%d requests planned, %s prompt tokens, over %.1f s; model %s, blocks of %d tokens\n",
+                         first.requests, Uint128ToString(first.prompt_tokens),
                          static_cast<double>(trace.back().timestamp_ms - trace.front().timestamp_ms) / 1000.0,
                          profile.name(), results.front().config.block_tokens);
+  out << DescribeContext(profile, trace, results.front()) << "\n";
   out << "token hit: logical match / prompt tokens; attention and prefill: FLOPs avoided at the reused boundary\n\n";
   out << absl::StrFormat("%14s %11s %12s %12s %10s %10s %10s%s\n", "device tokens", "device KV", "host tokens",
                          "disk tokens", "token hit", "attention", "prefill", kSecondsHeader);

@@ -14,6 +14,9 @@
 
 namespace kvledger::cli {
 
+// One line on the context applied and the requests beyond it, or that none is stated.
+std::string DescribeContext(const Profile& profile, const std::vector<TraceRequest>& trace, const PlanResult& r);
+
 void PrintPlanText(std::ostream& out, const Profile& profile, const std::vector<TraceRequest>& trace,
                    const std::vector<PlanResult>& results);
 

@@ -249,6 +249,10 @@ HttpResponse PlanTrace(const HttpRequest& r, const ProfileCatalog& catalog, Plan
                         Text(r, "disk_capacity_tokens")};
   PlanConfig base;
   base.block_tokens = trace->block_tokens;
+  if (absl::Status s = Number(r, "context_tokens", &base.context_tokens); !s.ok()) return BadRequest(s.message());
+  if (base.context_tokens) {
+    if (absl::Status s = CheckContextTokens("context_tokens", *base.context_tokens); !s.ok()) return BadRequest(s.message());
+  }
   auto configs = CapacityConfigs(inputs, base, kMaxApiCapacities);
   if (!configs.ok()) return Refused(configs.status());
   std::unique_lock<std::mutex> lock(trace->running, std::try_to_lock);
@@ -330,7 +334,7 @@ std::vector<HttpListener::Route> HttpApiRoutes(const ModelRegistry& registry, co
       {"/api/v1/capacity", Taking({"model"}, [&registry, curves](const HttpRequest& r) {
                              return Capacity(r, registry, curves);
                            })},
-      {"/api/v1/plan", Taking({"model", "capacity_tokens", "host_capacity_tokens", "disk_capacity_tokens"},
+      {"/api/v1/plan", Taking({"model", "capacity_tokens", "host_capacity_tokens", "disk_capacity_tokens", "context_tokens"},
                               [&catalog, trace](const HttpRequest& r) { return PlanTrace(r, catalog, trace); })},
       {"/", [](const HttpRequest&) { return HttpResponse::Of(200, "text/html; charset=utf-8", kIndexPage); }},
       {"/explore", [](const HttpRequest&) {

@@ -88,7 +88,19 @@ std::optional<double> ReloadSeconds(const RecordFigures& figures, const std::arr
   return seconds;
 }
 
+void CountBeyondContext(const TraceRequest& request, BeyondContext& beyond) {
+  if (beyond.requests++ == 0) beyond.first_line = request.line;
+  beyond.prompt_tokens += static_cast<Uint128>(request.input_length);
+  beyond.longest_prompt_tokens = std::max(beyond.longest_prompt_tokens, request.input_length);
+}
+
 }  // namespace
+
+absl::Status CheckContextTokens(absl::string_view name, uint64_t value) {
+  if (value >= kMinContextTokens && value <= kMaxTokens) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(name, " = ", value, ": must be in [", kMinContextTokens, ", ", kMaxTokens, "] tokens"));
+}
 
 double PlanTotals::TokenHitRatio() const { return Ratio(logical_match_tokens, prompt_tokens); }
 double PlanTotals::AttentionAvoided() const { return Ratio(attention_avoided_flops, attention_baseline_flops); }
@@ -98,6 +110,7 @@ absl::StatusOr<PlanResult> Plan(const std::vector<TraceRequest>& trace, const Pr
                                 const PlanConfig& config, const PlannedRecordVisitor& each) {
   PlanResult result;
   result.config = config;
+  result.context_tokens = config.context_tokens ? config.context_tokens : profile.context_tokens();
   std::vector<uint64_t> capacity_blocks;
   for (size_t t = 0; t < kPlanTierCount; ++t) {
     if (!config.HasTier(t)) break;  // no tier here, nor below
@@ -109,6 +122,10 @@ absl::StatusOr<PlanResult> Plan(const std::vector<TraceRequest>& trace, const Pr
   TieredBlockCache cache(std::move(capacity_blocks));
   const EstimateSource source{config.compute, /*record_alone=*/false};
   for (const TraceRequest& request : trace) {
+    if (result.context_tokens && BeyondContextWindow(request.input_length, *result.context_tokens)) {
+      CountBeyondContext(request, result.beyond_context);
+      continue;
+    }
     const TieredBlockCache::Match match = cache.Lookup(request.hash_ids);
     // A trace's output_length 0 (a request that generated nothing, or a trace that does not say) is
     // no output reported; a record's output_tokens counts a generated token at least.

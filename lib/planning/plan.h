@@ -10,7 +10,9 @@
 #include <optional>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "lib/accounting/compute_time.h"
 #include "lib/accounting/derived_figures.h"
 #include "lib/accounting/record_facts.h"
@@ -35,6 +37,8 @@ struct PlanConfig {
   std::array<std::optional<double>, kPlanTierCount> bandwidth;
   // The compute-time model recompute seconds come from; unset: the profile's stated throughput.
   std::optional<ComputeTime> compute;
+  // The deployment's context (prompt plus output); unset: the profile's, if it states one.
+  std::optional<uint64_t> context_tokens;
 
   // Blocks a tier holds: floor(capacity / block_tokens) (a partial last block takes a whole block).
   uint64_t CapacityBlocks(size_t tier) const;
@@ -63,8 +67,28 @@ struct PlanTotals {
   double PrefillAvoided() const;      // avoided / baseline prefill FLOPs
 };
 
+// The requests an engine of that context refuses (docs/planning.md): not looked up, not cached, not
+// costed, counted here.
+struct BeyondContext {
+  uint64_t requests = 0;
+  Uint128 prompt_tokens = 0;
+  int64_t longest_prompt_tokens = 0;
+  size_t first_line = 0;  // the trace line of the first one; 0 when none
+};
+
+// Whether an engine serving `context_tokens` refuses a prompt of `prompt_tokens`: it leaves no room
+// for one output token (vLLM's input check).
+inline bool BeyondContextWindow(int64_t prompt_tokens, uint64_t context_tokens) {
+  return static_cast<uint64_t>(prompt_tokens) + 1 > context_tokens;
+}
+
+// OK when `value` is a context a plan can apply (the profile's rule); INVALID_ARGUMENT naming `name`.
+absl::Status CheckContextTokens(absl::string_view name, uint64_t value);
+
 struct PlanResult {
   PlanConfig config;
+  std::optional<uint64_t> context_tokens;  // the context applied: the config's, else the profile's
+  BeyondContext beyond_context;
   std::array<Uint128, kPlanTierCount> capacity_bytes{};  // KV bytes each tier's capacity takes
   std::array<PlanTotals, kTierCount> by_tier;  // by the record's tier: none, device, host, disk, mixed
   PlanTotals total;
@@ -75,7 +99,8 @@ struct PlanResult {
 // One simulated request as the record an engine would send (`facts.model` views the profile's name).
 using PlannedRecordVisitor = std::function<void(const TraceRequest&, const RecordFacts&)>;
 
-// Replays `trace` (in order) through the tiers of `config` and costs every request with `profile`.
+// Replays `trace` (in order) through the tiers of `config` and costs every request with `profile`,
+// leaving out (and counting) the requests beyond the context.
 // INVALID_ARGUMENT naming the trace line when the cost model refuses a request (a prompt past its
 // limits). `each`, when given, sees every request's record in order.
 absl::StatusOr<PlanResult> Plan(const std::vector<TraceRequest>& trace, const Profile& profile,

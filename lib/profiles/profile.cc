@@ -151,6 +151,9 @@ void CheckServing(v1::ServingSettings& serving, Checker& check) {
   check.Range("serving.kv_page_tokens", serving.kv_page_tokens(), 1, kMaxAlignmentTokens);
   check.Range("serving.cache_bytes_per_element", serving.cache_bytes_per_element(), 1, 8);
   check.Range("serving.state_bytes_per_element", serving.state_bytes_per_element(), 1, 8);
+  if (serving.has_context_tokens()) {
+    check.Range("serving.context_tokens", serving.context_tokens(), kMinContextTokens, kMaxTokens);
+  }
   const double fps = serving.prefill_flops_per_second();
   if (!(fps == 0 || (fps >= 1e9 && fps <= 1e22))) {
     check.Fail("serving.prefill_flops_per_second",

@@ -3,6 +3,7 @@
 #ifndef KVLEDGER_LIB_PROFILES_PROFILE_H_
 #define KVLEDGER_LIB_PROFILES_PROFILE_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -20,6 +21,8 @@ inline constexpr uint32_t kDefaultKvPageTokens = 16;
 // KV page size and recurrent checkpoint interval, in tokens: at most this.
 inline constexpr uint32_t kMaxAlignmentTokens = 1u << 20;
 inline constexpr uint32_t kDefaultBytesPerElement = 2;
+// A context holds a prompt token and an output token at least.
+inline constexpr uint64_t kMinContextTokens = 2;
 
 class Profile {
  public:
@@ -34,6 +37,11 @@ class Profile {
   const ModelShape& shape() const { return shape_; }
   // Measured prefill throughput in FLOP/s, 0 when unknown.
   double prefill_flops_per_second() const { return definition_.serving().prefill_flops_per_second(); }
+  // The longest sequence the deployment serves (prompt plus output), when the profile states it.
+  std::optional<uint64_t> context_tokens() const {
+    if (!definition_.serving().has_context_tokens()) return std::nullopt;
+    return definition_.serving().context_tokens();
+  }
   // Attention kinds of the groups joined by '+', e.g. "sliding_window+full", "linear+mla".
   const std::string& attention_summary() const { return attention_summary_; }
   // Index of the layer group named `name`, or -1.

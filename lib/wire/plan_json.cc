@@ -67,12 +67,32 @@ JsonObject PlanResultToJson(const PlanResult& r) {
   return o;
 }
 
+namespace {
+
+// The context applied (null when neither flag nor profile states one) and the requests beyond it:
+// the same at every capacity, so given once.
+void ContextToJson(const PlanResult& first, JsonObject& o) {
+  const BeyondContext& b = first.beyond_context;
+  JsonObject beyond;
+  beyond.Integer("requests", b.requests).Integer("prompt_tokens", b.prompt_tokens);
+  beyond.Integer("longest_prompt_tokens", static_cast<Uint128>(b.longest_prompt_tokens));
+  if (b.requests > 0) beyond.Integer("first_line", b.first_line);
+  else beyond.Null("first_line");
+  if (first.context_tokens) o.Integer("context_tokens", *first.context_tokens);
+  else o.Null("context_tokens");
+  o.Object("beyond_context", beyond);
+}
+
+}  // namespace
+
 std::string PlanRunToJson(const Profile& profile, uint64_t block_tokens, const std::vector<PlanResult>& results) {
   std::vector<JsonObject> entries;
   entries.reserve(results.size());
   for (const PlanResult& r : results) entries.push_back(PlanResultToJson(r));
   JsonObject o;
-  o.String("model", profile.name()).Integer("block_tokens", block_tokens).Array("results", entries);
+  o.String("model", profile.name()).Integer("block_tokens", block_tokens);
+  if (!results.empty()) ContextToJson(results.front(), o);
+  o.Array("results", entries);
   return o.str();
 }
 

@@ -119,11 +119,12 @@ class AgainstIndependentImplementation(unittest.TestCase):
     FIELDS = ("requests", "hit_requests", "prompt_tokens", "logical_match_tokens", "attention_baseline_flops",
               "attention_avoided_flops")
 
-    def check(self, trace_path, trace, device_capacities, lower=()):
-        args = ["--capacity-tokens", ",".join(flag(c) for c in device_capacities)]
+    def check(self, trace_path, trace, device_capacities, lower=(), extra=()):
+        args = ["--capacity-tokens", ",".join(flag(c) for c in device_capacities), *extra]
         for name, capacity in zip(("--host-capacity-tokens", "--disk-capacity-tokens"), lower):
             args += [name, flag(capacity)]
         out = plan_json(trace_path, *args)
+        self.last = out
         ordered = sorted(device_capacities, key=lambda c: float("inf") if c is None else c)
         self.assertEqual(len(out["results"]), len(ordered))
         for capacity, result in zip(ordered, out["results"]):
@@ -180,6 +181,42 @@ class AgainstIndependentImplementation(unittest.TestCase):
             self.assertEqual(plan["results"][0]["total"]["requests"], 11849)
             # No reload or recompute estimate without rates: unknown, not 0.
             self.assertIsNone(plan["results"][0]["total"]["reload_seconds"])
+
+    # With a context of 131,072 tokens (llama-3.1-8b's max_model_len), the agentic-coding prompts that
+    # leave no room for an output token are counted apart and never enter the cache: the plan equals
+    # the independent LRU over the requests that fit, and the text names what was left out.
+    def test_agentic_coding_within_a_context(self):
+        import lzma
+        context = 131072
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "weka.jsonl")
+            with lzma.open(os.path.join(TRACES, "weka-agentic-coding-512.jsonl.xz")) as f, open(path, "wb") as out:
+                out.write(f.read())
+            trace = load(path)
+            fits = [r for r in trace if r["input_length"] + 1 <= context]
+            beyond = [(i + 1, r["input_length"]) for i, r in enumerate(trace) if r["input_length"] + 1 > context]
+            self.check(path, fits, [2_048_000, None], extra=("--context-tokens", str(context)))
+            self.assertEqual(self.last["context_tokens"], context)
+            self.assertEqual(self.last["beyond_context"], {
+                "requests": len(beyond), "prompt_tokens": sum(n for _, n in beyond),
+                "longest_prompt_tokens": max(n for _, n in beyond), "first_line": beyond[0][0]})
+            text = run("--model", "llama-3.1-8b", "--context-tokens", "1.31072e5", path)
+            self.assertEqual(text.returncode, 0, text.stderr)
+            self.assertIn(f"{len(fits)} requests planned", text.stdout)
+            self.assertIn(f"context: {context} tokens; {len(beyond)} requests ({100 * len(beyond) / len(trace):.1f}%",
+                          text.stdout)
+            self.assertIn(f"the first at line {beyond[0][0]}: an engine refuses them", text.stdout)
+            self.assertIn(f"note: {len(beyond)} requests have a prompt beyond the context", text.stderr)
+        # Without one, the header says none is stated; JSON gives null and an empty count.
+        plain = run("--model", "llama-3.1-8b", CONVERSATION)
+        self.assertIn("context: not stated for llama-3.1-8b (the longest prompt is", plain.stdout)
+        out = plan_json(CONVERSATION)
+        self.assertIsNone(out["context_tokens"])
+        self.assertEqual(out["beyond_context"]["requests"], 0)
+        self.assertIsNone(out["beyond_context"]["first_line"])
+        bad = run("--model", "llama-3.1-8b", "--context-tokens", "1", CONVERSATION)
+        self.assertEqual((bad.returncode, bad.stderr.strip()),
+                         (2, "kvledger plan: --context-tokens = 1: must be in [2, 2147483648] tokens"))
 
     # Capacities that cannot be what was meant are noted (the plan still runs); a plot says what it
     # wrote, names model and trace, and its share axis stops just above the data (the conversation

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -353,6 +354,24 @@ class ExploreTest(unittest.TestCase):
         self.wait_trace(0)
         self.assertIn("--trace_file", self.browser.evaluate("document.getElementById('trace-note').textContent"))
         self.assertTrue(self.browser.evaluate("document.getElementById('trace-section').hidden"))
+
+    # Proves: /api/v1/plan applies a context as `kvledger plan --context-tokens` does (prompt + 1 > L
+    # is left out and counted), and refuses one out of range naming the parameter and the rule.
+    def test_plan_api_context(self):
+        with open(TRACE) as f:
+            lengths = [json.loads(line)["input_length"] for line in f if line.strip()]
+        beyond = [(i + 1, n) for i, n in enumerate(lengths) if n + 1 > 8192]
+        self.assertTrue(beyond)
+        plan = self.api("/api/v1/plan", model="llama-3.1-8b", capacity_tokens="inf", context_tokens="8192")["plan"]
+        self.assertEqual(plan["context_tokens"], 8192)
+        self.assertEqual(plan["beyond_context"], {"requests": len(beyond), "prompt_tokens": sum(n for _, n in beyond),
+                                                  "longest_prompt_tokens": max(n for _, n in beyond),
+                                                  "first_line": beyond[0][0]})
+        self.assertEqual(plan["results"][0]["total"]["requests"], len(lengths) - len(beyond))
+        with self.assertRaises(urllib.error.HTTPError) as refused:
+            self.api("/api/v1/plan", model="llama-3.1-8b", context_tokens="1")
+        self.assertEqual(refused.exception.code, 400)
+        self.assertIn("context_tokens = 1: must be in [2, 2147483648] tokens", refused.exception.read().decode())
 
     # Proves: the live section shows /api/v1/capacity's curve for the chosen model (records sent with
     # the trace's block ids), and says how records carry ids for a model without a curve.

@@ -286,5 +286,56 @@ TEST(PlanTest, ANonBlockAlignedPromptReusesAtMostItsLength) {
   EXPECT_DOUBLE_EQ(plan->total.TokenHitRatio(), 0.5);
 }
 
+// vLLM refuses a prompt that leaves no room for one output token (prompt + 1 > max_model_len): with
+// a context of 1,024 tokens, a 1,023-token prompt is planned, a 1,024-token one is not. A refused
+// request is neither looked up nor cached: the request after it, sharing its first block, misses.
+TEST(PlanTest, ARequestBeyondTheContextIsCountedApartAndNeverCached) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const Profile& llama = *catalog.Find("llama-3.1-8b");
+  PlanConfig config;
+  config.context_tokens = 1024;
+  std::vector<TraceRequest> trace = {Request(1024, {0, 1}, 1), Request(1500, {0, 1, 2}, 2), Request(1023, {0, 3}, 3),
+                                     Request(1023, {0, 3}, 4)};
+  auto plan = Plan(trace, llama, config);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->context_tokens, 1024u);
+  EXPECT_EQ(plan->beyond_context.requests, 2u);
+  EXPECT_EQ(plan->beyond_context.prompt_tokens, 1024 + 1500);
+  EXPECT_EQ(plan->beyond_context.longest_prompt_tokens, 1500);
+  EXPECT_EQ(plan->beyond_context.first_line, 1u);
+  EXPECT_EQ(plan->total.requests, 2u);
+  EXPECT_EQ(plan->total.prompt_tokens, 2 * 1023);
+  EXPECT_EQ(plan->total.logical_match_tokens, 1023);  // line 3 misses, line 4 reuses all of it
+  EXPECT_EQ(plan->by_tier[static_cast<size_t>(Tier::kNone)].requests, 1u);
+
+  // Without a context (the profile states none) all four are planned; a config's context wins over
+  // the profile's.
+  config.context_tokens.reset();
+  auto all = Plan(trace, llama, config);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->context_tokens, std::nullopt);
+  EXPECT_EQ(all->beyond_context.requests, 0u);
+  EXPECT_EQ(all->total.requests, 4u);
+  v1::ProfileCatalog overrides;
+  v1::ModelProfile* entry = overrides.add_profiles();
+  entry->set_name("llama-3.1-8b");
+  entry->mutable_serving()->set_context_tokens(1500);
+  auto with_profile = ProfileCatalog::Make(overrides);
+  ASSERT_TRUE(with_profile.ok()) << with_profile.status();
+  auto by_profile = Plan(trace, *with_profile->Find("llama-3.1-8b"), config);
+  ASSERT_TRUE(by_profile.ok());
+  EXPECT_EQ(by_profile->beyond_context.requests, 1u);  // 1,500 + 1 > 1,500
+  config.context_tokens = 4096;
+  EXPECT_EQ(Plan(trace, *with_profile->Find("llama-3.1-8b"), config)->beyond_context.requests, 0u);
+}
+
+TEST(PlanTest, AContextNamesItsRule) {
+  EXPECT_TRUE(CheckContextTokens("--context-tokens", 2).ok());
+  EXPECT_EQ(CheckContextTokens("--context-tokens", 1).message(),
+            "--context-tokens = 1: must be in [2, 2147483648] tokens");
+  EXPECT_EQ(CheckContextTokens("context_tokens", uint64_t{1} << 32).message(),
+            "context_tokens = 4294967296: must be in [2, 2147483648] tokens");
+}
+
 }  // namespace
 }  // namespace kvledger

@@ -45,6 +45,20 @@ TEST_F(ProfileCatalogFileTest, TextProtoOverridesServingSettings) {
   EXPECT_EQ(next->definition().serving().cache_bytes_per_element(), 2u);  // default kept
   EXPECT_EQ(catalog->Find("llama-3.1-8b")->prefill_flops_per_second(), 4e14);
   EXPECT_EQ(catalog->Find("llama-3.1-8b")->shape().groups.at(0).alignment_tokens, 16u);
+  EXPECT_EQ(catalog->Find("llama-3.1-8b")->context_tokens(), std::nullopt);  // the catalog states none
+}
+
+// A deployment's context is a serving setting: given, it is kept; out of range, it names the rule.
+TEST_F(ProfileCatalogFileTest, ContextTokensIsAServingSetting) {
+  auto catalog = ProfileCatalog::LoadFile(Write("context.textproto", R"pb(
+    profiles { name: "llama-3.1-8b" serving { context_tokens: 131072 } })pb"));
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  EXPECT_EQ(catalog->Find("llama-3.1-8b")->context_tokens(), 131072u);
+  EXPECT_EQ(catalog->Find("llama-3.1-8b")->prefill_flops_per_second(), 0);  // nothing else moved
+  EXPECT_THAT(ProfileCatalog::LoadFile(Write("small.textproto",
+                                             "profiles { name: \"llama-3.1-8b\" serving { context_tokens: 1 } }")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("profile 'llama-3.1-8b': serving.context_tokens = 1: must be in [2, 2147483648]")));
 }
 
 // A JSON file adds a whole new profile.
