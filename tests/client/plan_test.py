@@ -460,16 +460,27 @@ class SendToServer(unittest.TestCase):
 
     # The server's counters equal the plan's totals: requests and tokens by tier, attention avoided.
     def test_metrics_equal_plan(self):
+        self.check_sent(2000)
+
+    # Within a context, the requests an engine refuses are not sent: the server counts what the plan
+    # planned (the first 2,000 conversation requests, 532 of them past 16,384 tokens).
+    def test_metrics_equal_plan_within_a_context(self):
+        self.check_sent(2000 - 532, "--context-tokens", "16384")
+
+    def check_sent(self, planned, *extra):
         trace_path = os.path.join(self.tmp.name, "head.jsonl")
         trace = load(CONVERSATION, 2000)
         with open(trace_path, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in trace)
-        args = ["--capacity-tokens", "3e5", "--host-capacity-tokens", "3e6", "--host-bandwidth", "2e10"]
+        self.assertEqual(sum(r["input_length"] + 1 > 16384 for r in trace), 532)
+        args = ["--capacity-tokens", "3e5", "--host-capacity-tokens", "3e6", "--host-bandwidth", "2e10", *extra]
         offline = plan_json(trace_path, *args)["results"][0]
+        self.assertEqual(offline["total"]["requests"], planned)
         sent = run("--model", "llama-3.1-8b", "--json", "--send", "--target", self.server.grpc_address, *args,
                    trace_path)
         self.assertEqual(sent.returncode, 0, sent.stderr)
-        self.assertIn("2000 counted, 0 rejected, 0 not delivered", sent.stderr)
+        self.assertIn(f"sent {planned} records", sent.stderr)
+        self.assertIn(f"{planned} counted, 0 rejected, 0 not delivered", sent.stderr)
         self.assertEqual(json.loads(sent.stdout)["results"][0], offline)
         samples = harness.parse_exposition(self.server.scrape())
         for tier, totals in offline["by_tier"].items():
