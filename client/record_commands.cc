@@ -35,36 +35,10 @@
 namespace kvledger::cli {
 namespace {
 
-// What --help says of a record field's flag; a field not listed here is still a flag, said to be
-// the record's field of that name.
-constexpr std::pair<const char*, const char*> kRecordFlagHelp[] = {
-    {"request_id", "opaque request id"},
-    {"model", "model profile name, e.g. llama-3.1-8b"},
-    {"tier", "device | host | disk | remote | mixed | unknown | none (default device; none for a miss)"},
-    {"prompt_tokens", "N: prompt length"},
-    {"logical_match_tokens", "P_match: prefix the cache index matched"},
-    {"recoverable_tokens", "P_rec reported by the engine (default: modelled)"},
-    {"recompute_tokens", "R: matched tokens computed again (default P_match - P_rec)"},
-    {"reload_seconds", "reload latency (default: not measured)"},
-    {"suffix_prefill_seconds", "suffix prefill latency (default: not measured)"},
-    {"ttft_seconds", "time to first token (default: not measured)"},
-    {"state_boundaries", "GROUP=TOKENS per state group, repeatable"},
-    {"predicted_match_tokens", "the prefix a router predicted this engine held (default: no prediction)"},
-    {"queue_seconds", "scheduling wait, arrival to prefill (default: not measured)"},
-    {"output_tokens", "tokens generated (default: not reported)"},
-    {"decode_seconds", "first output token to last (default: not measured)"},
-    {"prefix_block_ids", "ID,ID,...: the prompt's chained prefix block ids, for the capacity curves"},
-    {"block_tokens", "tokens per block of --prefix-block-ids"},
-    {"cache_id", "the cache the ids were looked up in (default: one per model)"},
-    {"prefix_block_reuse_distances", "D,D,...: instead of ids, each block's depth beyond the engine's cache"},
-    {"cache_capacity_blocks", "the engine's cache in blocks, with --prefix-block-reuse-distances"},
-};
-
-std::string RecordFlagHelp(const std::string& field) {
-  for (const auto& [name, help] : kRecordFlagHelp) {
-    if (field == name) return help;
-  }
-  return absl::StrCat("the record's ", field, " (default: not given)");
+// What --help says of a record field's flag: its (flag_help) option in record.proto (every field has
+// one: the build's record codegen refuses a field without it).
+std::string RecordFlagHelp(const google::protobuf::FieldDescriptor& field) {
+  return field.options().GetExtension(v1::flag_help);
 }
 
 // Record fields as flags, named after the proto fields (--prompt-tokens for prompt_tokens), made
@@ -86,7 +60,7 @@ struct RecordFlags {
     for (int i = 0; i < record->field_count(); ++i) {
       const google::protobuf::FieldDescriptor* f = record->field(i);
       const std::string& field = f->name();
-      const std::string flag = FlagName(field).substr(2), help = RecordFlagHelp(field);
+      const std::string flag = FlagName(field).substr(2), help = RecordFlagHelp(*f);
       const bool required = field == "model" || field == "prompt_tokens" || (field == "logical_match_tokens" && !with_alpha);
       if (field == "tier") {
         flags.String("tier", &tier, help.c_str());

@@ -1,5 +1,5 @@
 // One served request's facts as the domain sees them (docs/cost-model.md §1): a plain struct decoupled from the
-// wire. String fields view into the caller's message, which must outlive the facts.
+// wire, generated from it. String fields view into the caller's message, which must outlive the facts.
 #ifndef KVLEDGER_LIB_ACCOUNTING_RECORD_FACTS_H_
 #define KVLEDGER_LIB_ACCOUNTING_RECORD_FACTS_H_
 
@@ -10,6 +10,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "lib/accounting/record_facts.gen.h"
 #include "lib/base/enum_table.h"
 
 namespace kvledger {
@@ -39,40 +40,11 @@ const char* SourceTierList();
 std::optional<Tier> TierFromLabel(absl::string_view label);
 const char* TierLabelList();  // "none, device, host, disk, remote, mixed or unknown"
 
-struct StateBoundaryFact {
-  absl::string_view state_group;
-  int64_t boundary_tokens = 0;
-};
-
-struct RecordFacts {
-  absl::string_view request_id;
-  absl::string_view model;
-  int tier_value = 0;  // raw wire enum value; validated into Tier
-  int64_t prompt_tokens = 0;
-  int64_t logical_match_tokens = 0;
-  std::optional<int64_t> recoverable_tokens;
-  std::optional<int64_t> recompute_tokens;
-  // Unset: not measured (never read as 0).
-  std::optional<double> reload_seconds;
-  std::optional<double> suffix_prefill_seconds;
-  std::optional<double> ttft_seconds;
-  std::vector<StateBoundaryFact> state_boundaries;
-  // A prefix-aware router's predicted hit for this engine; unset: no prediction.
-  std::optional<int64_t> predicted_match_tokens;
-  // The whole request (docs/cost-model.md §12); unset: not measured.
-  std::optional<double> queue_seconds;
-  std::optional<int64_t> output_tokens;
-  std::optional<double> decode_seconds;
-  // Capacity curves (docs/cost-model.md §14): chained prefix block ids, their block size and the
-  // cache they were looked up in; no ids: no part in the curves.
-  absl::Span<const uint64_t> prefix_block_ids;
-  std::optional<int64_t> block_tokens;
-  absl::string_view cache_id;
-  // Or, from a cache's evictions: each leading block's stack depth beyond a cache of
-  // cache_capacity_blocks (0: in it; kNeverSeenDistance: never seen).
-  absl::Span<const uint64_t> prefix_block_reuse_distances;
-  std::optional<int64_t> cache_capacity_blocks;
-};
+// RecordFacts (every kvledger.v1.Record field, as the table in lib/wire/record_codegen.cc maps it:
+// a string is a view, an `optional` field is std::optional, unset meaning not reported and never read
+// as 0, a repeated id field is a span) and StateBoundaryFact are generated from the message.
+// prefix_block_reuse_distances: each leading block's stack depth beyond a cache of
+// cache_capacity_blocks (0: in it; kNeverSeenDistance: never seen).
 inline constexpr uint64_t kNeverSeenDistance = ~uint64_t{0};
 
 }  // namespace kvledger

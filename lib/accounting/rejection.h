@@ -13,53 +13,24 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "lib/accounting/record_facts.gen.h"
 #include "lib/base/enum_table.h"
 
 namespace kvledger {
 
+// One reason per Record field, "invalid_" and its name, in field order (generated from the message:
+// lib/accounting/record_facts.gen.h), then the reasons that are not one field's.
 enum class RejectReason : uint8_t {
-  kInvalidRequestId,
-  kInvalidModel,
-  kUnknownModel,
-  kInvalidTier,
-  kInvalidPromptTokens,
-  kInvalidLogicalMatchTokens,
-  kInvalidRecoverableTokens,
-  kInvalidRecomputeTokens,
-  kInvalidReloadSeconds,
-  kInvalidSuffixPrefillSeconds,
-  kInvalidTtftSeconds,
-  kInvalidStateBoundaries,
-  kInvalidPredictedMatchTokens,
-  kInvalidQueueSeconds,
-  kInvalidOutputTokens,
-  kInvalidDecodeSeconds,
-  kInvalidPrefixBlockIds,
-  kInvalidBlockTokens,
-  kInvalidCacheId,
-  kInvalidPrefixBlockReuseDistances,
+#define KVLEDGER_REJECT_REASON_ENUMERATOR(enumerator, label, field) enumerator,
+  KVLEDGER_RECORD_FIELD_REASONS(KVLEDGER_REJECT_REASON_ENUMERATOR)
+#undef KVLEDGER_REJECT_REASON_ENUMERATOR
+  kUnknownModel,  // a valid model name with no profile
 };
-inline constexpr EnumTable<RejectReason, 20> kRejectReasonLabels = {{
-    {RejectReason::kInvalidRequestId, "invalid_request_id"},
-    {RejectReason::kInvalidModel, "invalid_model"},
+inline constexpr EnumTable<RejectReason, kRecordFieldCount + 1> kRejectReasonLabels = {{
+#define KVLEDGER_REJECT_REASON_ROW(enumerator, label, field) {RejectReason::enumerator, label},
+    KVLEDGER_RECORD_FIELD_REASONS(KVLEDGER_REJECT_REASON_ROW)
+#undef KVLEDGER_REJECT_REASON_ROW
     {RejectReason::kUnknownModel, "unknown_model"},
-    {RejectReason::kInvalidTier, "invalid_tier"},
-    {RejectReason::kInvalidPromptTokens, "invalid_prompt_tokens"},
-    {RejectReason::kInvalidLogicalMatchTokens, "invalid_logical_match_tokens"},
-    {RejectReason::kInvalidRecoverableTokens, "invalid_recoverable_tokens"},
-    {RejectReason::kInvalidRecomputeTokens, "invalid_recompute_tokens"},
-    {RejectReason::kInvalidReloadSeconds, "invalid_reload_seconds"},
-    {RejectReason::kInvalidSuffixPrefillSeconds, "invalid_suffix_prefill_seconds"},
-    {RejectReason::kInvalidTtftSeconds, "invalid_ttft_seconds"},
-    {RejectReason::kInvalidStateBoundaries, "invalid_state_boundaries"},
-    {RejectReason::kInvalidPredictedMatchTokens, "invalid_predicted_match_tokens"},
-    {RejectReason::kInvalidQueueSeconds, "invalid_queue_seconds"},
-    {RejectReason::kInvalidOutputTokens, "invalid_output_tokens"},
-    {RejectReason::kInvalidDecodeSeconds, "invalid_decode_seconds"},
-    {RejectReason::kInvalidPrefixBlockIds, "invalid_prefix_block_ids"},
-    {RejectReason::kInvalidBlockTokens, "invalid_block_tokens"},
-    {RejectReason::kInvalidCacheId, "invalid_cache_id"},
-    {RejectReason::kInvalidPrefixBlockReuseDistances, "invalid_prefix_block_reuse_distances"},
 }};
 static_assert(IsDense(kRejectReasonLabels));
 inline constexpr std::array kAllRejectReasons = ValuesOf(kRejectReasonLabels);

@@ -82,25 +82,28 @@ Verdict ValidateRecompute(const RecordFacts& f) {
                               "] (reused = logical_match - recompute may not exceed the recoverable boundary)"));
 }
 
-// A cache's reuse distances instead of ids (docs/cost-model.md §14).
+// A cache's reuse distances instead of ids, and the capacity they were measured against
+// (docs/cost-model.md §14).
 Verdict ValidateReuseDistances(const RecordFacts& f) {
   const size_t n = f.prefix_block_reuse_distances.size();
   const auto bad = [](std::string message) {
     return Verdict(RejectReason::kInvalidPrefixBlockReuseDistances, "prefix_block_reuse_distances", std::move(message));
   };
-  if (n == 0) {
-    if (!f.cache_capacity_blocks) return Verdict();
-    return bad(absl::StrCat("prefix_block_reuse_distances: none given: cache_capacity_blocks = ",
-                            *f.cache_capacity_blocks, " goes with them"));
+  if (f.cache_capacity_blocks && (*f.cache_capacity_blocks < 1 || *f.cache_capacity_blocks > kMaxCacheCapacityBlocks ||
+                                  n == 0)) {
+    return Verdict(RejectReason::kInvalidCacheCapacityBlocks, "cache_capacity_blocks",
+                   absl::StrCat("cache_capacity_blocks = ", *f.cache_capacity_blocks,
+                                n == 0 ? ": needs prefix_block_reuse_distances (the cache they were measured in)"
+                                       : ": must be in [1, 2^40]"));
   }
+  if (n == 0) return Verdict();
   if (!f.prefix_block_ids.empty()) {
     return bad(absl::StrCat("prefix_block_reuse_distances: ", n, " given with ", f.prefix_block_ids.size(),
                             " prefix_block_ids: give one or the other"));
   }
-  if (!f.block_tokens || !f.cache_capacity_blocks || *f.cache_capacity_blocks < 1 ||
-      *f.cache_capacity_blocks > (int64_t{1} << 40)) {
+  if (!f.block_tokens || !f.cache_capacity_blocks) {
     return bad(absl::StrCat("prefix_block_reuse_distances: ", n, " distances: need block_tokens and "
-                            "cache_capacity_blocks in [1, 2^40]"));
+                            "cache_capacity_blocks"));
   }
   const auto blocks = static_cast<size_t>((f.prompt_tokens + *f.block_tokens - 1) / *f.block_tokens);
   if (n > std::min(blocks, kMaxPrefixBlockIds)) {

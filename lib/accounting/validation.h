@@ -24,6 +24,8 @@ inline constexpr size_t kMaxStateBoundaries = 16;
 inline constexpr size_t kMaxPrefixBlockIds = 65536;
 inline constexpr int64_t kMaxBlockTokens = int64_t{1} << 20;
 inline constexpr size_t kMaxCacheIdBytes = 128;
+// The largest cache a record's reuse distances were measured in (cache_capacity_blocks).
+inline constexpr int64_t kMaxCacheCapacityBlocks = int64_t{1} << 40;
 
 // The rule for a model name (1-128 printable ASCII characters without spaces): empty when `model`
 // keeps it, else the message "<field> = \"...\": must be ...". Records and engine statistics share it.

@@ -109,64 +109,7 @@ std::optional<ExplainValue> GetExplainValue(const google::protobuf::Message& mes
   }
 }
 
-RecordFacts FactsFromProto(const v1::Record& r) {
-  RecordFacts f;
-  f.request_id = r.request_id();
-  f.model = r.model();
-  f.tier_value = r.tier();
-  f.prompt_tokens = r.prompt_tokens();
-  f.logical_match_tokens = r.logical_match_tokens();
-  if (r.has_recoverable_tokens()) f.recoverable_tokens = r.recoverable_tokens();
-  if (r.has_recompute_tokens()) f.recompute_tokens = r.recompute_tokens();
-  if (r.has_reload_seconds()) f.reload_seconds = r.reload_seconds();
-  if (r.has_suffix_prefill_seconds()) f.suffix_prefill_seconds = r.suffix_prefill_seconds();
-  if (r.has_ttft_seconds()) f.ttft_seconds = r.ttft_seconds();
-  if (r.has_predicted_match_tokens()) f.predicted_match_tokens = r.predicted_match_tokens();
-  if (r.has_queue_seconds()) f.queue_seconds = r.queue_seconds();
-  if (r.has_output_tokens()) f.output_tokens = r.output_tokens();
-  if (r.has_decode_seconds()) f.decode_seconds = r.decode_seconds();
-  f.prefix_block_ids = absl::MakeConstSpan(r.prefix_block_ids().data(), r.prefix_block_ids().size());
-  if (r.has_block_tokens()) f.block_tokens = r.block_tokens();
-  f.cache_id = r.cache_id();
-  f.prefix_block_reuse_distances =
-      absl::MakeConstSpan(r.prefix_block_reuse_distances().data(), r.prefix_block_reuse_distances().size());
-  if (r.has_cache_capacity_blocks()) f.cache_capacity_blocks = r.cache_capacity_blocks();
-  f.state_boundaries.reserve(r.state_boundaries_size());
-  for (const auto& b : r.state_boundaries()) {
-    f.state_boundaries.push_back(StateBoundaryFact{b.state_group(), b.boundary_tokens()});
-  }
-  return f;
-}
-
-v1::Record FactsToProto(const RecordFacts& f) {
-  v1::Record r;
-  r.set_request_id(std::string(f.request_id));
-  r.set_model(std::string(f.model));
-  r.set_tier(static_cast<v1::Tier>(f.tier_value));
-  r.set_prompt_tokens(f.prompt_tokens);
-  r.set_logical_match_tokens(f.logical_match_tokens);
-  if (f.recoverable_tokens) r.set_recoverable_tokens(*f.recoverable_tokens);
-  if (f.recompute_tokens) r.set_recompute_tokens(*f.recompute_tokens);
-  if (f.reload_seconds) r.set_reload_seconds(*f.reload_seconds);
-  if (f.suffix_prefill_seconds) r.set_suffix_prefill_seconds(*f.suffix_prefill_seconds);
-  if (f.ttft_seconds) r.set_ttft_seconds(*f.ttft_seconds);
-  if (f.predicted_match_tokens) r.set_predicted_match_tokens(*f.predicted_match_tokens);
-  if (f.queue_seconds) r.set_queue_seconds(*f.queue_seconds);
-  if (f.output_tokens) r.set_output_tokens(*f.output_tokens);
-  if (f.decode_seconds) r.set_decode_seconds(*f.decode_seconds);
-  r.mutable_prefix_block_ids()->Add(f.prefix_block_ids.begin(), f.prefix_block_ids.end());
-  if (f.block_tokens) r.set_block_tokens(*f.block_tokens);
-  r.set_cache_id(std::string(f.cache_id));
-  r.mutable_prefix_block_reuse_distances()->Add(f.prefix_block_reuse_distances.begin(),
-                                               f.prefix_block_reuse_distances.end());
-  if (f.cache_capacity_blocks) r.set_cache_capacity_blocks(*f.cache_capacity_blocks);
-  for (const StateBoundaryFact& b : f.state_boundaries) {
-    v1::StateBoundary* out = r.add_state_boundaries();
-    out->set_state_group(std::string(b.state_group));
-    out->set_boundary_tokens(b.boundary_tokens);
-  }
-  return r;
-}
+// FactsFromProto and FactsToProto are generated from the message (record_proto.gen.cc).
 
 v1::DerivedFigures FiguresToProto(const RecordFigures& d, absl::string_view model) {
   v1::DerivedFigures p;

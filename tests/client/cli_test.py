@@ -121,7 +121,8 @@ class ExplainTest(unittest.TestCase):
 
 class RecordFlagsTest(unittest.TestCase):
     # Proves: every field of the Record message is a flag of send and explain (--state-boundary for
-    # the repeated state_boundaries), so a field added to record.proto reaches the CLI unasked.
+    # the repeated state_boundaries), with the field's (flag_help) as its help, so a field added to
+    # record.proto reaches the CLI unasked.
     def test_every_record_field_is_a_flag(self):
         import os  # noqa: PLC0415
         import re  # noqa: PLC0415
@@ -129,13 +130,16 @@ class RecordFlagsTest(unittest.TestCase):
                              "record.proto")
         with open(proto) as f:
             message = re.search(r"^message Record \{(.*?)^\}", f.read(), re.S | re.M).group(1)
-        fields = re.findall(r"^\s+(?:optional |repeated )?\w+ (\w+) = \d+;", message, re.M)
-        self.assertIn("decode_seconds", fields)
+        fields = dict(re.findall(r"^\s+(?:optional |repeated )?\w+ (\w+) = \d+\s*\[\(flag_help\) = \"([^\"]+)\"\];",
+                                 message, re.M))
+        self.assertEqual(len(fields), len(re.findall(r"^\s+(?:optional |repeated )?\w+ \w+ = \d+", message, re.M)))
+        self.assertEqual(fields["decode_seconds"], "first output token to last (default: not measured)")
         for command in ("send", "explain"):
-            usage = run(command, "--help").stdout
-            for field in fields:
+            usage = " ".join(run(command, "--help").stdout.split())
+            for field, help_text in fields.items():
                 flag = "--state-boundary" if field == "state_boundaries" else "--" + field.replace("_", "-")
-                self.assertIn(f"  {flag} ", usage, (command, field))
+                self.assertIn(f" {flag} ", usage, (command, field))
+                self.assertIn(" ".join(help_text.split()), usage, (command, field))
 
 
 class ExplainInputsTest(unittest.TestCase):

@@ -254,7 +254,32 @@ class KubernetesTest(unittest.TestCase):
         for counter in sorted(read - {"records_rejected", "model_label_folded_records"}):
             self.assertIn(f"model_tier:kvledger_{counter}:rate5m", recorded, counter)
 
-    # Proves: the PrometheusRule is the rule files, unchanged (one source), and up to date.
+    # Proves: a ratio rule that reads a new counter gets its input rate from the generator, a job-level
+    # counter and a counter recorded elsewhere get none, and nothing else in the file changes.
+    def test_the_inputs_group_follows_the_ratios(self):
+        sys.path.insert(0, os.path.join(DEPLOY, "kubernetes"))
+        import importlib
+        generator = importlib.import_module("generate-prometheusrule")
+        rules = "\n".join([
+            "groups:", "- name: kvledger.model_tier", "  rules:",
+            "  - record: model_tier:kvledger_new:ratio_rate5m",
+            "    expr: sum(rate(kvledger_new_things_total[5m])) / sum(rate(kvledger_requests_total[5m]))",
+            "  - record: model_tier:kvledger_requests:rate5m",
+            "    expr: sum without (instance) (rate(kvledger_requests_total[5m]))",
+            "- name: kvledger.job", "  rules:", "  - record: job:kvledger_records_rejected:rate5m",
+            "    expr: sum by (job) (rate(kvledger_records_rejected_total[5m]))",
+            "- name: kvledger.inputs", "  rules:", "  - record: model_tier:kvledger_gone:rate5m",
+            "    expr: sum without (instance) (rate(kvledger_gone_total[5m]))",
+            "- name: kvledger.fleet", "  rules: []", ""])
+        fresh = generator.with_inputs_group(rules)
+        groups = {g["name"]: g["rules"] for g in yaml.safe_load(fresh)["groups"]}
+        self.assertEqual([r["record"] for r in groups["kvledger.inputs"]], ["model_tier:kvledger_new_things:rate5m"])
+        self.assertEqual(groups["kvledger.inputs"][0]["expr"], "sum without (instance) (rate(kvledger_new_things_total[5m]))")
+        self.assertEqual(fresh.split("- name: kvledger.inputs")[0], rules.split("- name: kvledger.inputs")[0])
+        self.assertTrue(fresh.endswith("- name: kvledger.fleet\n  rules: []\n"))
+
+    # Proves: the PrometheusRule is the rule files, unchanged (one source), the inputs group is the
+    # one the generator writes, and both are up to date.
     def test_prometheusrule_is_generated_from_the_rule_files(self):
         rule = self.docs[("PrometheusRule", "kvledger")]
         groups = load_yaml(DEPLOY, "prometheus", "rules", "kvledger-rules.yml")["groups"]

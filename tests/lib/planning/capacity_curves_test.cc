@@ -257,11 +257,20 @@ TEST(CapacityCurvesTest, ReuseDistancesAreValidated) {
   facts.prefix_block_reuse_distances = two;
   facts.block_tokens = 512;
   EXPECT_EQ(ValidateFields(facts).rejection().message,
-            "prefix_block_reuse_distances: 2 distances: need block_tokens and cache_capacity_blocks in [1, 2^40]");
+            "prefix_block_reuse_distances: 2 distances: need block_tokens and cache_capacity_blocks");
+  facts.cache_capacity_blocks = 0;
+  EXPECT_EQ(ValidateFields(facts).rejection().reason, RejectReason::kInvalidCacheCapacityBlocks);
+  EXPECT_EQ(ValidateFields(facts).rejection().message, "cache_capacity_blocks = 0: must be in [1, 2^40]");
+  facts.cache_capacity_blocks = (int64_t{1} << 40) + 1;
+  EXPECT_EQ(ValidateFields(facts).rejection().reason, RejectReason::kInvalidCacheCapacityBlocks);
   facts.cache_capacity_blocks = 100;
   EXPECT_TRUE(ValidateFields(facts).ok());
   facts.prefix_block_ids = ids;
   EXPECT_EQ(ValidateFields(facts).rejection().reason, RejectReason::kInvalidPrefixBlockReuseDistances);
+  facts.prefix_block_ids = {};
+  facts.prefix_block_reuse_distances = {};
+  EXPECT_EQ(ValidateFields(facts).rejection().message,
+            "cache_capacity_blocks = 100: needs prefix_block_reuse_distances (the cache they were measured in)");
 }
 
 TEST(CapacityCurvesTest, RefusesALadderPastItsLimit) {
