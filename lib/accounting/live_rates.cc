@@ -24,7 +24,8 @@ std::optional<RateEvidence> DecayedRate::Evidence() const {
 
 LiveRates::LiveRates(uint32_t slot_count, double half_life_seconds, Clock clock, double refit_seconds,
                      bool compute_model)
-    : slot_count_(slot_count),
+    : id_(NextId()),
+      slot_count_(slot_count),
       half_life_(half_life_seconds),
       clock_(std::move(clock)),
       refit_seconds_(refit_seconds),
@@ -37,6 +38,11 @@ LiveRates::LiveRates(uint32_t slot_count, double half_life_seconds, Clock clock,
     shard.cells.reload_total.resize(static_cast<size_t>(slot_count) * kTierCount);
     shard.cells.compute_total.resize(slot_count);
   }
+}
+
+uint64_t LiveRates::NextId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 LiveRates::Shard& LiveRates::ShardForThisThread() {
@@ -69,9 +75,8 @@ void LiveRates::Observe(uint32_t model_slot, const RecordFigures& d, const std::
   }
   if (compute) {
     shard.cells.compute[model_slot].Observe(pass, seconds, now, half_life_);
+    // Its samples() count the slot's samples ever, with the sample, under the same lock (Observed).
     shard.cells.compute_total[model_slot].Observe(pass, seconds, now, kNoDecay);
-    // After the sample is in its shard: a question that sees the count sees the sample.
-    fitted_[model_slot].observed.fetch_add(1, std::memory_order_release);
   }
 }
 
@@ -116,8 +121,26 @@ LiveRates::FitRead LiveRates::Read(const Fitted& f) {
         curve.seconds_per_attention_flop = f.seconds_per_attention_flop.load(kAcquire);
       }
     }
+    r.seq = before;
     if (f.seq.load(kAcquire) == before) return r;
   }
+}
+
+const LiveRates::FitRead& LiveRates::ReadOnThisThread(uint32_t model_slot) const {
+  // Per thread, the last read of a few slots: a slot's fit changes at most once per refit, so most
+  // records find their copy current with one load of the sequence instead of copying every field.
+  struct Copy {
+    uint64_t rates_id = 0;  // 0: none (ids start at 1)
+    uint32_t model_slot = 0;
+    FitRead read;
+  };
+  thread_local std::array<Copy, 16> copies;
+  Copy& copy = copies[model_slot % copies.size()];
+  const uint32_t seq = fitted_[model_slot].seq.load(std::memory_order_acquire);
+  if (copy.rates_id != id_ || copy.model_slot != model_slot || copy.read.seq != seq) {
+    copy = Copy{id_, model_slot, Read(fitted_[model_slot])};
+  }
+  return copy.read;
 }
 
 void LiveRates::Write(Fitted& f, double at, uint64_t observed, const std::optional<ComputeTime>& fit) {
@@ -141,20 +164,33 @@ void LiveRates::Write(Fitted& f, double at, uint64_t observed, const std::option
   f.seq.fetch_add(1, kRelease);
 }
 
+uint64_t LiveRates::Observed(uint32_t model_slot) const {
+  uint64_t observed = 0;
+  for (const auto& shard : shards_) {
+    MutexLock lock(&shard.mu);
+    observed += shard.cells.compute_total[model_slot].samples();
+  }
+  return observed;
+}
+
 std::optional<ComputeTime> LiveRates::ComputeModel(uint32_t model_slot, bool current) const {
   if (model_slot >= slot_count_ || !compute_model_) return std::nullopt;
   const double now = clock_();
   Fitted& fitted = fitted_[model_slot];
-  // Read before the merge: a sample counted here is in its shard already (Observe counts after).
-  const uint64_t observed = fitted.observed.load(std::memory_order_acquire);
+  // The record path reads the last fit and touches nothing another thread writes per record; a
+  // question first counts the samples observed so far (each counted in its shard with the sample).
+  const uint64_t observed = current ? Observed(model_slot) : 0;
   auto fresh = [&](const FitRead& r) {
-    return r.made && now >= r.at && now - r.at < refit_seconds_ && (!current || r.observed >= observed);
+    return r.made && now >= r.at && now - r.at < refit_seconds_ && r.observed >= observed;
   };
-  if (FitRead r = Read(fitted); fresh(r)) return r.fit;  // the record path: no lock
+  if (const FitRead& r = ReadOnThisThread(model_slot); fresh(r)) return r.fit;  // the record path: no lock
   MutexLock lock(&fitted.refit_mu);
   if (FitRead r = Read(fitted); fresh(r)) return r.fit;  // another thread refitted meanwhile
+  // Counted before the merge: every sample counted is in it (one observed in between only makes a
+  // later question refit once more).
+  const uint64_t merged = current ? observed : Observed(model_slot);
   std::optional<ComputeTime> fit = Refit(model_slot, now);
-  Write(fitted, now, observed, fit);
+  Write(fitted, now, merged, fit);
   return fit;
 }
 

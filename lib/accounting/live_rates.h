@@ -161,17 +161,20 @@ class LiveRates {
     std::atomic<bool> has_curve{false};
     std::array<std::atomic<double>, kPassKnots> knot_seconds{};
     std::atomic<double> seconds_per_attention_flop{0};
-    std::atomic<uint64_t> fitted_observed{0};  // `observed` when the fit was made
-    std::atomic<uint64_t> observed{0};         // compute samples observed, ever (outside the lock)
+    std::atomic<uint64_t> fitted_observed{0};  // Observed() when the fit was made
     Mutex refit_mu;  // one refit at a time
   };
   struct FitRead {
+    uint32_t seq = 1;  // the sequence number it was read at (odd: none)
     bool made = false;
     double at = 0;
     uint64_t observed = 0;
     std::optional<ComputeTime> fit;
   };
   static FitRead Read(const Fitted& fitted);
+  // Read(fitted_[model_slot]) through this thread's copy, read again only when the sequence moved.
+  const FitRead& ReadOnThisThread(uint32_t model_slot) const;
+  static uint64_t NextId();
   static void Write(Fitted& fitted, double at, uint64_t observed, const std::optional<ComputeTime>& fit);
   Shard& ShardForThisThread();
   // One cell (`cells`[index]) added over the shards, decayed to `now`.
@@ -185,7 +188,10 @@ class LiveRates {
     return merged;
   }
   std::optional<ComputeTime> Refit(uint32_t model_slot, double now) const;
+  // The slot's compute samples observed ever, over the shards.
+  uint64_t Observed(uint32_t model_slot) const;
 
+  const uint64_t id_;  // this instance among every LiveRates made (the per-thread copies' key)
   const uint32_t slot_count_;
   const double half_life_;
   const Clock clock_;

@@ -3,7 +3,8 @@ kvledger-server, driven over the DevTools protocol. The test checks that every d
 equals the JSON API's answer for the same inputs, moves the alpha slider with the keyboard and
 checks again, checks a worked example of docs/cost-model.md (reusing half of a prompt leaves three
 quarters of full attention), that the "Your trace" section shows /api/v1/plan's figures for the
-trace the server was given (and says how to give one when there is none), that the live section
+trace the server was given (within a context typed in, naming what it leaves out; and says how to
+give a trace when there is none), that the live section
 shows /api/v1/capacity's curve for records sent with block ids, that the page loads
 nothing from outside the server (it works offline), and saves a screenshot.
 
@@ -347,6 +348,21 @@ class ExploreTest(unittest.TestCase):
         self.wait_trace(ready)
         plan = self.api("/api/v1/plan", model="llama-3.1-8b", capacity_tokens="1e6,1e7")["plan"]["results"]
         self.assertEqual([row[2] for row in self.trace_cells()], [json.dumps(r["total"]["token_hit_ratio"]) for r in plan])
+        self.assertNotIn("context", self.browser.evaluate("document.getElementById('trace-note').textContent"))
+        # A context: the requests it leaves out are named and the figures are the plan within it.
+        ready = self.wait_trace(0)
+        self.browser.evaluate("(() => { const e = document.getElementById('trace-context'); e.value = '8192';"
+                              " e.dispatchEvent(new Event('change')); })()")
+        self.wait_trace(ready)
+        within = self.api("/api/v1/plan", model="llama-3.1-8b", capacity_tokens="1e6,1e7", context_tokens="8192")["plan"]
+        beyond = within["beyond_context"]
+        self.assertGreater(beyond["requests"], 0)
+        self.assertIn(f"Within a context of 8192 tokens: {within['results'][0]['total']['requests']} requests planned; "
+                      f"{beyond['requests']} left out ({beyond['prompt_tokens']} prompt tokens, the longest "
+                      f"{beyond['longest_prompt_tokens']}, the first on line {beyond['first_line']})",
+                      self.browser.evaluate("document.getElementById('trace-note').textContent"))
+        self.assertEqual([row[2] for row in self.trace_cells()],
+                         [json.dumps(r["total"]["token_hit_ratio"]) for r in within["results"]])
         # A server without a trace says how to give it one.
         bare = Server(SERVER, log_dir=self.tmp)
         self.addCleanup(bare.stop)

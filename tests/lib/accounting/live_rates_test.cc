@@ -211,6 +211,35 @@ TEST_F(LiveRatesTest, AQuestionSeesEveryRecordBeforeIt) {
   EXPECT_EQ(rates.ComputeModel(slot_, /*current=*/true)->samples, 10u);
 }
 
+// The record path reads a fit through a per-thread copy: two instances on one thread never see each
+// other's, and a refit made on another thread is what this thread reads next.
+TEST_F(LiveRatesTest, EachThreadReadsTheCurrentFitOfItsOwnInstance) {
+  LiveRates first(registry_.slots().slot_count(), 300, [this] { return now_; }, /*refit_seconds=*/1);
+  LiveRates second(registry_.slots().slot_count(), 300, [this] { return now_; }, /*refit_seconds=*/1);
+  auto feed = [&](LiveRates& rates, int records) {
+    Ledger ledger(registry_, aggregator_, &rates);
+    for (int i = 1; i <= records; ++i) {
+      RecordFacts miss;
+      miss.model = "llama-3.1-8b";
+      miss.prompt_tokens = 512 * i;
+      miss.suffix_prefill_seconds = 0.01 * i;
+      ASSERT_TRUE(ledger.Record(miss).ok());
+    }
+  };
+  feed(first, 9);
+  feed(second, 12);
+  ASSERT_TRUE(first.ComputeModel(slot_, /*current=*/true).has_value());
+  ASSERT_TRUE(second.ComputeModel(slot_, /*current=*/true).has_value());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(first.ComputeModel(slot_)->samples, 9u);
+    EXPECT_EQ(second.ComputeModel(slot_)->samples, 12u);
+  }
+  feed(first, 2);
+  std::thread([&] { EXPECT_EQ(first.ComputeModel(slot_, /*current=*/true)->samples, 11u); }).join();
+  EXPECT_EQ(first.ComputeModel(slot_)->samples, 11u);
+  EXPECT_EQ(second.ComputeModel(slot_)->samples, 12u);
+}
+
 // Only measured, positive times feed a rate; a miss has no reload; a record folded into "other"
 // feeds nothing (it would mix models).
 TEST_F(LiveRatesTest, WhatFeedsTheRates) {
