@@ -321,13 +321,16 @@ constexpr ServedFamily kServedFamilies[] = {
      MetricType::Gauge, FillBreakEven, ServedFamily::kRates},
     {"kvledger_live_reload_sums_total",
      "Sums of the samples behind kvledger_reload_bandwidth_bytes_per_second since start, undecayed, by term: "
-     "bytes, seconds, weight and samples (equal). Their increase over a window, summed over replicas, gives the "
-     "fleet's rate (bytes / seconds).",
+     "bytes, seconds, weight and samples (equal), of different units: never add them over term. Their increase "
+     "over a window, per term and summed over replicas, gives the fleet's rate (bytes / seconds).",
      MetricType::Counter, FillReloadSums, ServedFamily::kRates},
     {"kvledger_live_compute_fit_sums_total",
      "Least-squares sums of the suffix passes behind the live compute-time model since start, undecayed, by "
-     "term: tflops, seconds, tflops_squared, tflops_seconds (FLOPs in units of 1e12), weight and samples "
-     "(equal). Their increase over a window, summed over replicas, gives the fleet's model.",
+     "term: the affine summary's tflops, seconds, tflops_squared, tflops_seconds; the pass curve's pass_<k>_<k>, "
+     "pass_<k>_<next knot>, pass_<k>_attention_tflops, pass_<k>_seconds per knot k, attention_tflops_squared, "
+     "attention_tflops_seconds; weight and samples (equal). FLOPs in units of 1e12. The terms are one "
+     "least-squares system's sums, of different units: never add them over term; their increase over a window, "
+     "per term and summed over replicas, gives the fleet's model.",
      MetricType::Counter, FillComputeSums, ServedFamily::kRates},
     {"kvledger_capacity_requests_total",
      "Records with prefix block ids replayed through their cache's LRU stack for the capacity curves.",
