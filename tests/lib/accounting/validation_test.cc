@@ -118,6 +118,17 @@ TEST(ValidationTest, EveryRuleNamesFieldValueAndRule) {
   ExpectRejected(ValidateFields(f),
                  "model = \"llama\\n8b\": must be 1-128 printable ASCII characters without spaces",
                  RejectReason::kInvalidModel);
+  // Every byte, alone and inside a name of 40 (long enough for the vectorized loop): a name is
+  // printable ASCII without spaces exactly when each byte is in '!'..'~'.
+  for (int byte = 0; byte < 256; ++byte) {
+    const char c = static_cast<char>(byte);
+    const bool printable = byte >= 0x21 && byte <= 0x7e;
+    for (const std::string& name : {std::string(1, c), std::string(20, 'a') + c + std::string(19, 'b')}) {
+      f = Valid();
+      f.model = name;
+      EXPECT_EQ(ValidateFields(f).ok(), printable) << "byte " << byte << ", length " << name.size();
+    }
+  }
   const std::string long_id(300, 'x');
   f = Valid();
   f.request_id = long_id;
