@@ -40,7 +40,7 @@ const char* SourceTierList();
 std::optional<Tier> TierFromLabel(absl::string_view label);
 const char* TierLabelList();  // "none, device, host, disk, remote, mixed or unknown"
 
-// RecordFacts (every kvledger.v1.Record field, as the table in lib/wire/record_codegen.cc maps it:
+// RecordFacts (every kvledger.v1.Record field, as the table in lib/wire/record_codegen.h maps it:
 // a string is a view, an `optional` field is std::optional, unset meaning not reported and never read
 // as 0, a repeated id field is a span) and StateBoundaryFact are generated from the message.
 // prefix_block_reuse_distances: each leading block's stack depth beyond a cache of

@@ -18,7 +18,7 @@
 namespace kvledger {
 
 // The facts view into `record`, which must outlive them. Both are generated from the message
-// (lib/wire/record_codegen.cc).
+// (lib/wire/record_codegen.h).
 RecordFacts FactsFromProto(const v1::Record& record);
 // The record the facts describe: FactsFromProto's inverse (unset optional facts stay absent).
 v1::Record FactsToProto(const RecordFacts& facts);

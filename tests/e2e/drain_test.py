@@ -123,8 +123,13 @@ class DrainTest(unittest.TestCase):
         print(f"scale-down: the leaving replica exited {took:.1f} s after SIGTERM", file=sys.stderr)
         self.assertLess(took, grace / 2, leaving.read_log())
         acknowledged = sum(stats["sent"] for stats in traffic.finish(self))
-        harness.poll(f"Prometheus's total to reach the {acknowledged} records acknowledged",
-                     lambda: prometheus.value(total) == acknowledged, deadline=60)
+        seen = []
+        try:
+            harness.poll(f"Prometheus's total to reach the {acknowledged} records acknowledged",
+                         lambda: seen.append(prometheus.value(total)) or seen[-1] == acknowledged, deadline=60)
+        except AssertionError as e:  # over or under, and what each replica counted
+            raise AssertionError(f"{e}; Prometheus's total last {seen[-1:]}, the staying replica counted "
+                                 f"{counted(staying)}; the leaving replica's log:\n{leaving.read_log()}") from None
 
     def test_sigterm_under_load_drops_nothing(self):
         leaving = harness.Server(SERVER, "--shutdown_drain_seconds=1", "--shutdown_scrape_grace_seconds=10",
