@@ -2,7 +2,6 @@
 #include "lib/base/quote.h"
 
 #include <algorithm>
-#include <cmath>
 #include <string>
 #include <utility>
 
