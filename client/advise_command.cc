@@ -5,6 +5,7 @@
 #include "client/commands.h"
 #include "client/connection.h"
 #include "client/flag_set.h"
+#include "lib/accounting/compute_time.h"
 #include "lib/wire/advice_proto.h"
 
 namespace kvledger::cli {
@@ -30,6 +31,13 @@ void PrintAdvice(const v1::Advice& advice) {
                                    ? ""
                                    : absl::StrCat(" on replica ", advice.recommended_replica()));
   if (advice.has_saving_seconds()) std::cout << absl::StrFormat("%-22s %.6f s\n", "saving", advice.saving_seconds());
+  if (advice.has_gain_seconds()) {
+    std::cout << absl::StrFormat(
+        "%-22s %.6f s over the next choice%s\n", "gain", advice.gain_seconds(),
+        advice.tie() ? absl::StrFormat(": a tie (within the estimate's %.0f %% error; the simpler choice stands)",
+                                       100 * kRecomputeEstimateError)
+                     : "");
+  }
   std::cout << absl::StrFormat("%-22s %s\n", "compute rate", RateText(advice.compute(), "FLOP/s"));
   std::cout << absl::StrFormat("%-22s %s\n", "recompute all",
                                Seconds(advice.has_recompute_all_seconds(), advice.recompute_all_seconds()));

@@ -341,7 +341,7 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   state->exposition = std::make_unique<MetricsExposition>(*state->aggregator, *state->registry, state->rates.get(),
                                                           state->engine_stats.get(),
                                                           std::vector<const prometheus::Collectable*>{&state->metrics->registry()},
-                                                          state->curves.get());
+                                                          state->curves.get(), state->fleet.get());
   std::vector<HttpListener::Route> routes = {
       MetricsRoute(state->exposition.get(), state->metrics.get(), &state->scrapes)};
   for (auto& route : HttpApiRoutes(*state->registry, *state->aggregator, *state->rates, state->fleet.get(), state->trace.get(),

@@ -7,7 +7,6 @@
 #include <streambuf>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "lib/advice/advisor.h"
 #include "prometheus/text_serializer.h"
@@ -53,6 +52,8 @@ struct Scrape {
   std::optional<std::vector<CapacityCurves::ModelCurve>> curves;
   std::vector<std::string> capacity_labels;  // with curves, one per rung
   const ModelRegistry* registry = nullptr;
+  const LiveRates* live = nullptr;    // with rates
+  const FleetRates* fleet = nullptr;  // may be null
 
   ClientMetric::Label Model(uint32_t slot) const {
     return {"model", slot < models.size() ? models[slot].model : std::string(kOtherModelLabel)};
@@ -207,23 +208,14 @@ void FillRates(const Scrape& s, MetricFamily& f) {
   }
 }
 
-// The break-even of reloading from each tier with a live bandwidth (docs/cost-model.md §13): the
-// reusable prefix from which on reloading pays, with the compute rate Advise would use (the live
-// compute model, else the profile's stated throughput). Absent where reloading never pays.
+// The break-even of reloading from each tier with a live bandwidth on this replica (docs/cost-model.md
+// §13): the reusable prefix from which on reloading pays, from the rates Advise answers with
+// (ReloadBreakEvenTokens: the fleet's when the replica reads them). Absent where reloading never pays.
 void FillBreakEven(const Scrape& s, MetricFamily& f) {
-  absl::flat_hash_map<uint32_t, ComputeTime> live_compute;  // slot -> a ready compute model
-  for (const auto& e : *s.rates) {
-    if (!e.tier && e.compute) live_compute.emplace(e.model_slot, *e.compute);
-  }
   for (const auto& reload : *s.rates) {
     if (!reload.tier || reload.model_slot >= s.models.size()) continue;
-    const absl::StatusOr<Resolution> model = s.registry->Resolve(s.models[reload.model_slot].model);
-    if (!model.ok()) continue;
-    const auto live = live_compute.find(reload.model_slot);
-    const std::optional<ComputeTime> compute =
-        live != live_compute.end() ? live->second : ProfileComputeTime(model->profile->prefill_flops_per_second());
-    if (!compute) continue;
-    const auto tokens = BreakEvenTokens(model, *reload.tier, reload.evidence.rate, *compute);
+    const auto tokens =
+        ReloadBreakEvenTokens(*s.registry, s.models[reload.model_slot].model, *reload.tier, s.live, s.fleet);
     if (!tokens) continue;
     f.metric.push_back(
         GaugeMetric({s.Model(reload.model_slot), {"tier", TierLabel(*reload.tier)}}, static_cast<double>(*tokens)));
@@ -397,6 +389,8 @@ void MetricsExposition::CollectEach(const std::function<void(MetricFamily&)>& em
   s.snapshot = aggregator_.Snapshot();
   s.models = registry_.slots().LabelsBySlot();
   s.registry = &registry_;
+  s.live = rates_;
+  s.fleet = fleet_;
   if (engine_stats_ != nullptr) s.engine = engine_stats_->Totals();
   if (rates_ != nullptr) {
     s.rates = rates_->Snapshot();

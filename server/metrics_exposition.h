@@ -19,6 +19,7 @@
 #include "lib/accounting/aggregator.h"
 #include "lib/accounting/capacity_curves.h"
 #include "lib/accounting/engine_stats.h"
+#include "lib/accounting/fleet_rates.h"
 #include "lib/accounting/live_rates.h"
 #include "lib/profiles/model_registry.h"
 #include "prometheus/collectable.h"
@@ -30,19 +31,21 @@ inline constexpr char kExpositionContentType[] = "text/plain; version=0.0.4; cha
 
 class MetricsExposition final {
  public:
-  // All references must outlive the exposition; `rates`, `engine_stats` and `curves` may be null.
-  // `collectables` (e.g. the server's operational metrics, ServerMetrics) are written after the
-  // figures, in order.
+  // All references must outlive the exposition; `rates`, `engine_stats`, `curves` and `fleet` may be
+  // null. `collectables` (e.g. the server's operational metrics, ServerMetrics) are written after
+  // the figures, in order. `fleet` (--fleet_prometheus_url) is where the break-even gauge reads its
+  // rates first, as Advise does.
   MetricsExposition(const Aggregator& aggregator, const ModelRegistry& registry, const LiveRates* rates = nullptr,
                     const EngineStats* engine_stats = nullptr,
                     std::vector<const prometheus::Collectable*> collectables = {},
-                    const CapacityCurves* curves = nullptr)
+                    const CapacityCurves* curves = nullptr, const FleetRates* fleet = nullptr)
       : aggregator_(aggregator),
         registry_(registry),
         rates_(rates),
         engine_stats_(engine_stats),
         collectables_(std::move(collectables)),
-        curves_(curves) {}
+        curves_(curves),
+        fleet_(fleet) {}
 
   // Every family one at a time, from one snapshot; `emit` may move from each. Per populated
   // (model, tier): every counter of the schema, the ratio histograms, and each latency histogram
@@ -62,6 +65,7 @@ class MetricsExposition final {
   const EngineStats* const engine_stats_;
   const std::vector<const prometheus::Collectable*> collectables_;
   const CapacityCurves* const curves_;
+  const FleetRates* const fleet_;
 };
 
 }  // namespace kvledger

@@ -11,61 +11,163 @@ namespace {
 
 constexpr double kTera = 1e12;  // FLOPs are summed in units of 1e12, to keep squares well inside a double
 constexpr size_t kK = kPassKnots;
-// Where each curve sum sits in the sums (after the affine summary's).
-constexpr size_t kDiag = kAffineSums, kOff = kDiag + kK, kHatA = kOff + kK - 1, kHatY = kHatA + kK,
-                 kAA = kHatY + kK, kAY = kAA + 1;
-static_assert(kAY + 1 == kComputeFitSums);
-// How strongly h is pulled towards a straight line where the records say nothing (between and beyond
-// the suffix sizes seen): the second differences of h, scaled to seconds at each knot, weigh this
-// much against the records' squared residuals (per unit of weight). Small enough that where records
-// are, they decide.
+// How strongly the curve is pulled towards straight lines where the records say nothing (between and
+// beyond the suffix sizes seen): the second differences of h and of b, and each segment's tile term
+// against h's slope there, all scaled to seconds, weigh this much against the records' squared
+// residuals (per unit of weight). Small enough that where records are, they decide.
 constexpr double kCurveSmoothing = 1e-6;
 
-// The knots double from 16 to 2^20 tokens: a pass's segment is its token count's bit width.
+// The knots double from 16 to 2^20 tokens: a pass's segment is its token count's bit width; and
+// from the tile up each is a multiple of the tile.
 constexpr bool KnotsDouble() {
   for (size_t j = 1; j + 1 < kK; ++j) {
     if (kPassKnotTokens[j] != uint64_t{16} << (j - 1)) return false;
+    if (kPassKnotTokens[j] >= kPassTileTokens && kPassKnotTokens[j] % kPassTileTokens != 0) return false;
   }
-  return kPassKnotTokens[0] == 0 && kPassKnotTokens[kK - 1] == kMaxTokens;
+  return kPassKnotTokens[0] == 0 && kPassKnotTokens[kK - 1] == kMaxTokens && kMaxTokens % kPassTileTokens == 0;
 }
 static_assert(KnotsDouble());
 
-// The hat functions at `tokens` (<= kMaxTokens): the segment [k_i, k_i+1] holding it and the weight
-// of its upper knot.
-std::pair<size_t, double> Hat(uint64_t tokens) {
-  const size_t i =
-      tokens < 16 ? 0 : std::min<size_t>(static_cast<size_t>(64 - __builtin_clzll(tokens)) - 4, kK - 2);
+// The curve's unknowns, in one vector: h at each knot, b at each knot (seconds per TFLOP), c per
+// segment (seconds per token of padding).
+constexpr size_t kH = 0, kB = kK, kC = 2 * kK, kUnknowns = 2 * kK + kPassSegments;
+
+// The segment [k_i, k_i+1] holding `tokens` (<= kMaxTokens).
+size_t Segment(uint64_t tokens) {
+  return tokens < 16 ? 0 : std::min<size_t>(static_cast<size_t>(64 - __builtin_clzll(tokens)) - 4, kK - 2);
+}
+double Weight(size_t i, uint64_t tokens) {  // of the segment's upper knot, in [0, 1]
   const double lo = static_cast<double>(kPassKnotTokens[i]), hi = static_cast<double>(kPassKnotTokens[i + 1]);
-  return {i, (static_cast<double>(tokens) - lo) / (hi - lo)};
+  return (static_cast<double>(tokens) - lo) / (hi - lo);
 }
 
-// Solves a x = b in place (n <= kK + 1) by Gaussian elimination with partial pivoting, after scaling
-// each unknown by its diagonal; false when singular.
-template <size_t M>
-bool Solve(std::array<std::array<double, M>, M>& a, std::array<double, M>& b, size_t n) {
-  std::array<double, M> scale{};
-  for (size_t i = 0; i < n; ++i) scale[i] = a[i][i] > 0 ? 1 / std::sqrt(a[i][i]) : 1;
-  for (size_t i = 0; i < n; ++i) {
-    b[i] *= scale[i];
-    for (size_t j = 0; j < n; ++j) a[i][j] *= scale[i] * scale[j];
+// A sample's five non-zero features: h at the segment's two knots (hats at the padded tokens), b at
+// the two (hats at the tokens, times the attention TFLOPs), and the segment's c (the padding).
+constexpr size_t kFeatures = 5;
+struct Features {
+  size_t segment;
+  std::array<double, kFeatures> value;
+};
+Features FeaturesOf(uint64_t tokens, double attention_tflops) {
+  const size_t i = Segment(tokens);
+  const uint64_t padded = TilePadded(tokens);
+  const double wp = Weight(i, padded), wn = Weight(i, tokens);
+  return {i, {1 - wp, wp, (1 - wn) * attention_tflops, wn * attention_tflops, static_cast<double>(padded - tokens)}};
+}
+constexpr size_t Unknown(size_t segment, size_t feature) {
+  constexpr std::array<size_t, kFeatures> kBase = {kH, kH + 1, kB, kB + 1, kC};
+  return kBase[feature] + segment;
+}
+constexpr size_t kPairs = kFeatures * (kFeatures + 1) / 2;
+
+// Where each sum of the curve sits: the products of two unknowns' features that some segment's
+// samples make (shared between the two segments of a knot), then each unknown's feature times y.
+struct Layout {
+  std::array<std::array<uint16_t, kPairs>, kPassSegments> pair{};  // per segment, (f, g) with f <= g
+  std::array<uint16_t, kUnknowns> times_y{};
+  std::array<std::array<uint16_t, 2>, kCurveSums> unknowns{};  // each sum's two unknowns (kUnknowns: y)
+  size_t count = 0;
+};
+constexpr Layout MakeLayout() {
+  Layout l;
+  for (size_t i = 0; i < kPassSegments; ++i) {
+    size_t p = 0;
+    for (size_t f = 0; f < kFeatures; ++f) {
+      for (size_t g = f; g < kFeatures; ++g, ++p) {
+        const size_t u = std::min(Unknown(i, f), Unknown(i, g)), v = std::max(Unknown(i, f), Unknown(i, g));
+        size_t at = 0;
+        while (at < l.count && !(l.unknowns[at][0] == u && l.unknowns[at][1] == v)) ++at;
+        if (at == l.count) l.unknowns[l.count++] = {static_cast<uint16_t>(u), static_cast<uint16_t>(v)};
+        l.pair[i][p] = static_cast<uint16_t>(kAffineSums + at);
+      }
+    }
   }
-  for (size_t c = 0; c < n; ++c) {
+  for (size_t u = 0; u < kUnknowns; ++u) {
+    l.unknowns[l.count] = {static_cast<uint16_t>(u), static_cast<uint16_t>(kUnknowns)};
+    l.times_y[u] = static_cast<uint16_t>(kAffineSums + l.count++);
+  }
+  return l;
+}
+constexpr Layout kLayout = MakeLayout();
+static_assert(kLayout.count == kCurveSums);
+
+std::string UnknownName(size_t u) {
+  if (u == kUnknowns) return "seconds";
+  const char prefix = u < kB ? 'h' : u < kC ? 'b' : 'c';
+  return prefix + std::to_string(kPassKnotTokens[u < kB ? u - kH : u < kC ? u - kB : u - kC]);
+}
+
+// Solves a x = b in place by Gaussian elimination with partial pivoting, after scaling each unknown
+// by its diagonal; false when singular.
+template <size_t M>
+bool Solve(std::array<std::array<double, M>, M>& a, std::array<double, M>& b) {
+  std::array<double, M> scale{};
+  for (size_t i = 0; i < M; ++i) scale[i] = a[i][i] > 0 ? 1 / std::sqrt(a[i][i]) : 1;
+  for (size_t i = 0; i < M; ++i) {
+    b[i] *= scale[i];
+    for (size_t j = 0; j < M; ++j) a[i][j] *= scale[i] * scale[j];
+  }
+  for (size_t c = 0; c < M; ++c) {
     size_t p = c;
-    for (size_t r = c + 1; r < n; ++r) {
+    for (size_t r = c + 1; r < M; ++r) {
       if (std::fabs(a[r][c]) > std::fabs(a[p][c])) p = r;
     }
     if (!(std::fabs(a[p][c]) > 1e-12)) return false;
     std::swap(a[p], a[c]);
     std::swap(b[p], b[c]);
-    for (size_t r = 0; r < n; ++r) {
-      if (r == c) continue;
+    for (size_t r = 0; r < M; ++r) {
+      if (r == c || a[r][c] == 0) continue;
       const double f = a[r][c] / a[c][c];
-      for (size_t k = c; k < n; ++k) a[r][k] -= f * a[c][k];
+      for (size_t k = c; k < M; ++k) a[r][k] -= f * a[c][k];
       b[r] -= f * b[c];
     }
   }
-  for (size_t i = 0; i < n; ++i) b[i] = b[i] / a[i][i] * scale[i];
-  return std::all_of(b.begin(), b.begin() + static_cast<ptrdiff_t>(n), [](double v) { return std::isfinite(v); });
+  for (size_t i = 0; i < M; ++i) b[i] = b[i] / a[i][i] * scale[i];
+  return std::all_of(b.begin(), b.end(), [](double v) { return std::isfinite(v); });
+}
+
+using Matrix = std::array<std::array<double, kUnknowns>, kUnknowns>;
+
+// Adds weight * (c . x)^2 to the objective: the penalty's normal-equation terms.
+template <size_t N>
+void AddPenalty(Matrix& m, double weight, const std::array<size_t, N>& at, const std::array<double, N>& c) {
+  for (size_t p = 0; p < N; ++p) {
+    for (size_t q = 0; q < N; ++q) m[at[p]][at[q]] += weight * c[p] * c[q];
+  }
+}
+
+// The smoothing (see kCurveSmoothing): h's and b's change of slope at each inner knot k_j, as
+// k_j (slope_j - slope_j-1), b's scaled by the root mean square attention TFLOPs; and each segment's
+// c against h's slope there, over one tile.
+void AddSmoothing(Matrix& m, double weight, double attention_rms) {
+  for (size_t j = 1; j + 1 < kK; ++j) {
+    const double k = static_cast<double>(kPassKnotTokens[j]);
+    const double d0 = k - static_cast<double>(kPassKnotTokens[j - 1]);
+    const double d1 = static_cast<double>(kPassKnotTokens[j + 1]) - k;
+    const std::array<double, 3> c = {k / d0, -k / d0 - k / d1, k / d1};
+    AddPenalty<3>(m, weight, {kH + j - 1, kH + j, kH + j + 1}, c);
+    AddPenalty<3>(m, weight * attention_rms * attention_rms, {kB + j - 1, kB + j, kB + j + 1}, c);
+  }
+  constexpr double kTile = static_cast<double>(kPassTileTokens);
+  for (size_t i = 0; i < kPassSegments; ++i) {
+    const double slope = kTile / static_cast<double>(kPassKnotTokens[i + 1] - kPassKnotTokens[i]);
+    AddPenalty<3>(m, weight, {kC + i, kH + i + 1, kH + i}, {kTile, slope, -slope});
+  }
+}
+
+// The solution made a model: h non-decreasing and >= 0 (each knot at least the one before), b >= 0,
+// each c between h's slope in its segment (a straight h) and 0 (a staircase).
+PassCurve Constrained(const std::array<double, kUnknowns>& x) {
+  PassCurve curve;
+  double floor = 0;
+  for (size_t j = 0; j < kK; ++j) floor = curve.knot_seconds[j] = std::max(x[kH + j], floor);
+  for (size_t j = 0; j < kK; ++j) curve.attention_seconds_per_flop[j] = std::max(x[kB + j], 0.0) / kTera;
+  for (size_t i = 0; i < kPassSegments; ++i) {
+    const double slope = (curve.knot_seconds[i + 1] - curve.knot_seconds[i]) /
+                         static_cast<double>(kPassKnotTokens[i + 1] - kPassKnotTokens[i]);
+    curve.tile_seconds_per_token[i] = std::clamp(x[kC + i], -slope, 0.0);
+  }
+  return curve;
 }
 
 }  // namespace
@@ -77,15 +179,9 @@ const std::array<const char*, kComputeFitPartCount>& ComputeFitParts() {
     owned[1] = "seconds";
     owned[2] = "tflops_squared";
     owned[3] = "tflops_seconds";
-    for (size_t j = 0; j < kK; ++j) {
-      const std::string k = std::to_string(kPassKnotTokens[j]);
-      owned[kDiag + j] = "pass_" + k + "_" + k;
-      if (j + 1 < kK) owned[kOff + j] = "pass_" + k + "_" + std::to_string(kPassKnotTokens[j + 1]);
-      owned[kHatA + j] = "pass_" + k + "_attention_tflops";
-      owned[kHatY + j] = "pass_" + k + "_seconds";
+    for (size_t s = 0; s < kCurveSums; ++s) {
+      owned[kAffineSums + s] = UnknownName(kLayout.unknowns[s][0]) + "_" + UnknownName(kLayout.unknowns[s][1]);
     }
-    owned[kAA] = "attention_tflops_squared";
-    owned[kAY] = "attention_tflops_seconds";
     owned[kComputeFitSums] = "weight";
     owned[kComputeFitSums + 1] = "samples";
     auto* view = new std::array<const char*, kComputeFitPartCount>;
@@ -96,8 +192,12 @@ const std::array<const char*, kComputeFitPartCount>& ComputeFitParts() {
 }
 
 double PassCurve::Seconds(const PassFlops& pass) const {
-  const auto [i, w] = Hat(pass.tokens);
-  return (1 - w) * knot_seconds[i] + w * knot_seconds[i + 1] + pass.attention_flops * seconds_per_attention_flop;
+  const size_t i = Segment(pass.tokens);
+  const uint64_t padded = TilePadded(pass.tokens);
+  const double wp = Weight(i, padded), wn = Weight(i, pass.tokens);
+  const double h = (1 - wp) * knot_seconds[i] + wp * knot_seconds[i + 1];
+  const double b = (1 - wn) * attention_seconds_per_flop[i] + wn * attention_seconds_per_flop[i + 1];
+  return h + tile_seconds_per_token[i] * static_cast<double>(padded - pass.tokens) + b * pass.attention_flops;
 }
 
 double ComputeTime::PassSeconds(const PassFlops& pass) const {
@@ -111,50 +211,63 @@ double ComputeTime::RecomputeSeconds(const PassFlops& full, const PassFlops& suf
 }
 
 void DecayedComputeFit::Observe(const PassFlops& pass, double seconds, double now, double half_life) {
-  const double x = pass.flops / kTera, a = pass.attention_flops / kTera, y = seconds;
-  const auto [i, w] = Hat(pass.tokens);
-  const double lo = 1 - w, hi = w;
-  // The 13 sums a sample touches (two hat functions are non-zero); the other 66 add 0.
-  sums_.ObserveAt<13>({0, 1, 2, 3, kDiag + i, kDiag + i + 1, kOff + i, kHatA + i, kHatA + i + 1, kHatY + i,
-                       kHatY + i + 1, kAA, kAY},
-                      {x, y, x * x, x * y, lo * lo, hi * hi, lo * hi, lo * a, hi * a, lo * y, hi * y, a * a, a * y},
-                      now, half_life);
+  const double x = pass.flops / kTera, y = seconds;
+  const Features f = FeaturesOf(pass.tokens, pass.attention_flops / kTera);
+  // The sums a sample touches: the affine summary's 4, its segment's 15 products and 5 times y.
+  constexpr size_t kTouched = kAffineSums + kPairs + kFeatures;
+  std::array<size_t, kTouched> at{0, 1, 2, 3};
+  std::array<double, kTouched> values{x, y, x * x, x * y};
+  size_t n = kAffineSums, p = 0;
+  for (size_t a = 0; a < kFeatures; ++a) {
+    for (size_t b = a; b < kFeatures; ++b, ++p, ++n) {
+      at[n] = kLayout.pair[f.segment][p];
+      values[n] = f.value[a] * f.value[b];
+    }
+  }
+  for (size_t a = 0; a < kFeatures; ++a, ++n) {
+    at[n] = kLayout.times_y[Unknown(f.segment, a)];
+    values[n] = f.value[a] * y;
+  }
+  sums_.ObserveAt<kTouched>(at, values, now, half_life);
 }
 
-// The curve's least squares: unknowns h at each knot, then the attention seconds per TFLOP (left out
-// when the records carry no attention, or when it comes out negative: attention is never free work
-// that saves time). h is then made non-decreasing and >= 0 (docs/cost-model.md §8).
+// The curve's least squares over kUnknowns unknowns with the smoothing, b >= 0 held by an active
+// set: a b that comes out negative (attention is never free work that saves time) is fixed at 0 and
+// the rest solved again, until none is; all of b is 0 when the records carry no attention. The
+// solution is then constrained (Constrained; docs/cost-model.md §8).
 std::optional<PassCurve> DecayedComputeFit::FitCurve() const {
-  constexpr size_t kN = kK + 1;
-  for (bool with_attention : {true, false}) {
-    if (with_attention && !(sums_.sum(kAA) > 0)) continue;
-    std::array<std::array<double, kN>, kN> m{};
-    std::array<double, kN> r{};
+  Matrix m{};
+  std::array<double, kUnknowns> r{};
+  double attention_squared = 0;  // Σ w·A²: b's products added (the hats at a sample add up to 1)
+  for (size_t s = 0; s < kCurveSums; ++s) {
+    const auto [u, v] = kLayout.unknowns[s];
+    const double sum = sums_.sum(static_cast<int>(kAffineSums + s));
+    if (v == kUnknowns) {
+      r[u] = sum;
+      continue;
+    }
+    m[u][v] = m[v][u] = sum;
+    if (u >= kB && v < kC) attention_squared += (u == v ? 1 : 2) * sum;
+  }
+  const double w = sums_.weight();
+  AddSmoothing(m, kCurveSmoothing * w, w > 0 ? std::sqrt(std::max(attention_squared, 0.0) / w) : 0);
+  std::array<bool, kK> fixed{};
+  fixed.fill(!(attention_squared > 0));
+  for (size_t round = 0; round <= kK; ++round) {
+    Matrix a = m;
+    std::array<double, kUnknowns> x = r;
     for (size_t j = 0; j < kK; ++j) {
-      m[j][j] = sums_.sum(kDiag + j);
-      if (j + 1 < kK) m[j][j + 1] = m[j + 1][j] = sums_.sum(kOff + j);
-      r[j] = sums_.sum(kHatY + j);
-      if (with_attention) m[j][kK] = m[kK][j] = sums_.sum(kHatA + j);
+      if (!fixed[j]) continue;
+      for (size_t v = 0; v < kUnknowns; ++v) a[kB + j][v] = a[v][kB + j] = 0;
+      a[kB + j][kB + j] = 1;
+      x[kB + j] = 0;
     }
-    m[kK][kK] = sums_.sum(kAA);
-    r[kK] = sums_.sum(kAY);
-    const double penalty = kCurveSmoothing * sums_.weight();
-    for (size_t j = 1; j + 1 < kK; ++j) {  // k_j (slope_j - slope_j-1), as a combination of h_j-1, h_j, h_j+1
-      const double k = static_cast<double>(kPassKnotTokens[j]);
-      const double d0 = k - static_cast<double>(kPassKnotTokens[j - 1]);
-      const double d1 = static_cast<double>(kPassKnotTokens[j + 1]) - k;
-      const std::array<double, 3> c = {k / d0, -k / d0 - k / d1, k / d1};
-      for (size_t p = 0; p < 3; ++p) {
-        for (size_t q = 0; q < 3; ++q) m[j - 1 + p][j - 1 + q] += penalty * c[p] * c[q];
-      }
+    if (!Solve(a, x)) return std::nullopt;
+    bool negative = false;
+    for (size_t j = 0; j < kK; ++j) {
+      if (x[kB + j] < 0) fixed[j] = negative = true;
     }
-    if (!Solve(m, r, with_attention ? kN : kK)) continue;
-    if (with_attention && r[kK] < 0) continue;
-    PassCurve curve;
-    double floor = 0;
-    for (size_t j = 0; j < kK; ++j) floor = curve.knot_seconds[j] = std::max(r[j], floor);
-    curve.seconds_per_attention_flop = with_attention ? r[kK] / kTera : 0;
-    return curve;
+    if (!negative) return Constrained(x);
   }
   return std::nullopt;
 }

@@ -4,10 +4,13 @@
 // states (its throughput, no fixed cost), what `plan` is given, and what the gauges show for a live
 // fit. A live fit also carries a pass curve, which is what its estimates use: measured GPUs are not
 // affine. A short pass runs far below the peak rate (the weights are read whatever the token count),
-// so extending it is nearly free, and attention runs at a rate of its own. The curve is
-//   seconds(pass) = h(new tokens of the pass) + attention FLOPs * seconds_per_attention_flop
-// with h piecewise linear between fixed knots (kPassKnotTokens), non-decreasing and >= 0. The reused
-// prefix recomputed inside the same pass costs seconds(full pass) - seconds(suffix pass).
+// so extending it is nearly free; the matrix multiplies run on whole tiles of rows, so a pass's time
+// steps at each multiple of the tile; and attention runs at a rate of its own, which grows with the
+// pass's size. The curve (PassCurve) is
+//   seconds(pass) = h(new tokens padded to the tile) + c * (padding) + b(new tokens) * attention FLOPs
+// with h and b piecewise linear between fixed knots (kPassKnotTokens), h non-decreasing and >= 0,
+// b >= 0, and c per segment between the staircase (0) and h's own slope (a straight line). The
+// reused prefix recomputed inside the same pass costs seconds(full pass) - seconds(suffix pass).
 //
 // DecayedComputeFit learns both per model from the records that measured a suffix prefill, by least
 // squares weighted by age (a half-life, like the live rates); it is ready only when the records carry
@@ -47,18 +50,33 @@ struct PassFlops {
   double attention_flops = 0;
 };
 
-// The knots of h, in new tokens per pass: dense where short passes bend, sparser beyond, and the
+// The knots of h and b, in new tokens per pass: dense where short passes bend, sparser beyond, and the
 // longest prompt a record may carry last, so that every hat function is in [0, 1] and every sum
-// behind the fit only grows (they are exported as counters).
+// behind the fit only grows (they are exported as counters). Every knot from the tile up is a
+// multiple of the tile, so a pass and its tokens padded to the tile lie in one segment.
 inline constexpr std::array<uint64_t, 19> kPassKnotTokens = {
     0, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576,
     kMaxTokens};
 inline constexpr size_t kPassKnots = kPassKnotTokens.size();
+inline constexpr size_t kPassSegments = kPassKnots - 1;
+// The GPU's tile in tokens: a pass of more tokens runs its matrix multiplies on whole tiles of this
+// many rows, so its time steps at each multiple (docs/cost-model.md §8).
+inline constexpr uint64_t kPassTileTokens = 128;
 
-// The learned pass curve (see above).
+// A pass's tokens padded to the tile (the tokens themselves up to one tile).
+inline uint64_t TilePadded(uint64_t tokens) {
+  if (tokens <= kPassTileTokens) return tokens;
+  return std::min<uint64_t>((tokens + kPassTileTokens - 1) / kPassTileTokens * kPassTileTokens, kMaxTokens);
+}
+
+// The learned pass curve (docs/cost-model.md §8): with S the pass's new tokens, S' = TilePadded(S),
+// j the segment [k_j, k_j+1] holding S (and S'), and A the attention FLOPs,
+//   seconds = h(S') + c_j * (S' - S) + b(S) * A
+// h and b piecewise linear between the knots, c constant per segment.
 struct PassCurve {
-  std::array<double, kPassKnots> knot_seconds{};  // h at each knot: non-decreasing, >= 0
-  double seconds_per_attention_flop = 0;           // >= 0
+  std::array<double, kPassKnots> knot_seconds{};                // h: non-decreasing, >= 0
+  std::array<double, kPassKnots> attention_seconds_per_flop{};  // b: >= 0
+  std::array<double, kPassSegments> tile_seconds_per_token{};   // c: in [-slope of h in the segment, 0]
   double Seconds(const PassFlops& pass) const;
 };
 
@@ -82,6 +100,10 @@ struct ComputeTime {
 // weighted coefficient of variation (standard deviation / mean of the FLOPs) is at least this.
 inline constexpr double kComputeFitMinWeight = 8;
 inline constexpr double kComputeFitMinSpread = 0.25;
+// The stated error of a recompute estimate under a live pass curve (docs/cost-model.md §8: the median
+// error in every prefix bucket on measured A100 timings is below it). Advise calls two choices whose
+// estimated seconds differ by no more than this share of the recompute seconds between them a tie.
+inline constexpr double kRecomputeEstimateError = 0.10;
 // A live pass's seconds are held within this factor of the fitted model's before they are added
 // (live_rates.h): robust to a stalled or preempted pass, while a real change still moves the fit.
 inline constexpr double kComputeFitOutlierFactor = 2;
@@ -169,13 +191,15 @@ class DecayedSums {
 };
 
 // The sums behind DecayedComputeFit, in its Parts() order: the affine summary's, then the pass
-// curve's (hat basis functions φ_j of the pass's tokens, one per knot; A the attention FLOPs), then
-// the weight and the sample count. FLOPs are in units of 1e12.
-inline constexpr size_t kAffineSums = 4;                   // x, y, x², x·y (x = all FLOPs, y = seconds)
-inline constexpr size_t kCurveSums = 4 * kPassKnots - 1 + 2;  // φ_jφ_j, φ_jφ_j+1, φ_j·A, φ_j·y, A², A·y
+// curve's (the products of its unknowns' features that one segment's samples make, and each
+// feature times the seconds; compute_time.cc), then the weight and the sample count. FLOPs are in
+// units of 1e12.
+inline constexpr size_t kAffineSums = 4;  // x, y, x², x·y (x = all FLOPs, y = seconds)
+// h, b: 2K - 1 products each, h·b 3K - 2, h·c and b·c 2(K - 1) each, c·c K - 1; then 3K - 1 times y.
+inline constexpr size_t kCurveSums = 15 * kPassKnots - 10;
 inline constexpr size_t kComputeFitSums = kAffineSums + kCurveSums;
 inline constexpr size_t kComputeFitPartCount = kComputeFitSums + 2;
-// The `term` label of each part as exported (e.g. "tflops", "pass_64_128", "weight").
+// The `term` label of each part as exported (e.g. "tflops", "h64_b128", "c256_seconds", "weight").
 const std::array<const char*, kComputeFitPartCount>& ComputeFitParts();
 
 // Decayed sums of (pass, seconds) samples for the weighted least-squares fits. Plain value; the

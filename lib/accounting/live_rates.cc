@@ -13,6 +13,15 @@ namespace {
 // The half-life of the undecayed totals: a sample keeps weight 1 for ever.
 constexpr double kNoDecay = std::numeric_limits<double>::infinity();
 
+template <size_t N>
+void LoadAll(const std::array<std::atomic<double>, N>& from, std::array<double, N>& to) {
+  for (size_t i = 0; i < N; ++i) to[i] = from[i].load(std::memory_order_acquire);
+}
+template <size_t N>
+void StoreAll(const std::array<double, N>& from, std::array<std::atomic<double>, N>& to) {
+  for (size_t i = 0; i < N; ++i) to[i].store(from[i], std::memory_order_release);
+}
+
 }  // namespace
 
 std::optional<RateEvidence> DecayedRate::Evidence() const {
@@ -117,8 +126,9 @@ LiveRates::FitRead LiveRates::Read(const Fitted& f) {
                           f.samples.load(kAcquire), f.weight.load(kAcquire), std::nullopt};
       if (f.has_curve.load(kAcquire)) {
         PassCurve& curve = r.fit->curve.emplace();
-        for (size_t j = 0; j < kPassKnots; ++j) curve.knot_seconds[j] = f.knot_seconds[j].load(kAcquire);
-        curve.seconds_per_attention_flop = f.seconds_per_attention_flop.load(kAcquire);
+        LoadAll(f.knot_seconds, curve.knot_seconds);
+        LoadAll(f.attention_seconds_per_flop, curve.attention_seconds_per_flop);
+        LoadAll(f.tile_seconds_per_token, curve.tile_seconds_per_token);
       }
     }
     r.seq = before;
@@ -157,8 +167,9 @@ void LiveRates::Write(Fitted& f, double at, uint64_t observed, const std::option
     f.samples.store(fit->samples, kRelease);
     f.has_curve.store(fit->curve.has_value(), kRelease);
     if (fit->curve) {
-      for (size_t j = 0; j < kPassKnots; ++j) f.knot_seconds[j].store(fit->curve->knot_seconds[j], kRelease);
-      f.seconds_per_attention_flop.store(fit->curve->seconds_per_attention_flop, kRelease);
+      StoreAll(fit->curve->knot_seconds, f.knot_seconds);
+      StoreAll(fit->curve->attention_seconds_per_flop, f.attention_seconds_per_flop);
+      StoreAll(fit->curve->tile_seconds_per_token, f.tile_seconds_per_token);
     }
   }
   f.seq.fetch_add(1, kRelease);

@@ -160,7 +160,8 @@ class LiveRates {
     std::atomic<uint64_t> samples{0};
     std::atomic<bool> has_curve{false};
     std::array<std::atomic<double>, kPassKnots> knot_seconds{};
-    std::atomic<double> seconds_per_attention_flop{0};
+    std::array<std::atomic<double>, kPassKnots> attention_seconds_per_flop{};
+    std::array<std::atomic<double>, kPassSegments> tile_seconds_per_token{};
     std::atomic<uint64_t> fitted_observed{0};  // Observed() when the fit was made
     Mutex refit_mu;  // one refit at a time
   };

@@ -77,29 +77,76 @@ std::string Advice::recommendation() const {
 
 namespace {
 
-// The least prefill seconds of a costed candidate: reloading all of its prefix, part of it (under a
-// pass curve), or `recompute` (recomputing it instead: the caller's figure).
-double BestPrefillSeconds(const CandidateAdvice& c, double recompute) {
-  double best = std::min(*c.prefill_seconds, recompute);
-  if (c.partial_prefill_seconds) best = std::min(best, *c.partial_prefill_seconds);
-  return best;
+// A choice's estimated seconds beat another's by more than the recompute estimate's stated error on
+// the compute seconds between them (docs/cost-model.md §10, "Ties"): `compute` is the pass-time part
+// of each (what the compute model decides), and only that part carries the model's error.
+bool BeatsBeyondError(double seconds, double compute, double other_seconds, double other_compute) {
+  return other_seconds - seconds > kRecomputeEstimateError * std::fabs(other_compute - compute);
+}
+
+// One choice Advise can make for the request: recompute everything (candidate -1), reload all of a
+// candidate's prefix, or its partial reload (simpler first); its estimated prefill seconds and their
+// pass-time part.
+struct Choice {
+  int candidate;
+  int simplicity;  // 0 recompute, 1 reload all, 2 reload part
+  double seconds, compute;
+};
+
+// The pick among `choices` (docs/cost-model.md §10, "Ties"): the fastest, unless it does not beat
+// some other beyond the stated error; then the simplest (then fastest) of those it does not beat,
+// and a tie. The gain is the fastest's margin over the next fastest.
+struct Pick {
+  const Choice* choice = nullptr;
+  bool tie = false;
+  std::optional<double> gain;
+};
+Pick PickChoice(const std::vector<Choice>& choices) {
+  Pick p;
+  const Choice* fastest = &*std::min_element(choices.begin(), choices.end(), [](const Choice& a, const Choice& b) {
+    return a.seconds < b.seconds || (a.seconds == b.seconds && a.simplicity < b.simplicity);
+  });
+  p.choice = fastest;
+  for (const Choice& o : choices) {
+    if (&o == fastest) continue;
+    p.gain = std::min(p.gain.value_or(o.seconds - fastest->seconds), o.seconds - fastest->seconds);
+    if (BeatsBeyondError(fastest->seconds, fastest->compute, o.seconds, o.compute)) continue;
+    p.tie = true;
+    if (o.simplicity < p.choice->simplicity || (o.simplicity == p.choice->simplicity && o.seconds < p.choice->seconds)) {
+      p.choice = &o;
+    }
+  }
+  return p;
+}
+
+// A costed candidate's own choices (its prefix reloaded all or in part, or recomputed: then the whole
+// prompt's pass), for a replica; `recompute_all` is T(full pass).
+std::vector<Choice> CandidateChoices(const CandidateAdvice& c, int index, double recompute_all) {
+  std::vector<Choice> out = {{-1, 0, recompute_all, recompute_all},
+                             {index, 1, *c.prefill_seconds, *c.prefill_seconds - *c.reload_seconds}};
+  if (c.partial_prefill_seconds) out.push_back({index, 2, *c.partial_prefill_seconds, *c.partial_compute_seconds});
+  return out;
 }
 
 // Each candidate's expected time until its prefill is done, and the ranking (docs/cost-model.md
-// §11): wait + the better of reloading and recomputing its prefix + the rest of the prefill. When
-// any candidate carries a wait, one without a wait is not ranked: its wait is unknown, not 0.
+// §11): wait + the prefill of its pick among reloading all or part of its prefix and recomputing
+// (ties go to the simpler) + the rest. When any candidate carries a wait, one without a wait is not
+// ranked: its wait is unknown, not 0.
 void RankReplicas(Advice& advice) {
   const bool waits_given = std::any_of(advice.candidates.begin(), advice.candidates.end(),
                                        [](const CandidateAdvice& c) { return c.wait_seconds.has_value(); });
   std::vector<size_t> known;
+  std::vector<Pick> picks(advice.candidates.size());
+  std::vector<std::vector<Choice>> choices(advice.candidates.size());
   for (size_t i = 0; i < advice.candidates.size(); ++i) {
     CandidateAdvice& c = advice.candidates[i];
     if (!c.prefill_seconds || !c.recompute_seconds || !advice.recompute_all_seconds) continue;
     if (waits_given && !c.wait_seconds) continue;
     const double rest = *c.prefill_seconds - *c.reload_seconds;
-    // A tie moves no bytes; a partial reload is only kept when it is the fastest.
-    c.reload = *c.reload_seconds < *c.recompute_seconds || c.partial_prefill_seconds.has_value();
-    c.expected_seconds = c.wait_seconds.value_or(0) + BestPrefillSeconds(c, *c.recompute_seconds + rest);
+    choices[i] = CandidateChoices(c, static_cast<int>(i), *c.recompute_seconds + rest);
+    picks[i] = PickChoice(choices[i]);
+    c.reload = picks[i].choice->candidate >= 0;
+    c.expected_seconds = c.wait_seconds.value_or(0) + picks[i].choice->seconds;
     known.push_back(i);
   }
   std::stable_sort(known.begin(), known.end(), [&](size_t a, size_t b) {
@@ -107,10 +154,31 @@ void RankReplicas(Advice& advice) {
   });
   for (size_t r = 0; r < known.size(); ++r) advice.candidates[known[r]].rank = static_cast<uint32_t>(r + 1);
   if (!advice.by_replica || known.empty()) return;
-  const CandidateAdvice& best = advice.candidates[known.front()];
-  advice.recommended = static_cast<int>(known.front());
+  const size_t best = known.front();
+  advice.recommended = static_cast<int>(best);
+  advice.tie = picks[best].tie;
+  advice.gain_seconds = picks[best].gain;
   // What reuse saves on the chosen replica against recomputing the whole prompt there.
-  advice.saving_seconds = *advice.recompute_all_seconds - BestPrefillSeconds(best, *advice.recompute_all_seconds);
+  advice.saving_seconds = *advice.recompute_all_seconds - picks[best].choice->seconds;
+}
+
+// Without replicas: the pick (PickChoice) among recomputing everything and every costed candidate's
+// choices, when any is known.
+void RecommendTier(Advice& advice) {
+  if (!advice.recompute_all_seconds || advice.by_replica) return;
+  std::vector<Choice> choices = {{-1, 0, *advice.recompute_all_seconds, *advice.recompute_all_seconds}};
+  for (size_t i = 0; i < advice.candidates.size(); ++i) {
+    const CandidateAdvice& c = advice.candidates[i];
+    if (!c.prefill_seconds) continue;
+    const auto own = CandidateChoices(c, static_cast<int>(i), *advice.recompute_all_seconds);
+    choices.insert(choices.end(), own.begin() + 1, own.end());
+  }
+  if (!advice.candidates.empty() && choices.size() == 1) return;  // no candidate could be costed
+  const Pick pick = PickChoice(choices);
+  advice.recommended = pick.choice->candidate;
+  advice.tie = pick.tie;
+  advice.gain_seconds = pick.gain;
+  advice.saving_seconds = *advice.recompute_all_seconds - pick.choice->seconds;
 }
 
 }  // namespace
@@ -143,17 +211,33 @@ absl::Status CheckCandidate(const AdviceCandidateInput& in, const std::string& a
   return absl::OkStatus();
 }
 
-// Where one request's rates come from: the fleet's by model label, this replica's by label slot.
+// Where one question's rates come from (docs/cost-model.md §10): the fleet's by model label, this
+// replica's by label slot (none for a model without a slot of its own), the profile's figures.
+// Advise and ReloadBreakEvenTokens both ask through it, so the gauge and Advise agree.
 struct Rates {
   const FleetRates* fleet = nullptr;
-  const LiveRates* live = nullptr;  // null when the model has no slot of its own
+  const LiveRates* live = nullptr;
   const std::string& model;
   uint32_t slot = 0;
+  const Profile& profile;
 
+  Rates(const Resolution& resolution, const std::string& name, const LiveRates* rates, const FleetRates* fleet_rates)
+      : fleet(fleet_rates),
+        live(resolution.label && !resolution.label->folded ? rates : nullptr),
+        model(name),
+        slot(live != nullptr ? resolution.label->slot : 0),
+        profile(*resolution.profile) {}
+
+  // The fleet's compute model, else this replica's live fit (every record acknowledged), else the
+  // profile's stated throughput.
   std::optional<ComputeTime> ComputeModel() const {
     std::optional<ComputeTime> fit = fleet != nullptr ? fleet->ComputeModel(model) : std::nullopt;
-    if (!fit && live != nullptr) fit = live->ComputeModel(slot, /*current=*/true);  // every record acknowledged
-    return fit;
+    if (!fit && live != nullptr) fit = live->ComputeModel(slot, /*current=*/true);
+    return ModelComputeTime(fit, profile.prefill_flops_per_second());
+  }
+  RateUsed Bandwidth(Tier tier) const {
+    return Choose(fleet != nullptr ? fleet->ReloadBandwidth(model, tier) : std::nullopt,
+                  live != nullptr ? live->ReloadBandwidth(slot, tier) : std::nullopt, ProfileBandwidth(profile, tier));
   }
 };
 
@@ -178,17 +262,15 @@ std::optional<double> ReloadGain(const absl::StatusOr<Resolution>& model, Tier t
 }
 
 // One candidate costed from its figures and the rates (docs/cost-model.md §10).
-CandidateAdvice Costed(const AdviceCandidateInput& in, const RecordFigures& figures, const Profile& profile,
-                       const Rates& rates, const std::optional<ComputeTime>& model, const RateUsed& compute) {
+CandidateAdvice Costed(const AdviceCandidateInput& in, const RecordFigures& figures, const Rates& rates,
+                       const std::optional<ComputeTime>& model, const RateUsed& compute) {
   CandidateAdvice c;
   c.tier = figures.tier;
   c.logical_match_tokens = figures.logical_match_tokens;
   c.reused_tokens = figures.reused_tokens;
   c.reused_bytes = figures.reused_bytes;
   c.reused_flops = figures.ReusedPrefillFlops();
-  c.bandwidth = Choose(rates.fleet != nullptr ? rates.fleet->ReloadBandwidth(rates.model, c.tier) : std::nullopt,
-                       rates.live != nullptr ? rates.live->ReloadBandwidth(rates.slot, c.tier) : std::nullopt,
-                       ProfileBandwidth(profile, c.tier));
+  c.bandwidth = rates.Bandwidth(c.tier);
   c.reload_seconds = Seconds(c.reused_bytes, c.bandwidth);
   if (model) {
     c.recompute_seconds = model->RecomputeSeconds(figures.FullPass(), figures.SuffixPass());
@@ -209,33 +291,61 @@ uint64_t BoundaryStep(const Resolution& model) {
   return step;
 }
 
-// Under a pass curve, T(q) of reloading q tokens is concave only while the suffix N - q stays within
-// one segment of h (docs/cost-model.md §10), so besides all and none the best q is a resumable
-// boundary next to a suffix length at a knot: the boundary at or below N - k (and the next one up,
-// while below P_eff) for each knot k between N - P_eff and N. Records the best of those when it
-// beats both reloading all of the prefix and recomputing everything.
+// The suffix lengths a partial reload of a prefix whose suffix is at least `lo` of `n` tokens may
+// stop at. Under a pass curve, T of reloading q tokens is concave in q while the suffix N - q stays
+// within one segment of the knots and one tile (docs/cost-model.md §10): its minimum over such a
+// piece is at an end, and over a segment's tile ends at the segment's. So: each knot k, the first
+// suffix of the tile above it (k + 1) and of the last tile below it (k - tile + 1), and the first
+// tile end above `lo` and the suffix just past it.
+std::vector<uint64_t> PartialReloadSuffixes(uint64_t lo, uint64_t n) {
+  std::vector<uint64_t> out;
+  auto add = [&](uint64_t k) {
+    if (k > lo && k < n) out.push_back(k);
+  };
+  for (const uint64_t k : kPassKnotTokens) {
+    add(k);
+    add(k + 1);
+    if (k >= kPassTileTokens) add(k - kPassTileTokens + 1);
+  }
+  const uint64_t above = (lo / kPassTileTokens + 1) * kPassTileTokens;
+  add(above);
+  add(above + 1);
+  return out;
+}
+
+// Records the best partial reload of the candidate (see PartialReloadSuffixes) when it beats the
+// better of reloading all of the prefix and recomputing everything beyond the stated error: a gain
+// inside it is a tie, and the simpler choice stands.
 void AddPartialReload(RecordFacts facts, const absl::StatusOr<Resolution>& model, const ComputeTime& compute,
                       double recompute_all_seconds, CandidateAdvice& c) {
   if (!compute.curve || !c.bandwidth.rate || !c.prefill_seconds) return;
   const uint64_t n = static_cast<uint64_t>(facts.prompt_tokens);
-  double best = std::min(*c.prefill_seconds, recompute_all_seconds);
+  const bool all = *c.prefill_seconds < recompute_all_seconds;
+  const double simple = all ? *c.prefill_seconds : recompute_all_seconds;
+  const double simple_compute = all ? *c.prefill_seconds - *c.reload_seconds : recompute_all_seconds;
+  double best = simple, best_compute = simple_compute;
+  std::optional<uint64_t> best_tokens;
   facts.recoverable_tokens.reset();
   const uint64_t step = BoundaryStep(*model);
-  for (const uint64_t k : kPassKnotTokens) {
-    if (k <= n - c.reused_tokens || k >= n) continue;
+  for (const uint64_t k : PartialReloadSuffixes(n - c.reused_tokens, n)) {
     for (const uint64_t q : {n - k, n - k + step}) {  // the boundaries at or below, and above, N - k
       if (q >= c.reused_tokens) continue;
       facts.logical_match_tokens = static_cast<int64_t>(q);
       auto figures = Evaluate(facts, model);
       if (!figures.ok() || figures->reused_tokens == 0) continue;
-      const double seconds =
-          Uint128ToDouble(figures->reused_bytes) / *c.bandwidth.rate + compute.PassSeconds(figures->SuffixPass());
+      const double pass = compute.PassSeconds(figures->SuffixPass());
+      const double seconds = Uint128ToDouble(figures->reused_bytes) / *c.bandwidth.rate + pass;
       if (seconds < best) {
         best = seconds;
-        c.partial_reload_tokens = figures->reused_tokens;
-        c.partial_prefill_seconds = seconds;
+        best_compute = pass;
+        best_tokens = figures->reused_tokens;
       }
     }
+  }
+  if (best_tokens && BeatsBeyondError(best, best_compute, simple, simple_compute)) {
+    c.partial_reload_tokens = best_tokens;
+    c.partial_prefill_seconds = best;
+    c.partial_compute_seconds = best_compute;
   }
 }
 
@@ -265,27 +375,6 @@ void AddBreakEvens(const absl::StatusOr<Resolution>& model, const std::optional<
   }
 }
 
-// Without replicas: the candidate whose prefill is fastest, or recomputing, when any is known.
-void RecommendTier(Advice& advice) {
-  if (!advice.recompute_all_seconds || advice.by_replica) return;
-  int best = -1;
-  double best_seconds = *advice.recompute_all_seconds;
-  bool any_known = advice.candidates.empty();
-  for (size_t i = 0; i < advice.candidates.size(); ++i) {
-    if (!advice.candidates[i].prefill_seconds) continue;
-    const double seconds = BestPrefillSeconds(advice.candidates[i], best_seconds);
-    any_known = true;
-    if (seconds < best_seconds) {  // a tie keeps the choice that moves no bytes
-      best = static_cast<int>(i);
-      best_seconds = seconds;
-    }
-  }
-  if (any_known) {
-    advice.recommended = best;
-    advice.saving_seconds = *advice.recompute_all_seconds - best_seconds;
-  }
-}
-
 }  // namespace
 
 std::optional<uint64_t> BreakEvenTokens(const absl::StatusOr<Resolution>& model, Tier tier, double bytes_per_second,
@@ -312,6 +401,17 @@ std::optional<uint64_t> BreakEvenTokens(const absl::StatusOr<Resolution>& model,
   return PrefixFigures(model, tier, lo)->reused_tokens;
 }
 
+std::optional<uint64_t> ReloadBreakEvenTokens(const ModelRegistry& registry, const std::string& model, Tier tier,
+                                              const LiveRates* rates, const FleetRates* fleet) {
+  const absl::StatusOr<Resolution> resolution = registry.Resolve(model);
+  if (!resolution.ok()) return std::nullopt;
+  const Rates sources(*resolution, model, rates, fleet);
+  const std::optional<ComputeTime> compute = sources.ComputeModel();
+  const RateUsed bandwidth = sources.Bandwidth(tier);
+  if (!compute || !bandwidth.rate) return std::nullopt;
+  return BreakEvenTokens(resolution, tier, *bandwidth.rate, *compute);
+}
+
 absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegistry& registry,
                               const LiveRates* rates, const FleetRates* fleet) {
   if (request.candidates.size() > kMaxAdviceCandidates) {
@@ -324,15 +424,12 @@ absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegi
   const absl::StatusOr<Resolution> model = registry.Resolve(request.model);
   auto baseline = Evaluate(whole, model);
   if (!baseline.ok()) return RejectionStatus(baseline.rejection());
-  const Profile& profile = *model->profile;
-  // Live rates are kept per label slot; a model without its own slot has none (the fleet's may).
-  const bool own_slot = model->label && !model->label->folded;
-  const Rates sources{fleet, own_slot ? rates : nullptr, request.model, own_slot ? model->label->slot : 0};
+  const Rates sources(*model, request.model, rates, fleet);
   Advice advice;
   advice.model = request.model;
   advice.prompt_tokens = baseline->prompt_tokens;
   advice.prefill_flops = baseline->prefill_baseline_flops;
-  const std::optional<ComputeTime> compute = ModelComputeTime(sources.ComputeModel(), profile.prefill_flops_per_second());
+  const std::optional<ComputeTime> compute = sources.ComputeModel();
   advice.compute = ComputeRate(compute);
   if (compute) advice.recompute_all_seconds = compute->PassSeconds(baseline->FullPass());
   for (size_t i = 0; i < request.candidates.size(); ++i) {
@@ -346,7 +443,7 @@ absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegi
     facts.recoverable_tokens = in.recoverable_tokens;
     auto figures = Evaluate(facts, model);
     if (!figures.ok()) return RejectionStatus(figures.rejection(), at);
-    advice.candidates.push_back(Costed(in, *figures, profile, sources, compute, advice.compute));
+    advice.candidates.push_back(Costed(in, *figures, sources, compute, advice.compute));
     if (compute) AddPartialReload(facts, model, *compute, *advice.recompute_all_seconds, advice.candidates.back());
   }
   AddBreakEvens(model, compute, advice);

@@ -71,8 +71,9 @@ struct CandidateAdvice {
   Basis basis = Basis::kNone;  // the weaker of the bandwidth's and the compute rate's
   std::string replica;
   std::optional<double> wait_seconds;
-  // wait + min(reload, recompute) of the prefix + the rest (docs/cost-model.md §11); absent when a
-  // rate it needs is unknown. `reload` is whether reloading is the better (a tie recomputes).
+  // wait + the prefill of its choice (docs/cost-model.md §11); absent when a rate it needs is
+  // unknown. `reload` is whether reloading (all or part) is the choice: the faster, beyond the
+  // recompute estimate's stated error (a tie recomputes).
   std::optional<double> expected_seconds;
   // BreakEvenTokens with this candidate's bandwidth, the compute rate and its wait; absent when a
   // rate is unknown or reloading never pays.
@@ -80,8 +81,11 @@ struct CandidateAdvice {
   // Under a live pass curve (docs/cost-model.md §10): reloading only the first partial_reload_tokens
   // and computing the rest beats both reloading all of the prefix and recomputing everything; the
   // prefill with that choice. Absent otherwise.
+  // Offered only when its gain over the better of the two exceeds the recompute estimate's stated
+  // error on the compute seconds between them (docs/cost-model.md §10, "Ties").
   std::optional<uint64_t> partial_reload_tokens;
   std::optional<double> partial_prefill_seconds;
+  std::optional<double> partial_compute_seconds;  // its pass-time part (not on the wire)
   bool reload = false;
   uint32_t rank = 0;  // 1 = fastest; 0 = not ranked
 };
@@ -97,6 +101,12 @@ struct Advice {
   // estimated (the compute rate is unknown, or every candidate's bandwidth is).
   std::optional<int> recommended;
   std::optional<double> saving_seconds;  // recompute_all_seconds - the recommended prefill_seconds
+  // How much faster the fastest choice is estimated than the next fastest, and whether some other
+  // choice is within the recompute estimate's stated error of it (docs/cost-model.md §10, "Ties"):
+  // then the recommendation is the simplest of those (recompute, then reloading a whole prefix). With
+  // replicas, of the first-ranked replica's choices.
+  std::optional<double> gain_seconds;
+  bool tie = false;
   // A candidate carried a wait or a replica: candidates are replicas, ranked by expected_seconds,
   // and the recommendation is the first-ranked one's choice.
   bool by_replica = false;
@@ -113,6 +123,13 @@ struct Advice {
 // pass curve the same search finds the last crossing where the gain changes sign at most once (§13).
 std::optional<uint64_t> BreakEvenTokens(const absl::StatusOr<Resolution>& model, Tier tier, double bytes_per_second,
                                         const ComputeTime& compute, double wait_seconds = 0);
+
+// BreakEvenTokens (no wait) of reloading `model`'s prefixes from `tier`, from the rates Advise
+// answers with (the fleet's, else this replica's live ones, else the profile's figures): the
+// kvledger_reload_break_even_tokens gauge, equal to Advise's break_even_tokens for a candidate of
+// that tier without a wait. Absent when the model is unknown, a rate is, or reloading never pays.
+std::optional<uint64_t> ReloadBreakEvenTokens(const ModelRegistry& registry, const std::string& model, Tier tier,
+                                              const LiveRates* rates, const FleetRates* fleet);
 
 // The refusal of a request with more than kMaxAdviceCandidates candidates (also given before one is
 // parsed, by the server).

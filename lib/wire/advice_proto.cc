@@ -166,6 +166,8 @@ v1::Advice AdviceToProto(const Advice& advice) {
     if (advice.by_replica) out.set_recommended_replica(advice.candidates[static_cast<size_t>(*advice.recommended)].replica);
   }
   if (advice.saving_seconds) out.set_saving_seconds(*advice.saving_seconds);
+  if (advice.gain_seconds) out.set_gain_seconds(*advice.gain_seconds);
+  out.set_tie(advice.tie);
   return out;
 }
 
@@ -223,6 +225,8 @@ std::string AdviceToJson(const v1::Advice& advice) {
     o.String("recommended_replica", advice.recommended_replica());
   }
   o.Number("saving_seconds", Optional(advice.has_saving_seconds(), advice.saving_seconds()))
+      .Number("gain_seconds", Optional(advice.has_gain_seconds(), advice.gain_seconds()))
+      .Bool("tie", advice.tie())
       .Number("recompute_all_seconds", Optional(advice.has_recompute_all_seconds(), advice.recompute_all_seconds()))
       .Integer("prefill_flops", Decimal(advice.prefill_flops()))
       .Object("compute", RateJson(advice.compute()))

@@ -85,7 +85,10 @@ class DrainTest(unittest.TestCase):
             harness.poll("the replica to be ready after its first scrape",
                          lambda: status("kvledger.v1.Ledger") == health_pb2.HealthCheckResponse.SERVING)
             cell = 'kvledger_requests_total{job="kvledger",model="llama-3.1-8b",tier="device"}'
-            self.assertEqual(prometheus.value(f"min_over_time({cell}[10m])"), 0)
+            # The scrape that made it ready is in Prometheus once Prometheus has stored it: poll for it.
+            first = harness.poll("Prometheus to store the first scrape", lambda: (lambda v: None if v is None else [v])(
+                prometheus.value(f"min_over_time({cell}[10m])")))
+            self.assertEqual(first, [0])
             stub = ledger_pb2_grpc.LedgerStub(channel)
             record = record_pb2.Record(model="llama-3.1-8b", tier=record_pb2.TIER_DEVICE, prompt_tokens=1024,
                                        logical_match_tokens=512)

@@ -3,7 +3,8 @@ that never saw the model, a real Prometheus scraping them with the shipped recor
 every replica reading the fleet's rates back. Every replica must answer the same question alike, from
 the fleet's evidence (basis fleet), equal to hand arithmetic over every record sent (Σ bytes /
 Σ seconds, not a mean of the replicas' rates; the engine's own compute line); with Prometheus gone
-each falls back to its own rates. A replica restarted (its counters reset behind the same instance)
+each falls back to its own rates. The break-even gauge of each replica equals its Advise answer,
+from the fleet's rates too. A replica restarted (its counters reset behind the same instance)
 and one frozen past several scrapes move no replica's answer by 5 %: the fleet's sums are counters'
 increase over a window, not gauges that vanish with their replica. Bad flags exit 2.
 
@@ -117,6 +118,13 @@ class FleetRatesTest(unittest.TestCase):
             values = [getattr(x.candidates[0], field) for x in answers]
             self.assertLessEqual(max(values) / min(values), 1.1, (field, values))
         self.assertEqual(len({x.recommendation for x in answers}), 1)
+        # One rate per question: each replica's break-even gauge comes from the fleet's rates, as Advise's
+        # break_even_tokens does. From B's own 2 GB/s alone it would be ~21,760 tokens; at the fleet's
+        # 5 GB/s reloading pays from the first page, on every replica alike.
+        gauges = [harness.poll("the break-even gauge to equal Advise's on the replica",
+                               lambda r=r: self.break_even_agreed(r)) for r in (a, b)]
+        self.assertEqual(gauges[0], gauges[1])
+        self.assertLess(gauges[1], 1000)
         samples = harness.parse_exposition(d.scrape())
         self.assertGreater(harness.sample(samples, "kvledger_fleet_rates_fetches_total", result="ok"), 0)
         self.assertGreater(harness.sample(samples, "kvledger_fleet_rates_last_success_timestamp_seconds"), 1.7e9)
@@ -132,6 +140,13 @@ class FleetRatesTest(unittest.TestCase):
         errors = harness.sample(harness.parse_exposition(a.scrape()), "kvledger_fleet_rates_fetches_total", result="error")
         self.assertGreater(errors, 0)
         self.assertIn("--fleet_prometheus_url", a.read_log())
+
+    def break_even_agreed(self, replica):
+        """The replica's kvledger_reload_break_even_tokens for host, once it equals its Advise answer's."""
+        want = advise(replica).candidates[0].break_even_tokens
+        got = harness.parse_exposition(replica.scrape()).get(
+            ("kvledger_reload_break_even_tokens", frozenset({("model", MODEL), ("tier", "host")})))
+        return got if got is not None and got == want else None
 
     def fleet_answers(self):
         """Every replica's answer, once all answer from the fleet with every replica's samples in."""

@@ -3,6 +3,11 @@
 // reusable boundary of every catalog model.
 #include "lib/advice/advisor.h"
 
+#include <array>
+#include <cmath>
+#include <functional>
+#include <map>
+
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
@@ -341,63 +346,180 @@ TEST(AdvisorTest, AllOrNothingByBruteForce) {
   }
 }
 
+// An engine's pass seconds for a record's suffix pass.
+using Engine = std::function<double(const RecordFigures&)>;
+
+// A roofline engine: 10 ms up to 256 tokens, then 40 us a token; attention 1.5 x slower per FLOP.
+double Roofline(const RecordFigures& d) {
+  const double fresh = static_cast<double>(d.prompt_tokens - d.reused_tokens);
+  return std::max(0.010, 4e-5 * fresh) + d.SuffixPass().attention_flops * 1.5 * 4e-5 / 13958643712.0;
+}
+// A tile engine (docs/cost-model.md §8): 8 ms plus 30 us a token of the pass padded to 128 tokens;
+// attention at 1e-14 s per FLOP.
+double Tiles(const RecordFigures& d) {
+  return 0.008 + 3e-5 * static_cast<double>(TilePadded(d.prompt_tokens - d.reused_tokens)) +
+         d.SuffixPass().attention_flops * 1e-14;
+}
+
+// Teaches `ledger` the engine (times `scale`) from misses and hits of several sizes.
+void TeachEngine(Ledger& ledger, const ModelRegistry& registry, const Engine& engine, double scale = 1) {
+  for (int64_t prompt : {256, 700, 1024, 3000, 4096, 10000, 16384}) {
+    for (int64_t match : {int64_t{0}, prompt / 2, prompt - 16, prompt - 64, prompt - 300}) {
+      RecordFacts f;
+      f.model = "llama-3.1-8b";
+      f.tier_value = match > 0 ? 1 : 0;
+      f.prompt_tokens = prompt;
+      f.logical_match_tokens = std::max<int64_t>(match, 0);
+      f.suffix_prefill_seconds = scale * engine(*Evaluate(f, registry));
+      ASSERT_TRUE(ledger.Record(f).ok());
+    }
+  }
+}
+
 // Under a pass curve all-or-nothing no longer holds (docs/cost-model.md §10): a short pass is nearly
 // free to extend, so with a slow tier leaving a few hundred tokens to compute can beat reloading
-// them. A roofline engine (10 ms up to 512 tokens, then 40 us a token; attention 1.5 x slower per
-// FLOP) teaches the live curve; by brute force over every resumable boundary, the least prefill
-// seconds equal the best of Advise's choices (all, none, or its partial reload).
+// them. For a roofline engine and a tile engine, by brute force over every resumable boundary: the
+// partial reload Advise offers is the least prefill there is; and when it offers none, the least
+// there is gains no more than the stated error over the better of reloading all and recomputing.
 TEST(AdvisorTest, PartialReloadUnderAPassCurveByBruteForce) {
+  const ProfileCatalog catalog = CatalogWithRates();
+  for (const Engine& engine : {Engine(Roofline), Engine(Tiles)}) {
+    ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
+    Aggregator aggregator(registry.slots().slot_count());
+    LiveRates rates(registry.slots().slot_count(), 300, [] { return 0.0; }, /*refit_seconds=*/0);
+    Ledger ledger(registry, aggregator, &rates);
+    TeachEngine(ledger, registry, engine);
+    const auto model = rates.ComputeModel(registry.Resolve("llama-3.1-8b")->label->slot, /*current=*/true);
+    ASSERT_TRUE(model && model->curve);
+    int offered = 0;
+    for (const int64_t match : {4080, 4000, 3900, 2000, 1000}) {
+      AdviceRequestInput request = Request({Candidate(2, match, std::nullopt)});
+      request.prompt_tokens = 4096;
+      auto advice = Advise(request, registry, &rates);
+      ASSERT_TRUE(advice.ok());
+      const CandidateAdvice& c = advice->candidates[0];
+      double brute = *advice->recompute_all_seconds, brute_compute = brute;
+      for (int64_t q = 1; q <= match; ++q) {
+        RecordFacts f;
+        f.model = "llama-3.1-8b";
+        f.tier_value = 2;
+        f.prompt_tokens = 4096;
+        f.logical_match_tokens = q;
+        const RecordFigures d = *Evaluate(f, registry);
+        if (static_cast<int64_t>(d.reused_tokens) != q) continue;  // not a boundary the model resumes at
+        const double pass = model->PassSeconds(d.SuffixPass());
+        if (Uint128ToDouble(d.reused_bytes) / 1e10 + pass < brute) {
+          brute = Uint128ToDouble(d.reused_bytes) / 1e10 + pass;
+          brute_compute = pass;
+        }
+      }
+      const bool all = *c.prefill_seconds < *advice->recompute_all_seconds;
+      const double simple = std::min(*advice->recompute_all_seconds, *c.prefill_seconds);
+      const double simple_compute = all ? *c.prefill_seconds - *c.reload_seconds : *advice->recompute_all_seconds;
+      if (c.partial_prefill_seconds) {
+        ++offered;
+        EXPECT_NEAR(*c.partial_prefill_seconds, brute, brute * 1e-12) << match;
+        EXPECT_EQ(advice->recommendation(), "host");
+      } else {
+        EXPECT_LE(simple - brute, kRecomputeEstimateError * std::fabs(simple_compute - brute_compute) + 1e-12)
+            << match;
+      }
+      const double chosen = c.partial_prefill_seconds ? std::min(simple, *c.partial_prefill_seconds) : simple;
+      EXPECT_NEAR(*advice->saving_seconds, *advice->recompute_all_seconds - chosen, chosen * 1e-9) << match;
+    }
+    EXPECT_GT(offered, 0);  // 16 tokens left: extending the pass is all but free
+  }
+}
+
+// The compute model perturbed within its stated error (every pass 10 % faster or slower) never turns
+// a recommendation that is not a tie into another one: the perturbed answer is the same, or a tie.
+// Without the tie rule some answers flip (counted, so the test shows the rule at work).
+TEST(AdvisorTest, PerturbedWithinTheErrorNeverFlips) {
+  int compared = 0, flips_without_ties = 0, ties = 0;
+  for (const double bandwidth : {2e9, 6e9, 1e10, 3e10}) {
+    v1::ProfileCatalog overrides;
+    overrides.add_profiles()->set_name("llama-3.1-8b");
+    overrides.mutable_profiles(0)->mutable_serving()->set_host_reload_bytes_per_second(bandwidth);
+    const ProfileCatalog catalog = *ProfileCatalog::Make(overrides);
+    struct Answer {
+      std::string action;
+      bool tie;
+      std::string fastest;
+    };
+    std::map<std::pair<int64_t, int64_t>, std::array<Answer, 3>> answers;
+    const std::array<double, 3> scales = {1.0, 1 - kRecomputeEstimateError, 1 + kRecomputeEstimateError};
+    for (size_t k = 0; k < scales.size(); ++k) {
+      ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
+      Aggregator aggregator(registry.slots().slot_count());
+      LiveRates rates(registry.slots().slot_count(), 300, [] { return 0.0; }, /*refit_seconds=*/0);
+      Ledger ledger(registry, aggregator, &rates);
+      TeachEngine(ledger, registry, Tiles, scales[k]);
+      for (const int64_t n : {512, 2048, 8192, 32768}) {
+        for (const int64_t match : {n / 8, n / 2, n - 16, n - 200}) {
+          AdviceRequestInput request = Request({Candidate(2, match, std::nullopt)});
+          request.prompt_tokens = n;
+          auto advice = Advise(request, registry, &rates);
+          ASSERT_TRUE(advice.ok());
+          const CandidateAdvice& c = advice->candidates[0];
+          const double chosen = *advice->recompute_all_seconds - *advice->saving_seconds;
+          const bool partial = c.partial_prefill_seconds && chosen == *c.partial_prefill_seconds;
+          const double fastest = std::min({*advice->recompute_all_seconds, *c.prefill_seconds,
+                                           c.partial_prefill_seconds.value_or(INFINITY)});
+          answers[{n, match}][k] = {advice->recommendation() + (partial ? " part" : ""), advice->tie,
+                                    fastest == *advice->recompute_all_seconds ? "recompute" : "host"};
+        }
+      }
+    }
+    for (const auto& [request, a] : answers) {
+      for (size_t k = 1; k < scales.size(); ++k) {
+        ++compared;
+        flips_without_ties += a[0].fastest != a[k].fastest;
+        ties += a[0].tie;
+        if (!a[0].tie) {
+          EXPECT_EQ(a[k].action, a[0].action) << request.first << "/" << request.second << " x " << scales[k];
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 0);
+  EXPECT_GT(flips_without_ties, 0);
+  EXPECT_GT(ties, 0);
+}
+
+// One rate per question: the break-even gauge's function answers from the same rates as Advise (the
+// fleet's first), so with a fleet it equals Advise's break_even_tokens and differs from what this
+// replica's own bandwidth alone gives.
+TEST(AdvisorTest, BreakEvenFromTheSameRatesAsAdvise) {
   const ProfileCatalog catalog = CatalogWithRates();
   ModelRegistry registry(catalog, 1, UnknownModelPolicy::kReject);
   Aggregator aggregator(registry.slots().slot_count());
   LiveRates rates(registry.slots().slot_count(), 300, [] { return 0.0; }, /*refit_seconds=*/0);
   Ledger ledger(registry, aggregator, &rates);
-  auto engine = [](const RecordFigures& d) {
-    const double fresh = static_cast<double>(d.prompt_tokens - d.reused_tokens);
-    return std::max(0.010, 4e-5 * fresh) + d.SuffixPass().attention_flops * 1.5 * 4e-5 / 13958643712.0;
-  };
-  for (int64_t prompt : {256, 1024, 4096, 16384}) {
-    for (int64_t match : {int64_t{0}, prompt / 2, prompt - 16, prompt - 64}) {
-      RecordFacts f;
-      f.model = "llama-3.1-8b";
-      f.tier_value = match > 0 ? 1 : 0;
-      f.prompt_tokens = prompt;
-      f.logical_match_tokens = match;
-      f.suffix_prefill_seconds = engine(*Evaluate(f, registry));
-      ASSERT_TRUE(ledger.Record(f).ok());
-    }
-  }
-  const auto slot = registry.Resolve("llama-3.1-8b")->label->slot;
-  const auto model = rates.ComputeModel(slot, /*current=*/true);
-  ASSERT_TRUE(model && model->curve);
-  for (const int64_t match : {4080, 2000}) {
-    AdviceRequestInput request = Request({Candidate(2, match, std::nullopt)});
-    request.prompt_tokens = 4096;
-    // A host tier slow enough that the reload of a 4,096-token prefix costs about its recompute.
-    auto advice = Advise(request, registry, &rates);
+  TeachCompute(ledger, registry, 0.012, 3e14);
+  RecordFacts f;
+  f.model = "llama-3.1-8b";
+  f.tier_value = 2;
+  f.prompt_tokens = 8192;
+  f.logical_match_tokens = 4096;
+  f.reload_seconds = 536870912 / 2e10;  // this replica: 20 GB/s
+  ASSERT_TRUE(ledger.Record(f).ok());
+  DecayedRate host;  // the fleet: 2 GB/s
+  host.Observe(2e9, 1, 0, 300);
+  FleetRates::Table table;
+  table.reload.emplace(std::make_pair(std::string("llama-3.1-8b"), Tier::kHost), host);
+  FleetRates fleet(60, [] { return 0.0; });
+  fleet.Update(std::move(table));
+  const FleetRates* const fleet_rates = &fleet;
+  for (const FleetRates* with : {static_cast<const FleetRates*>(nullptr), fleet_rates}) {
+    auto advice = Advise(Request({Candidate(2, 4096, std::nullopt)}), registry, &rates, with);
     ASSERT_TRUE(advice.ok());
-    const CandidateAdvice& c = advice->candidates[0];
-    double brute = *advice->recompute_all_seconds;
-    for (int64_t q = 1; q <= match; ++q) {
-      RecordFacts f;
-      f.model = "llama-3.1-8b";
-      f.tier_value = 2;
-      f.prompt_tokens = 4096;
-      f.logical_match_tokens = q;
-      const RecordFigures d = *Evaluate(f, registry);
-      if (static_cast<int64_t>(d.reused_tokens) != q) continue;  // not a boundary the model resumes at
-      brute = std::min(brute, Uint128ToDouble(d.reused_bytes) / 1e10 + model->PassSeconds(d.SuffixPass()));
-    }
-    double best = std::min(*advice->recompute_all_seconds, *c.prefill_seconds);
-    if (c.partial_prefill_seconds) best = std::min(best, *c.partial_prefill_seconds);
-    EXPECT_NEAR(best, brute, brute * 1e-12) << match;
-    EXPECT_NEAR(*advice->saving_seconds, *advice->recompute_all_seconds - brute, brute * 1e-9) << match;
-    if (match == 4080) {  // 16 tokens left: extending the pass to 512 tokens is all but free
-      ASSERT_TRUE(c.partial_reload_tokens.has_value());
-      EXPECT_LT(*c.partial_reload_tokens, 4080u);
-      EXPECT_EQ(advice->recommendation(), "host");
-    }
+    ASSERT_TRUE(advice->candidates[0].break_even_tokens.has_value());
+    EXPECT_EQ(ReloadBreakEvenTokens(registry, "llama-3.1-8b", Tier::kHost, &rates, with),
+              advice->candidates[0].break_even_tokens);
   }
+  EXPECT_NE(ReloadBreakEvenTokens(registry, "llama-3.1-8b", Tier::kHost, &rates, &fleet),
+            ReloadBreakEvenTokens(registry, "llama-3.1-8b", Tier::kHost, &rates, nullptr));
+  EXPECT_FALSE(ReloadBreakEvenTokens(registry, "no-such-model", Tier::kHost, &rates, &fleet).has_value());
 }
 
 }  // namespace
