@@ -12,9 +12,9 @@ namespace {
 constexpr double kTera = 1e12;  // FLOPs are summed in units of 1e12, to keep squares well inside a double
 constexpr size_t kK = kPassKnots;
 // How strongly the curve is pulled towards straight lines where the records say nothing (between and
-// beyond the suffix sizes seen): the second differences of h and of b, and each segment's tile term
-// against h's slope there, all scaled to seconds, weigh this much against the records' squared
-// residuals (per unit of weight). Small enough that where records are, they decide.
+// beyond the suffix sizes seen): the second differences of h, the first differences of b, and each
+// segment's tile term against h's slope there, all scaled to seconds, weigh this much against the
+// records' squared residuals (per unit of weight). Small enough that where records are, they decide.
 constexpr double kCurveSmoothing = 1e-6;
 
 // The knots double from 16 to 2^20 tokens: a pass's segment is its token count's bit width; and
@@ -28,9 +28,15 @@ constexpr bool KnotsDouble() {
 }
 static_assert(KnotsDouble());
 
-// The curve's unknowns, in one vector: h at each knot, b at each knot (seconds per TFLOP), c per
-// segment (seconds per token of padding).
-constexpr size_t kH = 0, kB = kK, kC = 2 * kK, kUnknowns = 2 * kK + kPassSegments;
+// The curve's unknowns, in one vector, knot by knot: h at the knot, b at the knot (seconds per TFLOP),
+// c of the segment from it (seconds per token of padding; none after the last knot). A sample's
+// features and every penalty then lie within a few places of each other, so the solve's elimination
+// stays in a narrow band.
+constexpr size_t kUnknowns = 2 * kK + kPassSegments;
+constexpr size_t H(size_t j) { return 3 * j; }
+constexpr size_t B(size_t j) { return 3 * j + 1; }
+constexpr size_t C(size_t i) { return 3 * i + 2; }
+static_assert(H(kK - 1) + 2 == kUnknowns);
 
 // The segment [k_i, k_i+1] holding `tokens` (<= kMaxTokens).
 size_t Segment(uint64_t tokens) {
@@ -55,8 +61,8 @@ Features FeaturesOf(uint64_t tokens, double attention_tflops) {
   return {i, {1 - wp, wp, (1 - wn) * attention_tflops, wn * attention_tflops, static_cast<double>(padded - tokens)}};
 }
 constexpr size_t Unknown(size_t segment, size_t feature) {
-  constexpr std::array<size_t, kFeatures> kBase = {kH, kH + 1, kB, kB + 1, kC};
-  return kBase[feature] + segment;
+  const std::array<size_t, kFeatures> at = {H(segment), H(segment + 1), B(segment), B(segment + 1), C(segment)};
+  return at[feature];
 }
 constexpr size_t kPairs = kFeatures * (kFeatures + 1) / 2;
 
@@ -93,8 +99,7 @@ static_assert(kLayout.count == kCurveSums);
 
 std::string UnknownName(size_t u) {
   if (u == kUnknowns) return "seconds";
-  const char prefix = u < kB ? 'h' : u < kC ? 'b' : 'c';
-  return prefix + std::to_string(kPassKnotTokens[u < kB ? u - kH : u < kC ? u - kB : u - kC]);
+  return "hbc"[u % 3] + std::to_string(kPassKnotTokens[u / 3]);
 }
 
 // Solves a x = b in place by Gaussian elimination with partial pivoting, after scaling each unknown
@@ -115,10 +120,12 @@ bool Solve(std::array<std::array<double, M>, M>& a, std::array<double, M>& b) {
     if (!(std::fabs(a[p][c]) > 1e-12)) return false;
     std::swap(a[p], a[c]);
     std::swap(b[p], b[c]);
+    size_t end = M;  // past the pivot row's last non-zero: a banded system stays banded
+    while (end > c + 1 && a[c][end - 1] == 0) --end;
     for (size_t r = 0; r < M; ++r) {
       if (r == c || a[r][c] == 0) continue;
       const double f = a[r][c] / a[c][c];
-      for (size_t k = c; k < M; ++k) a[r][k] -= f * a[c][k];
+      for (size_t k = c; k < end; ++k) a[r][k] -= f * a[c][k];
       b[r] -= f * b[c];
     }
   }
@@ -136,22 +143,24 @@ void AddPenalty(Matrix& m, double weight, const std::array<size_t, N>& at, const
   }
 }
 
-// The smoothing (see kCurveSmoothing): h's and b's change of slope at each inner knot k_j, as
-// k_j (slope_j - slope_j-1), b's scaled by the root mean square attention TFLOPs; and each segment's
-// c against h's slope there, over one tile.
+// The smoothing (see kCurveSmoothing): h's change of slope at each inner knot k_j, as
+// k_j (slope_j - slope_j-1), so that h runs straight beyond the passes seen; b's change from knot
+// to knot, scaled by the root mean square attention TFLOPs, so that a rate runs flat beyond them
+// (an attention kernel's rate saturates; it does not keep falling with the pass's size); and each
+// segment's c against h's slope there, over one tile.
 void AddSmoothing(Matrix& m, double weight, double attention_rms) {
-  for (size_t j = 1; j + 1 < kK; ++j) {
+  for (size_t j = 1; j < kK; ++j) {
+    AddPenalty<2>(m, weight * attention_rms * attention_rms, {B(j - 1), B(j)}, {-1.0, 1.0});
+    if (j + 1 == kK) break;
     const double k = static_cast<double>(kPassKnotTokens[j]);
     const double d0 = k - static_cast<double>(kPassKnotTokens[j - 1]);
     const double d1 = static_cast<double>(kPassKnotTokens[j + 1]) - k;
-    const std::array<double, 3> c = {k / d0, -k / d0 - k / d1, k / d1};
-    AddPenalty<3>(m, weight, {kH + j - 1, kH + j, kH + j + 1}, c);
-    AddPenalty<3>(m, weight * attention_rms * attention_rms, {kB + j - 1, kB + j, kB + j + 1}, c);
+    AddPenalty<3>(m, weight, {H(j - 1), H(j), H(j + 1)}, {k / d0, -k / d0 - k / d1, k / d1});
   }
   constexpr double kTile = static_cast<double>(kPassTileTokens);
   for (size_t i = 0; i < kPassSegments; ++i) {
     const double slope = kTile / static_cast<double>(kPassKnotTokens[i + 1] - kPassKnotTokens[i]);
-    AddPenalty<3>(m, weight, {kC + i, kH + i + 1, kH + i}, {kTile, slope, -slope});
+    AddPenalty<3>(m, weight, {C(i), H(i + 1), H(i)}, {kTile, slope, -slope});
   }
 }
 
@@ -160,12 +169,12 @@ void AddSmoothing(Matrix& m, double weight, double attention_rms) {
 PassCurve Constrained(const std::array<double, kUnknowns>& x) {
   PassCurve curve;
   double floor = 0;
-  for (size_t j = 0; j < kK; ++j) floor = curve.knot_seconds[j] = std::max(x[kH + j], floor);
-  for (size_t j = 0; j < kK; ++j) curve.attention_seconds_per_flop[j] = std::max(x[kB + j], 0.0) / kTera;
+  for (size_t j = 0; j < kK; ++j) floor = curve.knot_seconds[j] = std::max(x[H(j)], floor);
+  for (size_t j = 0; j < kK; ++j) curve.attention_seconds_per_flop[j] = std::max(x[B(j)], 0.0) / kTera;
   for (size_t i = 0; i < kPassSegments; ++i) {
     const double slope = (curve.knot_seconds[i + 1] - curve.knot_seconds[i]) /
                          static_cast<double>(kPassKnotTokens[i + 1] - kPassKnotTokens[i]);
-    curve.tile_seconds_per_token[i] = std::clamp(x[kC + i], -slope, 0.0);
+    curve.tile_seconds_per_token[i] = std::clamp(x[C(i)], -slope, 0.0);
   }
   return curve;
 }
@@ -215,8 +224,10 @@ void DecayedComputeFit::Observe(const PassFlops& pass, double seconds, double no
   const Features f = FeaturesOf(pass.tokens, pass.attention_flops / kTera);
   // The sums a sample touches: the affine summary's 4, its segment's 15 products and 5 times y.
   constexpr size_t kTouched = kAffineSums + kPairs + kFeatures;
-  std::array<size_t, kTouched> at{0, 1, 2, 3};
-  std::array<double, kTouched> values{x, y, x * x, x * y};
+  std::array<size_t, kTouched> at;  // every entry set below (no zero fill: this is the record path)
+  std::array<double, kTouched> values;
+  at[0] = 0, at[1] = 1, at[2] = 2, at[3] = 3;
+  values[0] = x, values[1] = y, values[2] = x * x, values[3] = x * y;
   size_t n = kAffineSums, p = 0;
   for (size_t a = 0; a < kFeatures; ++a) {
     for (size_t b = a; b < kFeatures; ++b, ++p, ++n) {
@@ -247,7 +258,7 @@ std::optional<PassCurve> DecayedComputeFit::FitCurve() const {
       continue;
     }
     m[u][v] = m[v][u] = sum;
-    if (u >= kB && v < kC) attention_squared += (u == v ? 1 : 2) * sum;
+    if (u % 3 == 1 && v % 3 == 1) attention_squared += (u == v ? 1 : 2) * sum;
   }
   const double w = sums_.weight();
   AddSmoothing(m, kCurveSmoothing * w, w > 0 ? std::sqrt(std::max(attention_squared, 0.0) / w) : 0);
@@ -258,14 +269,14 @@ std::optional<PassCurve> DecayedComputeFit::FitCurve() const {
     std::array<double, kUnknowns> x = r;
     for (size_t j = 0; j < kK; ++j) {
       if (!fixed[j]) continue;
-      for (size_t v = 0; v < kUnknowns; ++v) a[kB + j][v] = a[v][kB + j] = 0;
-      a[kB + j][kB + j] = 1;
-      x[kB + j] = 0;
+      for (size_t v = 0; v < kUnknowns; ++v) a[B(j)][v] = a[v][B(j)] = 0;
+      a[B(j)][B(j)] = 1;
+      x[B(j)] = 0;
     }
     if (!Solve(a, x)) return std::nullopt;
     bool negative = false;
     for (size_t j = 0; j < kK; ++j) {
-      if (x[kB + j] < 0) fixed[j] = negative = true;
+      if (x[B(j)] < 0) fixed[j] = negative = true;
     }
     if (!negative) return Constrained(x);
   }

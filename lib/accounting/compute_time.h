@@ -112,33 +112,35 @@ inline constexpr double kComputeFitOutlierFactor = 2;
 inline constexpr double kMaxExactCount = 9007199254740992.0;
 
 // N sums of samples, each sample weighing 2^(-age / half_life): the decay behind every live rate and
-// fit. `weight` is the decayed count of samples (1 for a sample now). Plain value; the caller
+// fit. `weight` is the decayed count of samples (1 for a sample now). The decay is kept in one scale
+// factor (the sums are stored divided by it), so a sample costs the values it adds whatever N is;
+// the stored sums are renormalized when the scale falls below kMinScale. Plain value; the caller
 // serializes access.
 template <size_t N>
 class DecayedSums {
  public:
   // Adds a sample's N values observed at `now` (seconds on any monotonic clock).
   void Observe(const std::array<double, N>& values, double now, double half_life) {
-    const double keep = Advance(now, half_life);
+    const double keep = Advance(now, half_life) / scale_;
     for (size_t i = 0; i < N; ++i) sums_[i] += keep * values[i];
   }
-  // The same for a sample whose values are 0 but at the K indices `at`: the same sums, in K additions
-  // (and the decay step, when the clock moved).
+  // The same for a sample whose values are 0 but at the K indices `at`: the same sums, in K additions.
   template <size_t K>
   void ObserveAt(const std::array<size_t, K>& at, const std::array<double, K>& values, double now, double half_life) {
-    const double keep = Advance(now, half_life);
+    const double keep = Advance(now, half_life) / scale_;
     for (size_t k = 0; k < K; ++k) sums_[at[k]] += keep * values[k];
   }
   // The sums decayed to `now` and added into `into` (which must be at `now` too).
   void AddDecayedTo(DecayedSums& into, double now, double half_life) const {
     if (samples_ == 0) return;
     const double keep = std::exp2(-(now - at_) / half_life);  // > 1 only for a clock read before at_
-    for (size_t i = 0; i < N; ++i) into.sums_[i] += sums_[i] * keep;
+    const double factor = scale_ * keep / into.scale_;
+    for (size_t i = 0; i < N; ++i) into.sums_[i] += sums_[i] * factor;
     into.weight_ += weight_ * keep;
     into.samples_ += samples_;
     into.at_ = now;
   }
-  double sum(int i) const { return sums_[i]; }
+  double sum(int i) const { return sums_[i] * scale_; }
   double weight() const { return weight_; }
   uint64_t samples() const { return samples_; }
 
@@ -146,7 +148,7 @@ class DecayedSums {
   // sums are the replicas' added (docs/operations.md, "Advise across replicas").
   std::array<double, N + 2> Parts() const {
     std::array<double, N + 2> parts{};
-    for (size_t i = 0; i < N; ++i) parts[i] = sums_[i];
+    for (size_t i = 0; i < N; ++i) parts[i] = sums_[i] * scale_;
     parts[N] = weight_;
     parts[N + 1] = static_cast<double>(samples_);
     return parts;
@@ -163,12 +165,17 @@ class DecayedSums {
   }
 
  private:
+  // Below it the stored sums are multiplied out: 2^-500, ~150,000 half-lives of decay.
+  static constexpr double kMinScale = 0x1p-500;
+
   // Decays the sums and the weight to a sample observed at `now`, counts the sample in, and returns
   // the weight its values are added with.
   double Advance(double now, double half_life) {
     double keep_sums = 1;
     double keep_sample = 1;
     if (samples_ == 0) {
+      sums_.fill(0);
+      scale_ = 1;
       keep_sums = 0;
       at_ = now;
     } else if (now > at_) {  // the same clock tick (a coarse clock's few milliseconds) needs no decay step
@@ -177,14 +184,19 @@ class DecayedSums {
     } else if (now < at_) {  // a sample older than the sums (another thread's clock read): decay it instead
       keep_sample = std::exp2(-(at_ - now) / half_life);
     }
-    if (keep_sums != 1) {
-      for (double& sum : sums_) sum *= keep_sums;
+    if (keep_sums != 1 && samples_ != 0) {
+      scale_ *= keep_sums;
+      if (scale_ < kMinScale) {
+        for (double& sum : sums_) sum *= scale_;
+        scale_ = 1;
+      }
     }
     weight_ = weight_ * keep_sums + keep_sample;
     ++samples_;
     return keep_sample;
   }
-  std::array<double, N> sums_{};
+  std::array<double, N> sums_{};  // the sums divided by scale_
+  double scale_ = 1;
   double weight_ = 0;
   double at_ = 0;  // the time the sums are decayed to
   uint64_t samples_ = 0;

@@ -131,6 +131,34 @@ class AdviceTest(unittest.TestCase):
                                 "--json").stdout)
         self.assertGreater(waited["candidates"][0]["break_even_tokens"], want)
 
+    # Ties (docs/cost-model.md §10): a host reload 5 % faster than recomputing its 4,096 tokens is
+    # inside the estimate's 10 % stated error, so the answer is a tie and recomputing (it moves no
+    # bytes) stands, with the gain said; 20 % faster is a plain "host". The RPC, the CLI's text and
+    # JSON say the same.
+    def test_a_tie_is_called_a_tie(self):
+        recompute = llama_prefill(4096) / COMPUTE
+        for share, tie in ((0.95, True), (0.8, False)):
+            with self.subTest(share=share):
+                server = Server(SERVER, "--advice_half_life_seconds=86400", log_dir=self.tmp)
+                self.addCleanup(server.stop)
+                channel = grpc.insecure_channel(server.grpc_address)
+                self.addCleanup(channel.close)
+                self.server, self.stub = server, ledger_pb2_grpc.LedgerStub(channel)
+                self.teach()
+                self.record(record_pb2.TIER_HOST, 4096, share * recompute)
+                answer = self.advise((record_pb2.TIER_HOST, 4096))
+                self.assertEqual(answer.tie, tie)
+                self.assertEqual(answer.recommendation, "recompute" if tie else "host")
+                self.assertAlmostEqual(answer.gain_seconds / ((1 - share) * recompute), 1, delta=1e-3)
+                args = ("advise", "--target", server.grpc_address, "--model", "llama-3.1-8b", "--prompt-tokens",
+                        "8192", "--candidate", "host:4096")
+                text = cli(*args).stdout
+                self.assertIn("a tie (within the estimate's 10 % error; the simpler choice stands)" if tie
+                              else "over the next choice\n", text)
+                as_json = json.loads(cli(*args, "--json").stdout)
+                self.assertEqual((as_json["tie"], as_json["recommendation"]), (tie, answer.recommendation))
+                self.assertAlmostEqual(as_json["gain_seconds"], answer.gain_seconds, delta=1e-9)
+
     # Two host records with different bandwidths, after the engine's misses: with a one-day half-life
     # the decay over the test's seconds is below 1e-4, so the live bandwidth is the ratio of the
     # exported totals (compared reused bytes / compared reload seconds), and the compute model is the

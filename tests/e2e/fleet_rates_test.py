@@ -3,12 +3,12 @@ that never saw the model, a real Prometheus scraping them with the shipped recor
 every replica reading the fleet's rates back. Every replica must answer the same question alike, from
 the fleet's evidence (basis fleet), equal to hand arithmetic over every record sent (Σ bytes /
 Σ seconds, not a mean of the replicas' rates; the engine's own compute line); with Prometheus gone
-each falls back to its own rates. The break-even gauge of each replica equals its Advise answer,
-from the fleet's rates too. A replica restarted (its counters reset behind the same instance)
+each falls back to its own rates. The break-even gauge of each replica equals its Advise answer and
+the CLI's break-even line, from the fleet's rates too. A replica restarted (its counters reset behind the same instance)
 and one frozen past several scrapes move no replica's answer by 5 %: the fleet's sums are counters'
 increase over a window, not gauges that vanish with their replica. Bad flags exit 2.
 
-Usage: fleet_rates_test.py KVLEDGER_SERVER PYTHON_STUBS_DIR RULES_FILE
+Usage: fleet_rates_test.py KVLEDGER_SERVER PYTHON_STUBS_DIR RULES_FILE KVLEDGER_CLI
 """
 import json
 import math
@@ -20,10 +20,10 @@ import tempfile
 import time
 import unittest
 
-SERVER, RULES = sys.argv[1], sys.argv[3]
+SERVER, RULES, CLI = sys.argv[1], sys.argv[3], sys.argv[4]
 sys.path.insert(0, sys.argv[2])
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-del sys.argv[1:4]
+del sys.argv[1:5]
 
 import grpc  # noqa: E402
 
@@ -125,6 +125,10 @@ class FleetRatesTest(unittest.TestCase):
                                lambda r=r: self.break_even_agreed(r)) for r in (a, b)]
         self.assertEqual(gauges[0], gauges[1])
         self.assertLess(gauges[1], 1000)
+        text = subprocess.run([CLI, "advise", "--target", b.grpc_address, "--model", MODEL, "--prompt-tokens", "8192",
+                               "--candidate", "host:4096"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertRegex(text.stdout, rf"break-even\s+reloading pays from {int(gauges[1])} reusable tokens on\n")
         samples = harness.parse_exposition(d.scrape())
         self.assertGreater(harness.sample(samples, "kvledger_fleet_rates_fetches_total", result="ok"), 0)
         self.assertGreater(harness.sample(samples, "kvledger_fleet_rates_last_success_timestamp_seconds"), 1.7e9)

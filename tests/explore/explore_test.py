@@ -238,6 +238,7 @@ class ExploreTest(unittest.TestCase):
             self.assertTrue(answer.startswith("unknown"), answer)
         else:
             self.assertTrue(answer.startswith(self.advice["recommendation"]), answer)
+        self.assertEqual("a tie" in answer, self.advice["tie"], answer)  # said where the API says so
         for c in self.advice["candidates"]:
             self.assertEqual(self.browser.evaluate(f"document.getElementById('advice-basis-{c['tier']}').textContent"),
                              c["basis"])

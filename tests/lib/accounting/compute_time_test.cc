@@ -250,9 +250,10 @@ TEST(PassCurveTest, SolutionMinimizesTheObjective) {
     for (size_t j = 1; j + 1 < kPassKnots; ++j) {
       const double k = static_cast<double>(kPassKnotTokens[j]);
       sum += penalty * std::pow(k * (slope(curve.knot_seconds, j) - slope(curve.knot_seconds, j - 1)), 2);
-      // b in seconds per TFLOP, weighed by the mean square attention TFLOPs
-      sum += penalty * attention_squared / total_weight * 1e24 *
-             std::pow(k * (slope(curve.attention_seconds_per_flop, j) - slope(curve.attention_seconds_per_flop, j - 1)), 2);
+    }
+    for (size_t j = 1; j < kPassKnots; ++j) {  // b in seconds per TFLOP, weighed by the mean square attention TFLOPs
+      const auto& b = curve.attention_seconds_per_flop;
+      sum += penalty * attention_squared / total_weight * 1e24 * std::pow(b[j] - b[j - 1], 2);
     }
     for (size_t i = 0; i + 1 < kPassKnots; ++i) {
       sum += penalty * std::pow(128 * (curve.tile_seconds_per_token[i] + slope(curve.knot_seconds, i)), 2);

@@ -82,7 +82,8 @@ TEST(FleetRatesTest, SplitOverReplicasEqualsOneReplica) {
   ASSERT_TRUE(table.ok()) << table.status();
   FleetRates fleet(60, [] { return 0.0; });
   fleet.Update(*std::move(table));
-  EXPECT_NEAR(fleet.ReloadBandwidth("m", Tier::kRemote)->rate, whole_now.Evidence()->rate, 1e-6);
+  EXPECT_NEAR(fleet.ReloadBandwidth("m", Tier::kRemote)->rate, whole_now.Evidence()->rate,
+              whole_now.Evidence()->rate * 1e-12);  // the same up to rounding
   const auto fit = fleet.ComputeModel("m");
   ASSERT_TRUE(fit.has_value());
   EXPECT_EQ(fit->basis, Basis::kFleet);

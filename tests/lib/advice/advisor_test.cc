@@ -432,11 +432,12 @@ TEST(AdvisorTest, PartialReloadUnderAPassCurveByBruteForce) {
 }
 
 // The compute model perturbed within its stated error (every pass 10 % faster or slower) never turns
-// a recommendation that is not a tie into another one: the perturbed answer is the same, or a tie.
-// Without the tie rule some answers flip (counted, so the test shows the rule at work).
+// a recommendation that is not a tie into another one that is not: the answers are the same, or one
+// of them is a tie. Without the tie rule some answers flip (counted, so the test shows the rule at
+// work): the bandwidths straddle where reloading a token costs what computing it does.
 TEST(AdvisorTest, PerturbedWithinTheErrorNeverFlips) {
   int compared = 0, flips_without_ties = 0, ties = 0;
-  for (const double bandwidth : {2e9, 6e9, 1e10, 3e10}) {
+  for (const double bandwidth : {2e9, 4e9, 4.5e9, 5e9, 6e9, 1e10, 3e10}) {
     v1::ProfileCatalog overrides;
     overrides.add_profiles()->set_name("llama-3.1-8b");
     overrides.mutable_profiles(0)->mutable_serving()->set_host_reload_bytes_per_second(bandwidth);
@@ -475,7 +476,7 @@ TEST(AdvisorTest, PerturbedWithinTheErrorNeverFlips) {
         ++compared;
         flips_without_ties += a[0].fastest != a[k].fastest;
         ties += a[0].tie;
-        if (!a[0].tie) {
+        if (!a[0].tie && !a[k].tie) {
           EXPECT_EQ(a[k].action, a[0].action) << request.first << "/" << request.second << " x " << scales[k];
         }
       }
