@@ -227,23 +227,28 @@ HttpLimits MetricsLimits(const ServerOptions& o) {
   return l;
 }
 
-// /metrics, streamed, its duration and size observed; each page written whole is told to `witness`
-// (its scraper and when it began).
+// /metrics, streamed, its duration and size observed; each page delivered whole to a client that
+// says it is a scraper is told to `witness` (its address and when it began).
 HttpListener::Route MetricsRoute(MetricsExposition* exposition, ServerMetrics* metrics, ScrapeWitness* witness) {
   return {"/metrics", [exposition, metrics, witness](const HttpRequest& request) {
             HttpResponse response = HttpResponse::Of(200, kExpositionContentType, "");
-            response.stream = [exposition, metrics, witness, peer = request.peer](const HttpResponse::Writer& write) {
+            const double began = MonotonicSeconds();
+            response.stream = [exposition, metrics](const HttpResponse::Writer& write) {
               const absl::Time start = absl::Now();
-              const double began = MonotonicSeconds();
               size_t bytes = 0;
+              bool going = true;
               metrics->SampleProcess();
               exposition->Write([&](std::string& piece) {
                 bytes += piece.size();
-                write(piece);
+                going = going && write(piece);
               });
               metrics->Scraped(absl::ToDoubleSeconds(absl::Now() - start), bytes);
-              witness->Delivered(peer, began);
             };
+            if (request.scraper) {
+              response.delivered = [witness, peer = request.peer, began](bool whole) {
+                if (whole) witness->Delivered(peer, began);
+              };
+            }
             return response;
           }};
 }
@@ -396,6 +401,7 @@ void KvledgerServer::Shutdown(bool patient) {
   //    once more, at most the grace period.
   if (patient) {
     const double acknowledged_all = MonotonicSeconds();
+    state_->scrapes.Freeze();
     const absl::Time deadline = absl::Now() + absl::Seconds(state_->options.shutdown_scrape_grace_seconds);
     while (absl::Now() < deadline && !state_->scrapes.AllSince(acknowledged_all)) {
       absl::SleepFor(kScrapeCheckEvery);

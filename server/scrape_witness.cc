@@ -11,9 +11,14 @@ void ScrapeWitness::Delivered(const std::string& peer, double started) {
     found->second = std::max(found->second, started);
     return;
   }
+  if (frozen_) return;  // not waited for: it was not active at the cutoff
   if (latest_.size() >= kMaxScrapers) {
     auto oldest = std::min_element(latest_.begin(), latest_.end(),
                                    [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (oldest->second >= started - kActiveSeconds) {  // every one is active: none is forgotten
+      overflow_ = std::max(overflow_, started);
+      return;
+    }
     latest_.erase(oldest);
   }
   latest_.emplace(peer, started);
@@ -24,8 +29,14 @@ bool ScrapeWitness::Any() const {
   return !latest_.empty();
 }
 
+void ScrapeWitness::Freeze() {
+  MutexLock lock(&mu_);
+  frozen_ = true;
+}
+
 bool ScrapeWitness::AllSince(double cutoff) const {
   MutexLock lock(&mu_);
+  if (overflow_ >= cutoff - kActiveSeconds) return false;  // one active at the cutoff went untracked
   bool any = false;
   for (const auto& [peer, started] : latest_) {
     if (started >= cutoff) {

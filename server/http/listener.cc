@@ -7,7 +7,9 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <linux/sockios.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -51,17 +53,43 @@ struct Connection {
   size_t output_sent = 0;
   size_t output_reserved = 0;  // of the parked budget
   bool close_after = false;
+  // Told whether the answer last given reached the client whole (HttpResponse::delivered): pending
+  // while its bytes are parked or not yet acknowledged by the client's TCP.
+  std::function<void(bool whole)> delivered;
   bool writing() const { return output_sent < output.size(); }
+  bool confirming() const { return !writing() && delivered != nullptr; }
+  void Tell(bool whole) {
+    if (delivered == nullptr) return;
+    auto tell = std::move(delivered);
+    delivered = nullptr;
+    tell(whole);
+  }
 };
+
+// Bytes written to the socket that the client's TCP has not acknowledged yet; -1 when the
+// connection was reset or ended (what was queued will never be acknowledged) or cannot be read.
+int Unacknowledged(int fd) {
+  tcp_info info{};
+  socklen_t length = sizeof(info);
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) != 0) return -1;
+  if (info.tcpi_state != TCP_ESTABLISHED && info.tcpi_state != TCP_CLOSE_WAIT) return -1;
+  int queued = 0;
+  return ioctl(fd, SIOCOUTQ, &queued) == 0 ? queued : -1;
+}
 
 // Where an answer's bytes go: straight to the socket while the client reads them; once it stalls
 // for kStall, the rest is collected in the worker's memory and, at the end, parked whole with the
 // event thread (ParkedBudget) to send as the client reads. An answer that cannot be parked whole is
 // cut: a worker never waits on a slow reader longer than kStall per answer.
+//
+// Both waits (kStall and the answer's deadline) are read on the listener's clock; the socket is
+// waited on in slices of kSlice of real time between readings, so a fake clock decides them too.
 class AnswerSink {
  public:
   static constexpr auto kStall = std::chrono::milliseconds(100);
-  AnswerSink(Transport& io, Clock::time_point deadline) : io_(io), deadline_(deadline) {}
+  static constexpr auto kSlice = std::chrono::milliseconds(5);
+  AnswerSink(Transport& io, const HttpClockSource& clock, Clock::time_point deadline)
+      : io_(io), clock_(clock), deadline_(deadline) {}
 
   bool Put(absl::string_view data) {
     if (broken_) return false;
@@ -69,14 +97,21 @@ class AnswerSink {
       rest_.append(data.data(), data.size());
       return true;
     }
-    const ssize_t n = io_.WriteSome(data, std::min(deadline_, Clock::now() + kStall));
-    if (n < 0) return Fail();
-    data.remove_prefix(static_cast<size_t>(n));
+    const Clock::time_point until = std::min(deadline_, clock_() + kStall);
+    while (!data.empty()) {
+      const ssize_t n = io_.WriteSome(data, Clock::now() + kSlice);
+      if (n < 0) return Fail();
+      data.remove_prefix(static_cast<size_t>(n));
+      if (n == 0 && clock_() >= until) break;
+    }
     if (data.empty()) return true;
     stalled_ = true;
     rest_.assign(data.data(), data.size());
     return true;
   }
+  // The answer asks for the connection to close after it (a failure answered 500).
+  void CloseAfter() { close_after_ = true; }
+  bool close_after() const { return close_after_; }
   // The unsent rest, parked whole within `budget` for `peer` (its reservation passes to the
   // caller); false when there is a rest and no room for it: the answer is cut.
   bool Park(ParkedBudget& budget, const std::string& peer, std::string* rest, size_t* reserved) {
@@ -98,10 +133,12 @@ class AnswerSink {
   }
 
   Transport& io_;
+  const HttpClockSource& clock_;
   const Clock::time_point deadline_;
   std::string rest_;
   bool stalled_ = false;
   bool broken_ = false;
+  bool close_after_ = false;
 };
 
 const char* ReasonPhrase(int status) {
@@ -129,42 +166,71 @@ HttpResponse Text(int status, std::string body, std::string extra_headers = "") 
   return r;
 }
 
+// How often an answer waiting for its acknowledgement is looked at.
+constexpr int kConfirmEveryMs = 2;
+
 // A response too small to be worth compressing goes out as it is.
 constexpr size_t kGzipMinBytes = 1024;
 
 // Writes `r` as one HTTP/1.1 response: a whole body in one write with its head (one segment on the
 // wire, no delayed ACK), a streamed one in chunks; gzip when the client asked; no body for HEAD.
-bool SendResponse(AnswerSink& out, const HttpResponse& r, const ParsedHead& head, bool close) {
-  const bool gzip = head.gzip && (r.stream || r.body.size() >= kGzipMinBytes);
-  const bool body = head.method != "HEAD";
-  std::string text = absl::StrCat("HTTP/1.1 ", r.status, " ", ReasonPhrase(r.status), "\r\nContent-Type: ", r.content_type,
-                                  "\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nVary: Accept-Encoding\r\n",
-                                  gzip ? "Content-Encoding: gzip\r\n" : "", close ? "Connection: close\r\n" : "",
-                                  r.extra_headers);
-  if (!r.stream) {
-    std::string payload;
-    if (gzip) {  // two statements: the order of Add and Finish matters
-      GzipStream z;
-      payload = z.Add(r.body);
-      payload += z.Finish();
-    }
-    const std::string& sent = gzip ? payload : r.body;
-    absl::StrAppend(&text, "Content-Length: ", sent.size(), "\r\n\r\n");
-    if (body) text += sent;
-    return out.Put(text);
-  }
-  text += "Transfer-Encoding: chunked\r\n\r\n";
-  if (!body) return out.Put(text);
-  bool ok = out.Put(text);
+bool SendResponse(AnswerSink& out, const HttpResponse& r, const ParsedHead& head, bool close);
+
+// A handler's failure, as 500; the connection closes after it.
+bool SendFailure(AnswerSink& out, const ParsedHead& head, absl::string_view what) {
+  out.CloseAfter();
+  return SendResponse(out, Text(500, absl::StrCat("internal error: ", what, "\n")), head, true);
+}
+
+std::string ResponseHead(const HttpResponse& r, bool gzip, bool close) {
+  return absl::StrCat("HTTP/1.1 ", r.status, " ", ReasonPhrase(r.status), "\r\nContent-Type: ", r.content_type,
+                      "\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nVary: Accept-Encoding\r\n",
+                      gzip ? "Content-Encoding: gzip\r\n" : "", close ? "Connection: close\r\n" : "", r.extra_headers);
+}
+
+// A streamed body: the head goes out with the first piece, so that a stream that throws before it
+// is answered 500 instead; one that throws later is cut (its client sees no last chunk).
+bool SendStream(AnswerSink& out, const HttpResponse& r, const ParsedHead& head, bool gzip, bool close) {
+  std::string pending = ResponseHead(r, gzip, close) + "Transfer-Encoding: chunked\r\n\r\n";
+  if (head.method == "HEAD") return out.Put(pending);
+  bool ok = true;
+  bool begun = false;
   GzipStream z;
   auto chunk = [&](absl::string_view data) {
-    if (ok && !data.empty()) ok = out.Put(absl::StrCat(absl::Hex(data.size()), "\r\n", data, "\r\n"));
+    if (!ok || data.empty()) return;
+    absl::StrAppend(&pending, absl::Hex(data.size()), "\r\n", data, "\r\n");
+    begun = true;
+    ok = out.Put(pending);
+    pending.clear();
   };
-  r.stream([&](std::string& piece) {
-    if (ok) chunk(gzip ? z.Add(piece) : piece);
-  });
+  try {
+    r.stream([&](std::string& piece) {
+      if (ok) chunk(gzip ? z.Add(piece) : piece);
+      return ok;
+    });
+  } catch (const std::exception& e) {
+    return !begun && SendFailure(out, head, e.what());
+  } catch (...) {
+    return !begun && SendFailure(out, head, "unknown exception");
+  }
   if (gzip) chunk(z.Finish());
-  return ok && out.Put("0\r\n\r\n");
+  return ok && out.Put(pending + "0\r\n\r\n");
+}
+
+bool SendResponse(AnswerSink& out, const HttpResponse& r, const ParsedHead& head, bool close) {
+  const bool gzip = head.gzip && (r.stream || r.body.size() >= kGzipMinBytes);
+  if (r.stream) return SendStream(out, r, head, gzip, close);
+  std::string text = ResponseHead(r, gzip, close);
+  std::string payload;
+  if (gzip) {  // two statements: the order of Add and Finish matters
+    GzipStream z;
+    payload = z.Add(r.body);
+    payload += z.Finish();
+  }
+  const std::string& sent = gzip ? payload : r.body;
+  absl::StrAppend(&text, "Content-Length: ", sent.size(), "\r\n\r\n");
+  if (head.method != "HEAD") text += sent;
+  return out.Put(text);
 }
 
 // Binds and listens on "host:port" ("[v6]:port" too). -1 with `error` set when it cannot.
@@ -291,6 +357,7 @@ struct HttpListener::Impl {
   void Dispatch(std::unique_ptr<Connection> c);
   bool Serve(Connection& c);   // one request whose head is in c.pending; false: close
   void WriteParked(Waiting::iterator it);  // the event thread's part
+  void Finish(Waiting::iterator it);       // an answer all on the socket: confirmed, then the next
   HttpResponse Answer(const ParsedHead& head, const std::string& peer) const;
   void Wake();
   void Close(std::unique_ptr<Connection> c);  // with mu held
@@ -324,6 +391,7 @@ void HttpListener::Impl::Wake() {
 }
 
 void HttpListener::Impl::Close(std::unique_ptr<Connection> c) {
+  c->Tell(false);  // the connection ends before its answer was acknowledged
   connections.Closed(c->peer);
   parked.Release(c->peer, c->output_reserved);
   c.reset();  // the transport closes the socket
@@ -428,7 +496,7 @@ void HttpListener::Impl::TakeBackLocked(std::vector<std::unique_ptr<Connection>>
       Close(std::move(c));
       continue;
     }
-    if (!c->writing() && HeadEnd(c->pending) != std::string::npos) {
+    if (!c->writing() && !c->confirming() && HeadEnd(c->pending) != std::string::npos) {
       ready.push_back(std::move(c));
       continue;
     }
@@ -457,12 +525,33 @@ void HttpListener::Impl::WriteParked(Waiting::iterator it) {
   const ssize_t n = c.io->WriteSome(absl::string_view(c.output).substr(c.output_sent), Clock::now());
   if (n >= 0) c.output_sent += static_cast<size_t>(n);
   if (n >= 0 && c.writing()) return;  // more when the client reads
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    parked.Release(c.peer, c.output_reserved);
+    c.output_reserved = 0;
+    std::string().swap(c.output);  // its memory goes back, not just its length
+    c.output_sent = 0;
+    if (n < 0) {
+      Close(std::move(*it));
+      waiting.erase(it);
+      return;
+    }
+  }
+  Finish(it);
+}
+
+// The answer is all on the socket. Its route is told once the client's TCP has acknowledged the
+// last byte (looked at on each turn of the event thread until then, up to the answer's deadline);
+// then the connection closes, or waits for its next request (dispatched at once if pipelined).
+void HttpListener::Impl::Finish(Waiting::iterator it) {
+  Connection& c = **it;
+  if (c.delivered != nullptr) {
+    const int unacknowledged = Unacknowledged(c.io->fd());
+    if (unacknowledged > 0) return;
+    c.Tell(unacknowledged == 0);
+  }
   std::unique_lock<std::mutex> lock(mu);
-  parked.Release(c.peer, c.output_reserved);
-  c.output_reserved = 0;
-  std::string().swap(c.output);  // its memory goes back, not just its length
-  c.output_sent = 0;
-  if (n < 0 || c.close_after) {
+  if (c.close_after) {
     Close(std::move(*it));
     waiting.erase(it);
     return;
@@ -497,6 +586,10 @@ void HttpListener::Impl::Event(Waiting::iterator it) {
     WriteParked(it);
     return;
   }
+  if (c.confirming()) {
+    Finish(it);
+    return;
+  }
   if (c.handshaking && !Handshake(it)) return;
   bool complete = false;
   if (!ReadFrom(c, &complete)) {
@@ -517,15 +610,19 @@ bool HttpListener::Impl::PollOnce(std::vector<pollfd>& fds, std::vector<Waiting:
   const Clock::time_point next = CloseExpired(now);
   fds.assign({{now >= accept_paused_until ? listen_fd : -1, POLLIN, 0}, {wake_fd, POLLIN, 0}});
   polled.clear();
-  bool buffered = false;  // TLS holds decrypted bytes: no socket event will announce them
+  bool buffered = false;    // TLS holds decrypted bytes: no socket event will announce them
+  bool confirming = false;  // an answer waits for its acknowledgement: no event announces it either
   for (auto it = waiting.begin(); it != waiting.end(); ++it) {
     const Connection& c = **it;
-    buffered = buffered || (!c.handshaking && !c.writing() && !c.io->NeedsSocket());
+    buffered = buffered || (!c.handshaking && !c.writing() && !c.confirming() && !c.io->NeedsSocket());
+    confirming = confirming || c.confirming();
     const bool out = c.writing() || (c.handshaking && c.want_write);
-    fds.push_back({c.io->fd(), static_cast<short>(out ? POLLOUT : POLLIN), 0});
+    const short events = c.confirming() ? 0 : out ? POLLOUT : POLLIN;
+    fds.push_back({c.io->fd(), events, 0});
     polled.push_back(it);
   }
-  const auto timeout = buffered ? 0 : std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1;
+  auto timeout = buffered ? 0 : std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1;
+  if (confirming) timeout = std::min<decltype(timeout)>(timeout, kConfirmEveryMs);
   if (poll(fds.data(), fds.size(), static_cast<int>(timeout)) < 0 && errno != EINTR) return false;
   if (fds[1].revents != 0) {
     uint64_t count;
@@ -533,7 +630,9 @@ bool HttpListener::Impl::PollOnce(std::vector<pollfd>& fds, std::vector<Waiting:
   }
   for (size_t i = 2; i < fds.size(); ++i) {
     const Connection& c = *polled[i - 2]->get();
-    if (fds[i].revents != 0 || (!c.handshaking && !c.writing() && !c.io->NeedsSocket())) Event(polled[i - 2]);
+    if (fds[i].revents != 0 || c.confirming() || (!c.handshaking && !c.writing() && !c.io->NeedsSocket())) {
+      Event(polled[i - 2]);
+    }
   }
   if (fds[0].revents != 0) Accept();
   return true;
@@ -566,10 +665,10 @@ void HttpListener::Impl::Work() {
     const bool keep = Serve(*c);
     std::unique_lock<std::mutex> lock(mu);
     serving.erase(c.get());
-    if (!keep && !c->writing()) c->io.reset();
+    if (!keep && !c->writing() && !c->confirming()) c->io.reset();
     c->started = !c->pending.empty();
     if (c->pending.capacity() > limits.head_bytes && c->pending.size() < 4096) c->pending.shrink_to_fit();
-    if (!c->writing()) {
+    if (!c->writing() && !c->confirming()) {
       c->deadline = clock() + std::chrono::seconds(c->started ? limits.head_seconds : limits.idle_seconds);
     }
     returned.push_back(std::move(c));
@@ -579,11 +678,11 @@ void HttpListener::Impl::Work() {
 }
 
 bool HttpListener::Impl::Serve(Connection& c) {
-  // The socket's writes wait by the real clock; the event thread's deadline is the listener's clock.
-  AnswerSink out(*c.io, Clock::now() + std::chrono::seconds(limits.answer_seconds));
+  AnswerSink out(*c.io, clock, clock() + std::chrono::seconds(limits.answer_seconds));
   ParsedHead head;
   bool close = true;
   bool ok = false;
+  std::function<void(bool)> delivered;
   const size_t end = HeadEnd(c.pending);
   if (end == std::string::npos || end > limits.head_bytes) {
     ok = SendResponse(out, Text(431, absl::StrCat("request line and headers: more than ", limits.head_bytes,
@@ -591,14 +690,17 @@ bool HttpListener::Impl::Serve(Connection& c) {
   } else if (const absl::Status parsed = ParseHead(&c.pending, &head); !parsed.ok()) {
     ok = SendResponse(out, Text(400, absl::StrCat(parsed.message(), "\n")), head, true);
   } else {
-    HttpResponse response;
-    try {
-      response = Answer(head, c.peer);
-    } catch (const std::exception& e) {
-      response = Text(500, absl::StrCat("internal error: ", e.what(), "\n"));
-    }
     close = head.close || c.peer_done || (head.method != "GET" && head.method != "HEAD");
-    ok = SendResponse(out, response, head, close);
+    try {
+      HttpResponse response = Answer(head, c.peer);
+      delivered = std::move(response.delivered);
+      ok = SendResponse(out, response, head, close);
+    } catch (const std::exception& e) {
+      ok = SendFailure(out, head, e.what());
+    } catch (...) {
+      ok = SendFailure(out, head, "unknown exception");
+    }
+    close = close || out.close_after();
   }
   // The rest, parked whole for the event thread to send by the deadline, or the answer is cut.
   ok = out.Park(parked, c.peer, &c.output, &c.output_reserved) && ok;
@@ -609,6 +711,9 @@ bool HttpListener::Impl::Serve(Connection& c) {
     parked.Release(c.peer, c.output_reserved);
     c.output_reserved = 0;
     std::string().swap(c.output);
+    if (delivered) delivered(false);
+  } else {
+    c.delivered = std::move(delivered);  // told once the event thread sees the last byte acknowledged
   }
   return ok && !close;
 }

@@ -79,6 +79,7 @@ absl::Status Header(absl::string_view line, ParsedHead* head, int* hosts) {
   if (absl::EqualsIgnoreCase(name, "Host")) ++*hosts;
   if (absl::EqualsIgnoreCase(name, "Authorization")) head->authorization = std::string(value);
   if (absl::EqualsIgnoreCase(name, "Accept-Encoding")) head->gzip = AcceptsGzip(value);
+  if (absl::EqualsIgnoreCase(name, "X-Prometheus-Scrape-Timeout-Seconds")) head->request.scraper = true;
   if (absl::EqualsIgnoreCase(name, "Connection") && absl::StrContains(absl::AsciiStrToLower(value), "close")) head->close = true;
   if (absl::EqualsIgnoreCase(name, "Transfer-Encoding")) head->close = true;  // a body is never read
   if (absl::EqualsIgnoreCase(name, "Content-Length") && value != "0") head->close = true;

@@ -17,6 +17,10 @@ struct HttpRequest {
   std::string path;
   std::string query;  // raw query string, without '?'
   std::string peer;   // the client's address, without its port
+  // The client says it is a scraper: it sent X-Prometheus-Scrape-Timeout-Seconds, as Prometheus (in
+  // either mode) and the collectors built on its scrape code do on every scrape; curl, browsers and
+  // probes do not.
+  bool scraper = false;
   // The `occurrence`-th value of query parameter `name` (URL-decoded), if present.
   std::optional<std::string> Param(const std::string& name, int occurrence = 0) const;
   std::vector<std::string> ParamNames() const;  // every parameter given, in order
@@ -51,9 +55,15 @@ struct HttpResponse {
   std::string content_type = "application/json";
   std::string body;
   // When set, the body is streamed instead (chunked transfer encoding): `stream` is called with a
-  // writer and writes the body in pieces.
-  using Writer = std::function<void(std::string& piece)>;
+  // writer and writes the body in pieces; the writer returns false once the answer is cut (the client
+  // is gone or too slow), after which the stream should stop. A stream that throws before its first
+  // piece is answered 500; after it, the answer is cut.
+  using Writer = std::function<bool(std::string& piece)>;
   std::function<void(const Writer& write)> stream;
+  // When set, told once whether the whole answer reached the client: true when its last byte has
+  // been acknowledged by the client's TCP (not just rendered, nor just handed to the socket), false
+  // when it was cut, refused, or the connection ended first. Called on a listener thread.
+  std::function<void(bool whole)> delivered;
   std::string extra_headers;  // whole lines, each ending in "\r\n"
 
   static HttpResponse Of(int status, std::string content_type, std::string body) {

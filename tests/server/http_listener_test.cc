@@ -1,6 +1,8 @@
 // The HTTP listener in process, through real sockets on 127.0.0.1: routes and 404, HEAD, keep-alive
 // answers in order, a streamed (chunked) answer, gzip, the head-size bound (431), per-address
-// connection limit (503), and a stop that does not wait for a client that never reads.
+// connection limit (503), a stop that does not wait for a client that never reads, an answer told
+// delivered only once the client's TCP acknowledged it, a stream that throws, and the stall and the
+// answer deadline on an injected clock.
 #include "server/http/listener.h"
 
 #include <arpa/inet.h>
@@ -12,6 +14,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -24,6 +29,7 @@ namespace kvledger {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 // A blocking client socket to the listener, from `source` (any 127.0.0.0/8 address).
@@ -78,6 +84,51 @@ class Client {
   const int fd_;
 };
 
+// A client whose receive buffer is as small as the kernel allows, set before it connects (so the
+// window it offers stays small).
+int SmallWindowSocket(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int small = 1;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+  return fd;
+}
+
+// Closes with a reset (SO_LINGER 0), as a client that gives up does.
+void Reset(int fd) {
+  linger now{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof now);
+  close(fd);
+}
+
+// What the routes' `delivered` callbacks were told, in order.
+struct Told {
+  std::mutex mu;
+  std::vector<bool> whole;
+  std::function<void(bool)> Callback() {
+    return [this](bool w) {
+      std::lock_guard<std::mutex> lock(mu);
+      whole.push_back(w);
+    };
+  }
+  std::vector<bool> Get() {
+    std::lock_guard<std::mutex> lock(mu);
+    return whole;
+  }
+  // Polls (real time, with a deadline) until `n` answers were told.
+  std::vector<bool> Await(size_t n) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (Get().size() < n && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return Get();
+  }
+};
+
 std::string Get(const std::string& path, const std::string& headers = "") {
   return absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: test\r\n", headers, "\r\n");
 }
@@ -115,10 +166,28 @@ class HttpListenerTest : public ::testing::Test {
                         };
                         return r;
                       }});
+    routes.push_back({"/told", [this](const HttpRequest& request) {
+                        const size_t bytes = std::stoul(request.Param("bytes").value_or("10"));
+                        HttpResponse r = HttpResponse::Of(200, "text/plain", std::string(bytes, 't'));
+                        r.delivered = told_.Callback();
+                        return r;
+                      }});
+    routes.push_back({"/throws", [this](const HttpRequest& request) {
+                        HttpResponse r = HttpResponse::Of(200, "text/plain", "");
+                        const bool late = request.Param("late").has_value();
+                        r.stream = [late](const HttpResponse::Writer& write) {
+                          std::string piece = "first piece;";
+                          if (late) write(piece);
+                          throw std::runtime_error("the page could not be rendered");
+                        };
+                        r.delivered = told_.Callback();
+                        return r;
+                      }});
     auto started = HttpListener::Start("127.0.0.1:0", limits, {}, std::move(routes), std::move(clock));
     ASSERT_TRUE(started.ok()) << started.status();
     listener_ = *std::move(started);
   }
+  Told told_;  // before the listener: its threads call into it until the listener is gone
   std::unique_ptr<HttpListener> listener_;
 };
 
@@ -225,6 +294,70 @@ TEST_F(HttpListenerTest, DeadlinesOnAnInjectedClock) {
   moved_ms = 61000;  // past idle_seconds
   EXPECT_FALSE(idle.QuietFor(3000));
   EXPECT_EQ(idle.ReadToClose(), "");
+}
+
+// An answer is told delivered once the client's TCP acknowledged its last byte; one the client never
+// reads (a window of a few bytes) and then resets is told cut, never delivered.
+TEST_F(HttpListenerTest, DeliveredMeansAcknowledged) {
+  Start();
+  Client reader(listener_->port());
+  reader.Send(Get("/told?bytes=300000"));
+  EXPECT_THAT(reader.ReadAnswer(), StartsWith("HTTP/1.1 200"));
+  EXPECT_EQ(told_.Await(1), std::vector<bool>{true});
+
+  const int stray = SmallWindowSocket(listener_->port());
+  const std::string request = Get("/told?bytes=300000");
+  ASSERT_EQ(send(stray, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // what a stray client does: nothing
+  EXPECT_EQ(told_.Get().size(), 1u);  // not told before the reset: the page is still unacknowledged
+  Reset(stray);
+  EXPECT_EQ(told_.Await(2), (std::vector<bool>{true, false}));
+}
+
+// A stream that throws before its first piece is answered 500 and the listener serves on; one that
+// throws after it is cut (no last chunk), told not delivered.
+TEST_F(HttpListenerTest, AStreamThatThrows) {
+  Start();
+  Client early(listener_->port());
+  early.Send(Get("/throws"));
+  const std::string answer = early.ReadToClose();
+  EXPECT_THAT(answer, StartsWith("HTTP/1.1 500"));
+  EXPECT_THAT(answer, HasSubstr("the page could not be rendered"));
+  Client late(listener_->port());
+  late.Send(Get("/throws?late=1"));
+  const std::string cut = late.ReadToClose();
+  EXPECT_THAT(cut, StartsWith("HTTP/1.1 200"));
+  EXPECT_THAT(cut, HasSubstr("first piece;"));
+  EXPECT_THAT(cut, Not(HasSubstr("\r\n0\r\n\r\n")));
+  EXPECT_EQ(told_.Await(2), (std::vector<bool>{true, false}));  // the 500 reached its client whole
+  Client after(listener_->port());
+  after.Send(Get("/hello"));
+  EXPECT_THAT(after.ReadAnswer(), StartsWith("HTTP/1.1 200"));
+}
+
+// The worker's 100 ms stall and the answer's deadline are read on the listener's clock. With one
+// worker and a client that never reads a large answer, an unmoved fake clock keeps the worker
+// writing (another client waits); moved past the stall, the rest is parked and the other client is
+// served; moved past answer_seconds, the parked answer is cut and told so.
+TEST_F(HttpListenerTest, StallAndAnswerDeadlineOnAnInjectedClock) {
+  std::atomic<int64_t> moved_ms{0};
+  const HttpClock::time_point base = HttpClock::now();
+  HttpLimits limits;
+  limits.workers = 1;
+  limits.answer_seconds = 30;
+  Start(limits, [&] { return base + std::chrono::milliseconds(moved_ms.load()); });
+  const int slow = SmallWindowSocket(listener_->port());
+  const std::string request = Get("/told?bytes=4000000");
+  ASSERT_EQ(send(slow, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  Client other(listener_->port(), "127.0.0.2");
+  other.Send(Get("/hello"));
+  EXPECT_TRUE(other.QuietFor(600));  // far past 100 ms of real time: the stall is the fake clock's
+  moved_ms = 150;
+  EXPECT_THAT(other.ReadAnswer(), StartsWith("HTTP/1.1 200"));
+  EXPECT_TRUE(told_.Get().empty());  // parked, not cut
+  moved_ms = 31000;
+  EXPECT_EQ(told_.Await(1), std::vector<bool>{false});
+  close(slow);
 }
 
 }  // namespace

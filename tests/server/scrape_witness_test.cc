@@ -40,8 +40,9 @@ TEST(ScrapeWitnessTest, EveryActiveScraperAndNoStaleOne) {
   EXPECT_FALSE(quiet.AllSince(1000));
 }
 
-// Made-up addresses cannot grow the table past its bound; the oldest is forgotten first.
-TEST(ScrapeWitnessTest, BoundedByForgettingTheOldest) {
+// Made-up addresses cannot grow the table past its bound; only an inactive address is forgotten to
+// make room.
+TEST(ScrapeWitnessTest, BoundedByForgettingOnlyTheInactive) {
   ScrapeWitness witness;
   witness.Delivered("prometheus", 500);
   for (int i = 0; i < 10000; ++i) witness.Delivered(absl::StrCat("10.1.", i / 256, ".", i % 256), 100);
@@ -49,6 +50,41 @@ TEST(ScrapeWitnessTest, BoundedByForgettingTheOldest) {
   EXPECT_FALSE(witness.AllSince(550));
   witness.Delivered("prometheus", 560);
   EXPECT_TRUE(witness.AllSince(550));
+}
+
+// A flood of active addresses before the cutoff cannot push a scraper out: it stays waited for.
+// One that found the table full of active addresses makes the witness wait (it cannot say whether
+// that scraper read again) — the flood lengthens the wait, it never shortens it.
+TEST(ScrapeWitnessTest, AFloodNeverShortensTheWait) {
+  ScrapeWitness crowded;
+  crowded.Delivered("prometheus", 990);
+  for (int i = 0; i < 200; ++i) crowded.Delivered(absl::StrCat("10.2.0.", i), 995);
+  for (int i = 0; i < 200; ++i) crowded.Delivered(absl::StrCat("10.2.0.", i), 1001);
+  EXPECT_FALSE(crowded.AllSince(1000));  // prometheus has not read since, and overflowed ones are unknown
+  crowded.Delivered("prometheus", 1002);
+  EXPECT_FALSE(crowded.AllSince(1000));  // still: addresses went untracked within the active window
+  // Once the overflow is older than the active window, the tracked scrapers decide again.
+  const double later = 1001 + ScrapeWitness::kActiveSeconds + 1;
+  EXPECT_FALSE(crowded.AllSince(later));
+  crowded.Delivered("prometheus", later + 1);
+  EXPECT_TRUE(crowded.AllSince(later));
+
+  ScrapeWitness full;  // the flood came first: prometheus never got in
+  for (size_t i = 0; i < ScrapeWitness::kMaxScrapers; ++i) full.Delivered(absl::StrCat("10.3.0.", i), 990);
+  full.Delivered("prometheus", 995);
+  for (size_t i = 0; i < ScrapeWitness::kMaxScrapers; ++i) full.Delivered(absl::StrCat("10.3.0.", i), 1001);
+  EXPECT_FALSE(full.AllSince(1000));  // every tracked one read again, but prometheus went untracked
+}
+
+// After Freeze, new addresses are not admitted: a flood during the wait changes nothing.
+TEST(ScrapeWitnessTest, FrozenAtTheCutoff) {
+  ScrapeWitness witness;
+  witness.Delivered("prometheus", 990);
+  witness.Freeze();
+  for (int i = 0; i < 200; ++i) witness.Delivered(absl::StrCat("10.4.0.", i), 1001);
+  EXPECT_FALSE(witness.AllSince(1000));
+  witness.Delivered("prometheus", 1005);
+  EXPECT_TRUE(witness.AllSince(1000));
 }
 
 }  // namespace
