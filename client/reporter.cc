@@ -28,10 +28,22 @@ size_t RoundUpToPowerOfTwo(size_t n) {
   return p;
 }
 
+// CANCELLED is what a call meets when its replica's gRPC server shuts down under it (the server
+// applies nothing once it is draining); like a cut connection, it is retried on the same replica while
+// that one is reachable, which deduplicates it by batch id.
 bool IsTransient(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
-         code == grpc::StatusCode::RESOURCE_EXHAUSTED;
+         code == grpc::StatusCode::RESOURCE_EXHAUSTED || code == grpc::StatusCode::CANCELLED;
 }
+
+// A call refused for its size (gRPC's "larger than max", on either side): nothing of it was applied.
+bool IsTooLarge(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+         absl::StrContains(status.error_message(), "larger than max");
+}
+
+// A batch's bytes beyond its records' own: its batch_id and each record's tag and length.
+constexpr size_t kBatchOverheadBytes = 64;
 
 // The addresses behind a target, for one channel per replica: "host:port" and "dns:///host:port"
 // resolved now, "ipv4:" and "ipv6:" lists as listed. Empty for any other target (unix:, xds:, ...),
@@ -279,6 +291,11 @@ Reporter::~Reporter() { Shutdown(options_.shutdown_timeout); }
 // for the producer at `position` or holds a record for the consumer at `position`).
 bool Reporter::Report(const v1::Record& record) {
   reported_.fetch_add(1, std::memory_order_relaxed);
+  if (record.ByteSizeLong() + kBatchOverheadBytes > options_.max_message_bytes) {
+    rejected_.fetch_add(1, std::memory_order_relaxed);
+    too_large_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   if (Stopping()) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
     return false;
@@ -346,6 +363,18 @@ void Reporter::SendBatch(v1::RecordBatchRequest& batch) {
     if (status.ok()) {
       const uint64_t accepted = std::min<uint64_t>(response.accepted(), n);
       return answer(accepted, std::min<uint64_t>(response.rejected(), n - accepted));
+    }
+    if (IsTooLarge(status)) {  // nothing applied: each half on its own, or the record alone rejected
+      if (n == 1) {
+        too_large_.fetch_add(1, std::memory_order_relaxed);
+        return answer(0, 1);
+      }
+      v1::RecordBatchRequest second;
+      const int half = batch.records_size() / 2;
+      for (int i = half; i < batch.records_size(); ++i) *second.add_records() = std::move(*batch.mutable_records(i));
+      batch.mutable_records()->DeleteSubrange(half, batch.records_size() - half);
+      SendBatch(batch);
+      return SendBatch(second);
     }
     if (!IsTransient(status.error_code())) return answer(0, 0);  // dropped: retrying cannot help
     retried_.fetch_add(1, std::memory_order_relaxed);
@@ -456,6 +485,7 @@ ReporterStats Reporter::stats() const {
   ReporterStats s;
   s.sent = sent_.load(std::memory_order_relaxed);
   s.rejected = rejected_.load(std::memory_order_relaxed);
+  s.too_large = too_large_.load(std::memory_order_relaxed);
   s.dropped = dropped_.load(std::memory_order_relaxed);
   s.retried = retried_.load(std::memory_order_relaxed);
   s.reported = reported_.load(std::memory_order_relaxed);

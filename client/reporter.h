@@ -66,6 +66,11 @@ struct ReporterOptions {
   // --max_receive_message_bytes. A record larger than this alone is sent in a batch of its own.
   size_t max_batch_size = 512;
   size_t max_batch_bytes = 1 << 20;
+  // The largest message a call may carry (by default the server's default
+  // --max_receive_message_bytes): a record whose encoding cannot fit in one is refused at Report()
+  // (rejected, counted in too_large), never queued. A batch a server refuses as larger than its own
+  // limit is split in two and each half sent; a record alone refused so is rejected the same way.
+  size_t max_message_bytes = 4 << 20;
   // A queued record waits at most this long before its batch is sent.
   absl::Duration flush_interval = absl::Seconds(1);
   // Deadline of one RecordBatch attempt.
@@ -96,7 +101,8 @@ struct ReporterStats {
   uint64_t reported = 0;  // Report() calls
   uint64_t queued = 0;    // in the queue or in a batch not yet answered
   uint64_t sent = 0;      // accepted and counted by the server
-  uint64_t rejected = 0;  // rejected by the server as invalid (not counted; see its reasons)
+  uint64_t rejected = 0;  // rejected by the server as invalid (not counted; see its reasons), or too large
+  uint64_t too_large = 0;  // of rejected: records larger than a message may be (max_message_bytes)
   uint64_t dropped = 0;   // never delivered: queue full, shut down, or a non-retryable failure
   uint64_t retried = 0;   // batch attempts retried after a transient failure
 };
@@ -155,7 +161,7 @@ class Reporter {
   alignas(64) std::atomic<size_t> dequeue_position_{0};
 
   alignas(64) std::atomic<uint64_t> reported_{0};
-  std::atomic<uint64_t> sent_{0}, rejected_{0}, dropped_{0}, retried_{0};
+  std::atomic<uint64_t> sent_{0}, rejected_{0}, dropped_{0}, retried_{0}, too_large_{0};
   std::atomic<size_t> answered_{0};  // queue positions answered (sent, rejected or dropped)
 
   std::mutex mu_;

@@ -17,7 +17,8 @@
 int main(int argc, char** argv) {
   using kvledger::cli::FlagSet;
   std::optional<uint64_t> records, queue_size;
-  std::optional<double> flush_timeout, shutdown_timeout, per_second;
+  std::optional<double> flush_timeout, shutdown_timeout, per_second, flush_interval;
+  std::optional<uint64_t> huge_at;
   std::string target = "127.0.0.1:50051", model = "llama-3.1-8b";
   bool real = false;
   FlagSet flags("reporter_example", "Sends synthetic records through kvledger::Reporter and prints its Stats as JSON.");
@@ -30,6 +31,9 @@ int main(int argc, char** argv) {
   flags.Switch("real", &real, "count the records in the target's figures (default: marked synthetic, counted only in "
                             "kvledger_synthetic_records_total)");
   flags.Double("shutdown-timeout", &shutdown_timeout, "seconds shutdown may keep sending (default 1)");
+  flags.Double("flush-interval", &flush_interval, "seconds a queued record waits for its batch (default 0.1)");
+  flags.Uint64("huge-record-at", &huge_at, "the record at this position carries 600,000 prefix block ids (4.8 MB: "
+                                           "more than a message may carry)");
   if (int code = kvledger::cli::ParseOrExit(flags, std::vector<std::string>(argv + 1, argv + argc), "reporter_example");
       code >= 0) {
     return code;
@@ -37,7 +41,7 @@ int main(int argc, char** argv) {
 
   kvledger::ReporterOptions options;
   options.target = target;
-  options.flush_interval = absl::Milliseconds(100);
+  options.flush_interval = absl::Seconds(flush_interval.value_or(0.1));
   options.max_queue_size = std::min<uint64_t>(queue_size.value_or(65536), uint64_t{1} << 24);
   options.synthetic = !real;
   kvledger::Reporter reporter(options);
@@ -52,6 +56,14 @@ int main(int argc, char** argv) {
     r.set_tier(i % 5 == 0 ? kvledger::v1::TIER_UNSPECIFIED : static_cast<kvledger::v1::Tier>(1 + i % 4));
     r.set_suffix_prefill_seconds(0.05 + 0.001 * static_cast<double>(i % 10));
     r.set_ttft_seconds(0.08 + 0.001 * static_cast<double>(i % 10));
+    if (huge_at && *huge_at == i) {
+      kvledger::v1::Record huge = r;
+      huge.set_prompt_tokens(600000 * 16);
+      huge.set_block_tokens(16);
+      for (uint64_t id = 1; id <= 600000; ++id) huge.add_prefix_block_ids(id);
+      reporter.Report(huge);
+      continue;
+    }
     reporter.Report(r);
   }
   const bool flushed = reporter.Flush(absl::Seconds(flush_timeout.value_or(3)));
@@ -59,6 +71,7 @@ int main(int argc, char** argv) {
   kvledger::JsonObject o;
   o.Integer("queued", s.queued).Integer("sent", s.sent).Integer("rejected", s.rejected);
   o.Integer("retried", s.retried).Integer("dropped", s.dropped).Integer("reported", s.reported);
+  o.Integer("too_large", s.too_large);
   o.Bool("flushed", flushed);
   std::cout << o.str() << "\n";
   return 0;

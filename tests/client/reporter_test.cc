@@ -27,8 +27,10 @@ v1::Record HalfHit(int64_t n = 4096) {
   return r;
 }
 
-std::unique_ptr<KvledgerServer> StartServer(const std::string& grpc_address = "127.0.0.1:0") {
+std::unique_ptr<KvledgerServer> StartServer(const std::string& grpc_address = "127.0.0.1:0",
+                                            uint32_t max_receive_message_bytes = ServerOptions().max_receive_message_bytes) {
   ServerOptions options;
+  options.max_receive_message_bytes = max_receive_message_bytes;
   options.shutdown_drain_seconds = 0;  // tests stop at once
   options.shutdown_scrape_grace_seconds = 0;
   options.grpc_address = grpc_address;
@@ -98,6 +100,53 @@ TEST(ReporterTest, RejectedRecordsAreCounted) {
   EXPECT_EQ(reporter.stats().rejected, 1u);
   EXPECT_EQ(reporter.stats().sent, 1u);
   EXPECT_EQ(server->accepted_records(), 1u);
+}
+
+// A record with `ids` prefix block ids (8 bytes each on the wire).
+v1::Record WithIds(int ids) {
+  v1::Record r = HalfHit(int64_t{16} * ids);
+  r.set_block_tokens(16);
+  for (int id = 1; id <= ids; ++id) r.add_prefix_block_ids(static_cast<uint64_t>(id));
+  return r;
+}
+
+// Proves: a record too large for any message is refused at Report() (rejected, too_large), never
+// queued, and the small records around it all arrive.
+TEST(ReporterTest, APoisonRecordNeverBlocksTheOthers) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  Reporter reporter(Options(server->grpc_address()));
+  for (int i = 0; i < 500; ++i) ASSERT_TRUE(reporter.Report(HalfHit()));
+  EXPECT_FALSE(reporter.Report(WithIds(600000)));  // 4.8 MB
+  for (int i = 0; i < 500; ++i) ASSERT_TRUE(reporter.Report(HalfHit()));
+  ASSERT_TRUE(reporter.Flush(absl::Seconds(30)));
+  const ReporterStats s = reporter.stats();
+  EXPECT_EQ(s.sent, 1000u);
+  EXPECT_EQ(s.rejected, 1u);
+  EXPECT_EQ(s.too_large, 1u);
+  EXPECT_EQ(s.dropped, 0u);
+  EXPECT_EQ(server->accepted_records(), 1000u);
+}
+
+// Proves: against a server whose receive limit is below the Reporter's, a batch refused for its
+// size is split until its records fit, and a record that alone does not fit is rejected — never a
+// batch retried whole forever.
+TEST(ReporterTest, ABatchTooLargeForTheServerIsSplit) {
+  auto server = StartServer("127.0.0.1:0", 64 << 10);
+  ASSERT_NE(server, nullptr);
+  ReporterOptions options = Options(server->grpc_address());
+  options.flush_interval = absl::Seconds(60);  // one batch, sent by Flush
+  Reporter reporter(options);
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(reporter.Report(WithIds(1000)));  // 8 kB each, 320 kB in all
+  ASSERT_TRUE(reporter.Report(WithIds(20000)));  // 160 kB: past the server's limit alone
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(reporter.Report(WithIds(1000)));
+  ASSERT_TRUE(reporter.Flush(absl::Seconds(30)));
+  const ReporterStats s = reporter.stats();
+  EXPECT_EQ(s.sent, 80u);
+  EXPECT_EQ(s.rejected, 1u);
+  EXPECT_EQ(s.too_large, 1u);
+  EXPECT_EQ(s.dropped, 0u);
+  EXPECT_EQ(server->accepted_records(), 80u);
 }
 
 // The real server behind a transport that loses the first reply of every batch after the server

@@ -32,6 +32,11 @@ import sys
 import msgpack
 
 NEVER_SEEN = (1 << 64) - 1
+# Distances one record carries at most: the server's bound on a record's blocks (the same as for
+# prefix_block_ids), so that a record always fits in a message (8 bytes a distance: 512 KiB). A longer
+# prompt is replayed on its leading MAX_DISTANCES blocks; its blocks past them read as misses at every
+# capacity (counted in EventReplay.capped).
+MAX_DISTANCES = 65536
 END_SEQ = -1
 _MASK = (1 << 64) - 1
 # The fields of each event as older vLLM and SGLang encode them (array_like: the tag, then these).
@@ -178,6 +183,7 @@ class EventReplay:
         self.resets = collections.Counter()  # why the state was emptied
         self.unknown_parent = 0               # BlockStored events whose prefix length was unknown
         self.other_medium = 0                 # events of another tier, skipped
+        self.capped = 0                       # records cut to their leading MAX_DISTANCES blocks
 
     def reset(self, why):
         self.ghost.clear()
@@ -233,10 +239,13 @@ class EventReplay:
         if start is None:
             return None
         tokens = len(event.get("token_ids") or ()) or size * len(hashes)
+        distances = ([0] * min(start, MAX_DISTANCES) + distances[:MAX_DISTANCES])[:MAX_DISTANCES]
+        if start + len(hashes) > MAX_DISTANCES:
+            self.capped += 1
         return {"model": self.model, "tier": "device" if start else None, "prompt_tokens": start * size + tokens,
                 "logical_match_tokens": start * size, "block_tokens": size, "cache_id": self.cache_id,
                 "cache_capacity_blocks": self.capacity_blocks,
-                "prefix_block_reuse_distances": [0] * start + distances}
+                "prefix_block_reuse_distances": distances}
 
 
 class Subscriber:

@@ -9,7 +9,12 @@ Same semantics as the C++ kvledger::Reporter (client/reporter.h):
   batch is full, when flush_interval_seconds has passed, or on flush(). Each batch carries a
   random batch_id that its retries reuse, so the replica that applied a batch whose reply was lost
   does not count it twice.
-- UNAVAILABLE, DEADLINE_EXCEEDED and RESOURCE_EXHAUSTED are retried with capped, jittered
+- A record whose encoding cannot fit in one message (max_message_bytes, by default the server's
+  default --max_receive_message_bytes of 4 MiB) is refused at report(): counted as rejected with the
+  reason "record_too_large" (rejections() gives the message), never queued. A batch a server refuses
+  as larger than its own limit is split in two and each half sent; a record alone refused so is
+  rejected the same way. Neither is ever retried whole.
+- UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED and CANCELLED are retried with capped, jittered
   exponential backoff while the reporter is open, to the same replica while it is reachable
   (kvledger/replicas.py: one channel per replica of the target); any other error drops the batch
   (counted). New batches rotate over the replicas (load_balancing_policy "round_robin"), stay on
@@ -47,7 +52,19 @@ SYNTHETIC_METADATA = "kvledger-synthetic"
 # The trailer of a call a shutting-down server refused before applying any of it
 # (lib/wire/call_metadata.h, kDrainingMetadata).
 DRAINING_METADATA = "kvledger-draining"
-_TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED)
+# CANCELLED is what a call meets when its replica's gRPC server shuts down under it (the server
+# applies nothing once it is draining); like a cut connection, it is retried on the same replica
+# while that one is reachable, which deduplicates it by batch id.
+_TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED,
+              grpc.StatusCode.CANCELLED)
+TOO_LARGE_REASON = "record_too_large"
+# A batch's bytes beyond its records' own: its batch_id and each record's tag and length.
+_BATCH_OVERHEAD_BYTES = 64
+
+
+def _too_large(error):
+    """Whether a failed call was refused for its size (gRPC's "larger than max" on either side)."""
+    return error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in (error.details() or "")
 
 
 def _draining(error):
@@ -71,11 +88,12 @@ class Reporter:
                  flush_interval_seconds=1.0, rpc_timeout_seconds=5.0, initial_backoff_seconds=0.05,
                  max_backoff_seconds=5.0, shutdown_timeout_seconds=5.0, credentials=None, channel_options=None,
                  max_engine_stats_keys=1024, load_balancing_policy="round_robin", retry_same_replica_seconds=10.0,
-                 synthetic=False, max_batch_bytes=1 << 20, affinity_key=None):
+                 synthetic=False, max_batch_bytes=1 << 20, affinity_key=None, max_message_bytes=4 << 20):
         self.target = target
         self.max_queue_size = max_queue_size
         self.max_batch_size = max_batch_size
         self.max_batch_bytes = max_batch_bytes
+        self.max_message_bytes = max_message_bytes
         self.flush_interval_seconds = flush_interval_seconds
         self.rpc_timeout_seconds = rpc_timeout_seconds
         self.initial_backoff_seconds = initial_backoff_seconds
@@ -126,8 +144,15 @@ class Reporter:
         """Queues a kvledger.v1.Record (or one built from proto field names); False when dropped."""
         if record is None:
             record = make_record(**fields)
+        size = record.ByteSize()
         with self._lock:
             self._counts["reported"] += 1
+            if size + _BATCH_OVERHEAD_BYTES > self.max_message_bytes:
+                self._counts["rejected"] += 1
+                self._rejections.setdefault(TOO_LARGE_REASON, (
+                    f"record: {size} bytes encoded: must fit in one message of at most {self.max_message_bytes} "
+                    "bytes (max_message_bytes, the server's --max_receive_message_bytes)"))
+                return False
             if self._closing or len(self._queue) >= self.max_queue_size:
                 self._counts["dropped"] += 1
                 return False
@@ -277,6 +302,9 @@ class Reporter:
                 self._replicas.answered(grpc.StatusCode.OK)
             except grpc.RpcError as e:
                 self._replicas.answered(e.code(), draining=_draining(e))
+                if _too_large(e):
+                    self._split(batch, e)
+                    return
                 if e.code() not in _TRANSIENT:
                     with self._lock:
                         self._answer_locked(len(batch))
@@ -298,6 +326,17 @@ class Reporter:
                 for rejection in response.rejections:
                     self._rejections.setdefault(rejection.reason, rejection.message)
             return
+
+    def _split(self, batch, error):
+        """A batch refused for its size (nothing of it applied): each half sent on its own, or the
+        record alone rejected."""
+        if len(batch) > 1:
+            self._send(batch[:len(batch) // 2])
+            self._send(batch[len(batch) // 2:])
+            return
+        with self._lock:
+            self._answer_locked(1, rejected=1)
+            self._rejections.setdefault(TOO_LARGE_REASON, f"record: {batch[0].ByteSize()} bytes: {error.details()}")
 
     def _send_engine_stats(self):
         """Sends the summed engine statistics once; a transient failure puts them back for the next
