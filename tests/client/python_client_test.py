@@ -319,6 +319,44 @@ class ReporterTest(unittest.TestCase):
         self.assertEqual(accepted(server), 1)
 
 
+    # Proves: a record too large for any message is refused at report() with its reason, never
+    # queued, and every small record around it arrives; against a server whose receive limit is
+    # below the Reporter's, a batch refused for its size is split and a record too large alone is
+    # rejected — no batch is retried whole forever.
+    def test_a_poison_record_never_blocks_the_others(self):
+        def with_ids(n):
+            return {"model": "llama-3.1-8b", "prompt_tokens": 16 * n, "logical_match_tokens": 0, "block_tokens": 16,
+                    "prefix_block_ids": list(range(1, n + 1))}
+
+        server = self.server()
+        reporter = fast(server.grpc_address)
+        self.addCleanup(reporter.close, 1)
+        for i in range(500):
+            self.assertTrue(reporter.report(half_hit(i)))
+        self.assertFalse(reporter.report(**with_ids(600_000)))  # 4.8 MB
+        for i in range(500):
+            self.assertTrue(reporter.report(half_hit(i)))
+        self.assertTrue(reporter.flush(30))
+        stats = reporter.stats()
+        self.assertEqual((stats["sent"], stats["rejected"], stats["dropped"]), (1000, 1, 0))
+        self.assertIn("must fit in one message of at most 4194304 bytes", reporter.rejection_reasons()["record_too_large"])
+        self.assertEqual(accepted(server), 1000)
+
+        small = self.server("--max_receive_message_bytes=65536")
+        split = fast(small.grpc_address, max_batch_size=512, flush_interval_seconds=60)
+        self.addCleanup(split.close, 1)
+        for _ in range(40):
+            self.assertTrue(split.report(**with_ids(1000)))
+        self.assertTrue(split.report(**with_ids(20000)))  # 160 kB: past the server's limit alone
+        for _ in range(40):
+            self.assertTrue(split.report(**with_ids(1000)))
+        self.assertTrue(split.flush(30))
+        stats = split.stats()
+        self.assertEqual((stats["sent"], stats["rejected"], stats["dropped"]), (80, 1, 0))
+        self.assertIn("larger than max", split.rejection_reasons()["record_too_large"])
+        self.assertEqual(accepted(small), 80)
+
+
 class BlockIdsTest(unittest.TestCase):
     # Proves: kvledger.blocks' ids are chained (equal up to the first different block, different from
     # there on), one per block including a partial tail unless full_blocks_only, salted apart; engine

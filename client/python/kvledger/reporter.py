@@ -11,7 +11,7 @@ Same semantics as the C++ kvledger::Reporter (client/reporter.h):
   does not count it twice.
 - A record whose encoding cannot fit in one message (max_message_bytes, by default the server's
   default --max_receive_message_bytes of 4 MiB) is refused at report(): counted as rejected with the
-  reason "record_too_large" (rejections() gives the message), never queued. A batch a server refuses
+  reason "record_too_large" (rejection_reasons() gives the message), never queued. A batch a server refuses
   as larger than its own limit is split in two and each half sent; a record alone refused so is
   rejected the same way. Neither is ever retried whole.
 - UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED and CANCELLED are retried with capped, jittered
@@ -244,8 +244,8 @@ class Reporter:
 
     # -- sender side --------------------------------------------------------------------------
     def rejection_reasons(self):
-        """{reason: the server's message for the first record rejected with it}, e.g.
-        {"unknown_model": 'model = "my-model": no profile of that name; ...'}."""
+        """{reason: the server's message (the Reporter's own for record_too_large) for the first record
+        rejected with it}, e.g. {"unknown_model": 'model = "my-model": no profile of that name; ...'}."""
         with self._lock:
             return dict(self._rejections)
 
