@@ -149,6 +149,22 @@ class CuttingProxy:
         self.listener.close()
 
 
+class CancellingFront:
+    """cancelling_front.py in a process of its own (a gRPC server in the test's process would be
+    inherited by test_fork's child): in front of a kvledger server, it forwards each RecordBatch and
+    answers the first `cancels` of them CANCELLED after the server applied them."""
+
+    def __init__(self, target, cancels):
+        self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "client", "cancelling_front.py"), target, str(cancels)],
+                                     stdout=subprocess.PIPE, text=True)
+        self.target = self.proc.stdout.readline().strip()
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+
+
 class ReporterTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -318,6 +334,23 @@ class ReporterTest(unittest.TestCase):
         self.assertEqual(reporter.stats()["rejected"], 1)
         self.assertEqual(accepted(server), 1)
 
+
+    # Proves: a batch answered CANCELLED (what a replica shutting down answers a call it meets) is
+    # retried on the same replica with its batch id, never dropped, and counted once even when the
+    # replica had applied it.
+    def test_cancelled_is_retried_and_counted_once(self):
+        server = self.server()
+        front = CancellingFront(server.grpc_address, cancels=3)
+        self.addCleanup(front.close)
+        reporter = fast(front.target, max_batch_size=100)
+        self.addCleanup(reporter.close, 1)
+        for i in range(1000):
+            self.assertTrue(reporter.report(half_hit(i)))
+        self.assertTrue(reporter.flush(60))
+        stats = reporter.stats()
+        self.assertEqual((stats["sent"], stats["dropped"], stats["queued"]), (1000, 0, 0))
+        self.assertGreaterEqual(stats["retried"], 3)
+        self.assertEqual(accepted(server), 1000)
 
     # Proves: a record too large for any message is refused at report() with its reason, never
     # queued, and every small record around it arrives; against a server whose receive limit is

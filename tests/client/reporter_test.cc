@@ -170,6 +170,43 @@ class LosingFirstReply final : public BatchTransport {
   std::string last_lost_;
 };
 
+// The real server behind a transport that answers the first attempt of every batch CANCELLED after
+// the server applied it: what a call meets when its replica's gRPC server shuts down under it, in
+// its worst case.
+class CancellingFirstReply final : public BatchTransport {
+ public:
+  explicit CancellingFirstReply(std::unique_ptr<BatchTransport> real) : real_(std::move(real)) {}
+  grpc::Status Send(const v1::RecordBatchRequest& batch, absl::Time deadline,
+                    v1::RecordBatchResponse* response) override {
+    grpc::Status status = real_->Send(batch, deadline, response);
+    if (status.ok() && batch.batch_id() != last_cancelled_) {
+      last_cancelled_ = batch.batch_id();
+      return grpc::Status(grpc::StatusCode::CANCELLED, "CANCELLED");
+    }
+    return status;
+  }
+  void Cancel() override { real_->Cancel(); }
+
+ private:
+  std::unique_ptr<BatchTransport> real_;
+  std::string last_cancelled_;
+};
+
+// Proves: a batch answered CANCELLED is retried with its batch id, never dropped, counted once.
+TEST(ReporterTest, CancelledIsRetriedAndCountedOnce) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  const ReporterOptions options = Options(server->grpc_address());
+  Reporter reporter(options, std::make_unique<CancellingFirstReply>(MakeGrpcTransport(options)));
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE(reporter.Report(HalfHit()));
+  ASSERT_TRUE(reporter.Flush(absl::Seconds(30)));
+  const ReporterStats s = reporter.stats();
+  EXPECT_EQ(s.sent, 300u);
+  EXPECT_EQ(s.dropped, 0u);
+  EXPECT_GT(s.retried, 0u);
+  EXPECT_EQ(server->accepted_records(), 300u);
+}
+
 // Proves: a batch whose reply was lost is retried with its batch id and counted once by the server.
 TEST(ReporterTest, LostReplyIsNotCountedTwice) {
   auto server = StartServer();

@@ -20,12 +20,13 @@ Usage: drain_test.py KVLEDGER_SERVER REPORTER_EXAMPLE PYTHON_STUBS_DIR
 import json
 import os
 import socket
+import subprocess
 import sys
 import tempfile
 import time
 import unittest
 
-SERVER, REPORTER_EXAMPLE = sys.argv[1], sys.argv[2]
+SERVER, REPORTER_EXAMPLE, STUBS = sys.argv[1], sys.argv[2], sys.argv[3]
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, sys.argv[3])
 sys.path.insert(0, HERE)
@@ -149,6 +150,40 @@ class DrainTest(unittest.TestCase):
         harness.poll("traffic on the staying replica after the other left", lambda: counted(staying) > PER_SECOND)
         acknowledged = sum(stats["sent"] for stats in traffic.finish(self))
         self.assertEqual(counted_by_leaving + counted(staying), acknowledged)
+        self.assertEqual(leaving.stop(), 0)
+
+    # Twelve engine processes (six Python Reporters, six C++ ones), each at 12.5 records a second
+    # with a 1 s flush, started a twelfth of that cycle apart, over three replicas; one replica gets
+    # SIGTERM. Whenever a reporter's next call lands — in the drain period, among the refusals, or as
+    # the gRPC server shuts down — nothing is dropped and every acknowledged record is counted once.
+    def test_staggered_reporters_lose_nothing(self):
+        leaving = harness.Server(SERVER, "--shutdown_drain_seconds=1", "--shutdown_scrape_grace_seconds=10",
+                                 log_dir=self.tmp.name)
+        staying = [harness.Server(SERVER, log_dir=self.tmp.name) for _ in range(2)]
+        for server in (leaving, *staying):
+            self.addCleanup(server.stop)
+        target = "ipv4:" + ",".join(s.grpc_address for s in (leaving, *staying))
+        per_second, records = 12.5, 125  # 10 s each
+        processes = []
+        for i in range(12):
+            if i % 2 == 0:
+                command = [sys.executable, os.path.join(HERE, "paced_reporter.py"), STUBS, target, str(records),
+                           str(per_second), "1.0"]
+            else:
+                command = [REPORTER_EXAMPLE, "--target", target, "--records", str(records), "--records-per-second",
+                           str(per_second), "--flush-interval", "1", "--flush-timeout", "60", "--real"]
+            processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True))
+            self.addCleanup(lambda p=processes[-1]: p.poll() is None and p.kill())
+            time.sleep(1 / 12)  # the stagger itself: a twelfth of the flush cycle
+        harness.poll("records on the leaving replica", lambda: counted(leaving) > 0)
+        leaving.proc.terminate()
+        harness.poll("the leaving replica's gRPC port to close", lambda: refuses_connections(leaving.grpc_address))
+        counted_by_leaving = counted(leaving)
+        stats = [json.loads(p.communicate(timeout=120)[0]) for p in processes]
+        sent = sum(s["sent"] for s in stats)
+        self.assertEqual([s["dropped"] for s in stats], [0] * 12, stats)
+        self.assertEqual(sent, 12 * records)
+        self.assertEqual(counted_by_leaving + sum(counted(s) for s in staying), sent)
         self.assertEqual(leaving.stop(), 0)
 
     def test_a_draining_refusal_applies_nothing_and_says_so(self):
