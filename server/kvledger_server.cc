@@ -211,22 +211,6 @@ absl::StatusOr<HttpSecurity> MetricsSecurity(const ServerOptions& options) {
   return security;
 }
 
-HttpLimits MetricsLimits(const ServerOptions& o) {
-  HttpLimits l;
-  l.workers = static_cast<int>(o.http_workers);
-  l.served_per_client = static_cast<int>(o.http_served_per_client);
-  l.connections_per_client = static_cast<int>(o.http_connections_per_client);
-  l.connections = static_cast<int>(o.http_connections);
-  l.max_in_flight = static_cast<int>(o.http_max_in_flight);
-  l.in_flight_per_client = static_cast<int>(o.http_in_flight_per_client);
-  l.head_bytes = o.http_head_bytes;
-  l.head_seconds = static_cast<int>(o.http_head_seconds);
-  l.idle_seconds = static_cast<int>(o.http_idle_seconds);
-  l.answer_seconds = static_cast<int>(o.http_answer_seconds);
-  l.parked_bytes = o.http_parked_bytes;
-  return l;
-}
-
 // /metrics, streamed, its duration and size observed; each page delivered whole to a client that
 // says it is a scraper is told to `witness` (its address and when it began).
 HttpListener::Route MetricsRoute(MetricsExposition* exposition, ServerMetrics* metrics, ScrapeWitness* witness) {
@@ -351,7 +335,7 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
       MetricsRoute(state->exposition.get(), state->metrics.get(), &state->scrapes)};
   for (auto& route : HttpApiRoutes(*state->registry, *state->aggregator, *state->rates, state->fleet.get(), state->trace.get(),
                                    state->curves.get())) routes.push_back(std::move(route));
-  auto http = HttpListener::Start(options.metrics_address, MetricsLimits(options), *std::move(security),
+  auto http = HttpListener::Start(options.metrics_address, options.http, *std::move(security),
                                   std::move(routes));
   if (!http.ok()) {
     state->grpc_server->Shutdown();

@@ -93,7 +93,7 @@ WireLimits LimitsOf(const google::protobuf::Descriptor* type, size_t max_entries
 // its reply), or refused (`too_many(entries)` when it carries too many entries).
 template <typename Request, typename Response, typename TooMany, typename Handle>
 grpc::ServerUnaryReactor* ServeUnary(grpc::CallbackServerContext* context, const grpc::ByteBuffer& bytes,
-                                     grpc::ByteBuffer* out, const WireLimits& limits, PartsBudget& budget,
+                                     grpc::ByteBuffer* out, const WireLimits& limits, PerPeerBudget& budget,
                                      TooMany too_many, Handle handle) {
   auto* reactor = context->DefaultReactor();
   PartsHeld held;  // destroyed after `request`
@@ -298,7 +298,7 @@ LedgerService::LedgerService(RecordSinks sinks, const ModelRegistry& registry, c
                                     v1::EngineStatsRequest::kUnrecordedFieldNumber)),
       list_profiles_limits_(LimitsOf(v1::ListProfilesRequest::descriptor(), 1)),
       capacity_limits_(LimitsOf(v1::CapacityCurveRequest::descriptor(), 1)),
-      parts_budget_(options.parsing_parts),
+      parts_budget_(MakePartsBudget(options.parsing_parts)),
       dedup_(options.dedup_entries, options.dedup_bytes, options.dedup_age) {
   if (options_.stream_idle_timeout > absl::ZeroDuration()) {
     reaper_ = std::thread([this] {

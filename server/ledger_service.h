@@ -135,7 +135,7 @@ class LedgerService final : public RawLedgerService {
   // What each request type may carry on the wire (see lib/wire/wire_budget.h).
   const WireLimits record_limits_, batch_limits_, advice_limits_, engine_stats_limits_, list_profiles_limits_,
       capacity_limits_;
-  PartsBudget parts_budget_;
+  PerPeerBudget parts_budget_;
   BatchDeduplicator dedup_;
   Mutex streams_mu_;
   absl::flat_hash_set<StreamReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);

@@ -32,7 +32,6 @@ ABSL_FLAG(std::string, grpc_address, kDefaults.grpc_address, "gRPC listen addres
 ABSL_FLAG(std::string, metrics_address, kDefaults.metrics_address,
           "Prometheus /metrics listen address HOST:PORT (port 0 = any free port)");
 ABSL_FLAG(std::string, profiles, "", "Profile file (text proto or .json ProfileCatalog) adding or overriding built-in profiles");
-ABSL_FLAG(uint32_t, max_models, kDefaults.max_models, "Distinct model label values before further models fold into model=\"other\"");
 ABSL_FLAG(std::string, trace_file, "",
           "A prefix-reuse trace (Mooncake, Bailian, LMCache lookup-hash log or WEKA conversation lines) to plan "
           "cache capacity from: "
@@ -49,76 +48,33 @@ ABSL_FLAG(std::string, unknown_model, kvledger::UnknownModelPolicyName(kDefaults
 ABSL_FLAG(std::string, tls_cert_file, "", "PEM certificate chain for gRPC TLS");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for gRPC TLS");
 ABSL_FLAG(std::string, tls_client_ca_file, "", "PEM CA bundle: require and verify client certificates (mTLS)");
-ABSL_FLAG(uint32_t, batch_dedup_entries, kDefaults.batch_dedup_entries,
-          "RecordBatch batch ids remembered to answer retries without counting twice (0 = off)");
-ABSL_FLAG(uint32_t, batch_dedup_bytes, kDefaults.batch_dedup_bytes,
-          "Bytes the remembered RecordBatch outcomes may hold; the oldest are forgotten first");
-ABSL_FLAG(uint32_t, batch_dedup_seconds, kDefaults.batch_dedup_seconds, "How long a RecordBatch batch id is remembered, seconds");
-ABSL_FLAG(uint32_t, max_batch_records, kDefaults.max_batch_records, "Records in one RecordBatch or stream batch; a larger batch is refused whole");
-ABSL_FLAG(uint32_t, max_listed_rejections, kDefaults.max_listed_rejections, "Rejection details listed in one reply (the counts stay exact)");
-ABSL_FLAG(uint32_t, max_receive_message_bytes, kDefaults.max_receive_message_bytes, "Largest gRPC message accepted, bytes");
-ABSL_FLAG(uint32_t, max_concurrent_streams, kDefaults.max_concurrent_streams, "Concurrent calls per gRPC connection");
-ABSL_FLAG(uint32_t, max_connection_idle_seconds, kDefaults.max_connection_idle_seconds, "A connection without calls for this long is closed");
-ABSL_FLAG(uint32_t, max_connection_age_seconds, kDefaults.max_connection_age_seconds, "A connection is closed gracefully after this long (clients reconnect and rebalance)");
-ABSL_FLAG(uint32_t, keepalive_min_ping_seconds, kDefaults.keepalive_min_ping_seconds, "Least interval between client keepalive pings; more often closes the connection");
-ABSL_FLAG(uint32_t, stream_idle_seconds, kDefaults.stream_idle_seconds, "A stream that sends no batch for this long ends with its summary (0 = never)");
 ABSL_FLAG(std::string, fleet_prometheus_url, "",
           "http://HOST[:PORT][/PATH] of a Prometheus evaluating the kvledger.fleet rules: Advise answers from the "
           "fleet's live rates (empty: this replica's own)");
 ABSL_FLAG(std::string, fleet_job, kDefaults.fleet_job, "The job label of this fleet's series in --fleet_prometheus_url");
-ABSL_FLAG(uint32_t, fleet_refresh_seconds, kDefaults.fleet_refresh_seconds,
-          "Seconds between reads of --fleet_prometheus_url");
 ABSL_FLAG(bool, live_compute_model, kDefaults.live_compute_model,
           "Learn each model's prefill compute-time model (a fixed cost per pass + a rate) from the records; false: "
           "recompute estimates come from the profiles' prefill_flops_per_second only");
-ABSL_FLAG(uint32_t, advice_half_life_seconds, kDefaults.advice_half_life_seconds,
-          "Half-life of the live reload-bandwidth and prefill-compute rates Advise uses, seconds");
-ABSL_FLAG(uint64_t, grpc_memory_quota_bytes, kDefaults.grpc_memory_quota_bytes, "Memory gRPC may use for connection and call buffers, bytes");
-ABSL_FLAG(uint32_t, shutdown_drain_seconds, kDefaults.shutdown_drain_seconds,
-          "On SIGTERM: seconds gRPC health reports NOT_SERVING while calls are still served");
-ABSL_FLAG(uint32_t, shutdown_scrape_grace_seconds, kDefaults.shutdown_scrape_grace_seconds,
-          "On SIGTERM: seconds /metrics stays up after the last call, for a final scrape");
-ABSL_FLAG(uint32_t, ready_after_scrape_seconds, kDefaults.ready_after_scrape_seconds,
-          "At start: gRPC health reports kvledger.v1.Ledger NOT_SERVING until /metrics has been scraped once, "
-          "at most this many seconds, so a readiness probe keeps traffic away until Prometheus has the "
-          "replica's series at 0 (0 = serving at once)");
-ABSL_FLAG(uint32_t, deaf_listener_seconds, kDefaults.deaf_listener_seconds,
-          "Exit with status 3 when connections wait this long in the gRPC listener's accept queue unaccepted "
-          "(the listener went deaf, e.g. after running out of file descriptors), so a supervisor restarts "
-          "the process (0 = never)");
 ABSL_FLAG(std::string, capacity_ladder, kDefaults.capacity_ladder,
           "Capacity curves: the cache capacities in tokens at which records with prefix_block_ids are replayed, a "
           "list 1e6,4e6 or FROM:TO:POINTS, at most 16 (the unlimited capacity is always added); empty: no curves");
-ABSL_FLAG(uint32_t, capacity_caches, kDefaults.capacity_caches,
-          "Capacity curves: the (model, cache_id) pairs replayed; records of further caches are counted as untracked");
-ABSL_FLAG(uint32_t, capacity_tracked_blocks, kDefaults.capacity_tracked_blocks,
-          "Capacity curves: the blocks each cache's LRU stack tracks exactly (46 bytes each); past it the "
-          "least recently used is forgotten");
 ABSL_FLAG(std::string, web_config_file, "",
           "The HTTP port's TLS and basic auth, in the Prometheus exporter-toolkit web config format "
           "(tls_server_config, basic_auth_users with bcrypt hashes)");
 ABSL_FLAG(std::string, metrics_auth_user, "", "HTTP basic auth user for /metrics (older; see --web_config_file)");
-ABSL_FLAG(uint32_t, http_workers, kDefaults.http_workers, "HTTP answers written at once");
-ABSL_FLAG(uint32_t, http_served_per_client, kDefaults.http_served_per_client,
-          "HTTP answers in service at once for one client address");
-ABSL_FLAG(uint32_t, http_connections_per_client, kDefaults.http_connections_per_client,
-          "Open HTTP connections of one client address; more get 503");
-ABSL_FLAG(uint32_t, http_connections, kDefaults.http_connections,
-          "Open HTTP connections in all (at most a quarter of the descriptors); when full an idle one makes room");
-ABSL_FLAG(uint32_t, http_max_in_flight, kDefaults.http_max_in_flight,
-          "HTTP requests in service or waiting for a worker; more get 503 at once");
-ABSL_FLAG(uint32_t, http_in_flight_per_client, kDefaults.http_in_flight_per_client,
-          "HTTP requests of one client address in service or waiting; more get 503 (an address with none is always "
-          "admitted)");
-ABSL_FLAG(uint32_t, http_head_bytes, kDefaults.http_head_bytes, "Largest HTTP request line and headers; more get 431");
-ABSL_FLAG(uint32_t, http_head_seconds, kDefaults.http_head_seconds,
-          "Seconds from an HTTP request's first byte to its empty line");
-ABSL_FLAG(uint32_t, http_idle_seconds, kDefaults.http_idle_seconds, "Seconds a kept-alive HTTP connection may idle");
-ABSL_FLAG(uint32_t, http_answer_seconds, kDefaults.http_answer_seconds,
-          "Seconds a client has to read a whole HTTP answer before it is cut");
-ABSL_FLAG(uint64_t, http_parked_bytes, kDefaults.http_parked_bytes,
-          "Bytes of HTTP answers held for clients too slow to take them from a worker (they read them from memory)");
 ABSL_FLAG(std::string, metrics_auth_password_file, "", "File whose first line is the /metrics basic auth password");
+// The bounds: each flag from its one declaration (server/http/limits.h, server/server_options.h).
+// Each is read as an int64_t and checked against its range before it takes its own type, so a
+// negative or too large value gets the same message (and exit status 2) as any other out of range.
+#define KVLEDGER_HTTP_FLAG(name, type, default_value, min, max, meaning) \
+  ABSL_FLAG(int64_t, http_##name, static_cast<int64_t>(kDefaults.http.name), meaning);
+KVLEDGER_HTTP_BOUNDS(KVLEDGER_HTTP_FLAG)
+#undef KVLEDGER_HTTP_FLAG
+#define KVLEDGER_SERVER_FLAG(name, type, default_value, min, max, meaning) \
+  ABSL_FLAG(int64_t, name, static_cast<int64_t>(kDefaults.name), meaning);
+KVLEDGER_SERVER_BOUNDS(KVLEDGER_SERVER_FLAG)
+#undef KVLEDGER_SERVER_FLAG
+ABSL_FLAG(bool, print_bounds, false, "Print every bound (flag, default, range, meaning) as a Markdown table and exit");
 
 namespace kvledger {
 namespace {
@@ -190,12 +146,32 @@ std::optional<std::string> UnknownFlag(int argc, char** argv) {
 }
 
 // The flags as ServerOptions, validated: INVALID_ARGUMENT naming the flag.
+// The bounds' flags into `options`, each checked against its range first.
+absl::Status BoundsFromFlags(ServerOptions& options) {
+#define KVLEDGER_HTTP_COPY(name, type, default_value, min, max, meaning)               \
+  if (const int64_t v = absl::GetFlag(FLAGS_http_##name); !InBound(v, min, max)) {       \
+    return BoundError("http_" #name, absl::StrCat(v), min, max);                         \
+  } else {                                                                                \
+    options.http.name = static_cast<type>(v);                                             \
+  }
+  KVLEDGER_HTTP_BOUNDS(KVLEDGER_HTTP_COPY)
+#undef KVLEDGER_HTTP_COPY
+#define KVLEDGER_SERVER_COPY(name, type, default_value, min, max, meaning) \
+  if (const int64_t v = absl::GetFlag(FLAGS_##name); !InBound(v, min, max)) { \
+    return BoundError(#name, absl::StrCat(v), min, max);                      \
+  } else {                                                                     \
+    options.name = static_cast<type>(v);                                       \
+  }
+  KVLEDGER_SERVER_BOUNDS(KVLEDGER_SERVER_COPY)
+#undef KVLEDGER_SERVER_COPY
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ServerOptions> OptionsFromFlags() {
   ServerOptions options;
   options.grpc_address = absl::GetFlag(FLAGS_grpc_address);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.profiles_file = absl::GetFlag(FLAGS_profiles);
-  options.max_models = absl::GetFlag(FLAGS_max_models);
   options.trace_file = absl::GetFlag(FLAGS_trace_file);
   options.trace_format = absl::GetFlag(FLAGS_trace_format);
   options.trace_block_tokens = absl::GetFlag(FLAGS_trace_block_tokens);
@@ -212,42 +188,12 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
   options.metrics_auth_user = absl::GetFlag(FLAGS_metrics_auth_user);
   options.web_config_file = absl::GetFlag(FLAGS_web_config_file);
-  options.http_workers = absl::GetFlag(FLAGS_http_workers);
-  options.http_served_per_client = absl::GetFlag(FLAGS_http_served_per_client);
-  options.http_connections_per_client = absl::GetFlag(FLAGS_http_connections_per_client);
-  options.http_connections = absl::GetFlag(FLAGS_http_connections);
-  options.http_max_in_flight = absl::GetFlag(FLAGS_http_max_in_flight);
-  options.http_in_flight_per_client = absl::GetFlag(FLAGS_http_in_flight_per_client);
-  options.http_head_bytes = absl::GetFlag(FLAGS_http_head_bytes);
-  options.http_head_seconds = absl::GetFlag(FLAGS_http_head_seconds);
-  options.http_idle_seconds = absl::GetFlag(FLAGS_http_idle_seconds);
-  options.http_answer_seconds = absl::GetFlag(FLAGS_http_answer_seconds);
-  options.http_parked_bytes = absl::GetFlag(FLAGS_http_parked_bytes);
   options.metrics_auth_password_file = absl::GetFlag(FLAGS_metrics_auth_password_file);
-  options.max_batch_records = absl::GetFlag(FLAGS_max_batch_records);
-  options.max_listed_rejections = absl::GetFlag(FLAGS_max_listed_rejections);
-  options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
-  options.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
-  options.max_connection_idle_seconds = absl::GetFlag(FLAGS_max_connection_idle_seconds);
-  options.max_connection_age_seconds = absl::GetFlag(FLAGS_max_connection_age_seconds);
-  options.keepalive_min_ping_seconds = absl::GetFlag(FLAGS_keepalive_min_ping_seconds);
-  options.grpc_memory_quota_bytes = absl::GetFlag(FLAGS_grpc_memory_quota_bytes);
-  options.stream_idle_seconds = absl::GetFlag(FLAGS_stream_idle_seconds);
-  options.advice_half_life_seconds = absl::GetFlag(FLAGS_advice_half_life_seconds);
   options.live_compute_model = absl::GetFlag(FLAGS_live_compute_model);
   options.fleet_prometheus_url = absl::GetFlag(FLAGS_fleet_prometheus_url);
   options.fleet_job = absl::GetFlag(FLAGS_fleet_job);
-  options.fleet_refresh_seconds = absl::GetFlag(FLAGS_fleet_refresh_seconds);
-  options.shutdown_drain_seconds = absl::GetFlag(FLAGS_shutdown_drain_seconds);
-  options.deaf_listener_seconds = absl::GetFlag(FLAGS_deaf_listener_seconds);
-  options.ready_after_scrape_seconds = absl::GetFlag(FLAGS_ready_after_scrape_seconds);
   options.capacity_ladder = absl::GetFlag(FLAGS_capacity_ladder);
-  options.capacity_caches = absl::GetFlag(FLAGS_capacity_caches);
-  options.capacity_tracked_blocks = absl::GetFlag(FLAGS_capacity_tracked_blocks);
-  options.shutdown_scrape_grace_seconds = absl::GetFlag(FLAGS_shutdown_scrape_grace_seconds);
-  options.batch_dedup_entries = absl::GetFlag(FLAGS_batch_dedup_entries);
-  options.batch_dedup_bytes = absl::GetFlag(FLAGS_batch_dedup_bytes);
-  options.batch_dedup_seconds = absl::GetFlag(FLAGS_batch_dedup_seconds);
+  if (auto s = BoundsFromFlags(options); !s.ok()) return s;
   if (auto s = options.Validate(); !s.ok()) return s;
   return options;
 }
@@ -306,6 +252,10 @@ int ServerMain(int argc, char** argv, const char* program, const char* summary, 
   if (positional.size() > 1) {
     std::cerr << program << ": unexpected argument '" << positional[1] << "' (see --help)\n";
     return kExitBadInput;
+  }
+  if (absl::GetFlag(FLAGS_print_bounds)) {
+    std::cout << BoundsMarkdown();
+    return 0;
   }
   const absl::StatusOr<ServerOptions> options = OptionsFromFlags();
   if (!options.ok()) {

@@ -1,6 +1,8 @@
 #include "server/server_options.h"
 
 #include <algorithm>
+#include <type_traits>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -33,7 +35,40 @@ absl::Status CheckHostPort(const char* flag, const std::string& address) {
   return absl::OkStatus();
 }
 
+template <typename T>
+ServerBound Bound(std::string flag, T value, T default_value, uint64_t min, uint64_t max, const char* meaning) {
+  return {std::move(flag), absl::StrCat(value), InBound(value, min, max), static_cast<uint64_t>(default_value), min, max,
+          meaning};
+}
+
 }  // namespace
+
+std::vector<ServerBound> ServerOptions::Bounds() const {
+  const ServerOptions defaults;
+  std::vector<ServerBound> out;
+#define KVLEDGER_HTTP_BOUND(name, type, default_value, min, max, meaning) \
+  out.push_back(Bound<type>("http_" #name, http.name, defaults.http.name, min, max, meaning));
+  KVLEDGER_HTTP_BOUNDS(KVLEDGER_HTTP_BOUND)
+#undef KVLEDGER_HTTP_BOUND
+#define KVLEDGER_SERVER_BOUND(name, type, default_value, min, max, meaning) \
+  out.push_back(Bound<type>(#name, name, defaults.name, min, max, meaning));
+  KVLEDGER_SERVER_BOUNDS(KVLEDGER_SERVER_BOUND)
+#undef KVLEDGER_SERVER_BOUND
+  return out;
+}
+
+absl::Status BoundError(absl::string_view flag, absl::string_view value, uint64_t min, uint64_t max) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, " = ", value, ": must be in [", min, ", ", max, "]"));
+}
+
+std::string BoundsMarkdown() {
+  std::string out = "| flag | default | range | meaning |\n|---|---|---|---|\n";
+  for (const ServerBound& b : ServerOptions().Bounds()) {
+    absl::StrAppend(&out, "| `--", b.flag, "` | ", b.default_value, " | ", b.min, " – ", b.max, " | ", b.meaning,
+                    " |\n");
+  }
+  return out;
+}
 
 absl::StatusOr<std::vector<uint64_t>> ServerOptions::CapacityLadder() const {
   return ParseCapacityLadder(capacity_ladder, "--capacity_ladder");
@@ -68,49 +103,8 @@ absl::Status ServerOptions::Validate() const {
   if (auto s = CheckHostPort("metrics_address", metrics_address); !s.ok()) return s;
   if (auto s = DeclaredSeries(); !s.ok()) return s.status();
   if (auto s = CapacityLadder(); !s.ok()) return s.status();
-  if (max_models < 1 || max_models > 10000) {
-    return absl::InvalidArgumentError(absl::StrCat("--max_models = ", max_models, ": must be in [1, 10000]"));
-  }
-  struct Bound {
-    const char* flag;
-    uint64_t value, lo, hi;
-  };
-  for (const Bound& b : {Bound{"max_batch_records", max_batch_records, 1, 1000000},
-                         Bound{"max_listed_rejections", max_listed_rejections, 0, 100000},
-                         Bound{"max_receive_message_bytes", max_receive_message_bytes, 1024, 256u << 20},
-                         Bound{"max_concurrent_streams", max_concurrent_streams, 1, 100000},
-                         Bound{"max_connection_idle_seconds", max_connection_idle_seconds, 1, 604800},
-                         Bound{"max_connection_age_seconds", max_connection_age_seconds, 1, 604800},
-                         Bound{"keepalive_min_ping_seconds", keepalive_min_ping_seconds, 1, 3600},
-                         Bound{"shutdown_drain_seconds", shutdown_drain_seconds, 0, 3600},
-                         Bound{"stream_idle_seconds", stream_idle_seconds, 0, 86400},
-                         Bound{"advice_half_life_seconds", advice_half_life_seconds, 1, 86400},
-                         Bound{"fleet_refresh_seconds", fleet_refresh_seconds, 1, 3600},
-                         Bound{"shutdown_scrape_grace_seconds", shutdown_scrape_grace_seconds, 0, 3600},
-                         Bound{"deaf_listener_seconds", deaf_listener_seconds, 0, 86400},
-                         Bound{"ready_after_scrape_seconds", ready_after_scrape_seconds, 0, 3600},
-                         Bound{"capacity_caches", capacity_caches, 1, 100000},
-                         Bound{"capacity_tracked_blocks", capacity_tracked_blocks, 1, uint64_t{1} << 30},
-                         Bound{"batch_dedup_bytes", batch_dedup_bytes, uint64_t{64} << 10, uint64_t{4} << 30},
-                         Bound{"batch_dedup_entries", batch_dedup_entries, 0, 10000000},
-                         Bound{"batch_dedup_seconds", batch_dedup_seconds, 1, 86400},
-                         Bound{"grpc_memory_quota_bytes", grpc_memory_quota_bytes, uint64_t{16} << 20,
-                               uint64_t{64} << 30},
-                         Bound{"http_workers", http_workers, 1, 256},
-                         Bound{"http_served_per_client", http_served_per_client, 1, 256},
-                         Bound{"http_connections_per_client", http_connections_per_client, 1, 1000000},
-                         Bound{"http_connections", http_connections, 8, 1000000},
-                         Bound{"http_max_in_flight", http_max_in_flight, 1, 100000},
-                         Bound{"http_in_flight_per_client", http_in_flight_per_client, 1, 100000},
-                         Bound{"http_head_bytes", http_head_bytes, 1024, 1 << 20},
-                         Bound{"http_head_seconds", http_head_seconds, 1, 3600},
-                         Bound{"http_idle_seconds", http_idle_seconds, 1, 86400},
-                         Bound{"http_answer_seconds", http_answer_seconds, 1, 3600},
-                         Bound{"http_parked_bytes", http_parked_bytes, 0, uint64_t{64} << 30}}) {
-    if (b.value < b.lo || b.value > b.hi) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", b.flag, " = ", b.value, ": must be in [", b.lo, ", ", b.hi, "]"));
-    }
+  for (const ServerBound& b : Bounds()) {
+    if (!b.in_range) return BoundError(b.flag, b.value, b.min, b.max);
   }
   if (tls_cert_file.empty() != tls_key_file.empty()) {
     return absl::InvalidArgumentError("--tls_cert_file and --tls_key_file: give both or neither");

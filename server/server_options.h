@@ -5,15 +5,78 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "lib/accounting/record_facts.h"
 #include "lib/profiles/model_registry.h"
+#include "server/http/limits.h"
+
+// The server's numeric bounds besides the HTTP listener's, each declared once: flag name, type,
+// default, range and meaning. ServerOptions' fields, the flags, their checks and the bounds table of
+// docs/operations.md (kvledger-server --print_bounds) are all made from this list. Why some defaults:
+// - batch_dedup_*: 524,288 all-accepted batches of 112 bytes each (server/batch_dedup.h) fit 64 MiB;
+//   at 2,000 batches a second per replica that is over 4 minutes of retries.
+// - max_connection_age_seconds 120: a replica added behind a DNS name gets traffic within about two
+//   and a half minutes (clients reconnect, re-resolve and rebalance after the age and its 30 s grace);
+//   a reconnect every two minutes costs a client one handshake.
+// X(name, type, default, min, max, meaning)
+#define KVLEDGER_SERVER_BOUNDS(X)                                                                                   \
+  X(max_models, uint32_t, 64, 1, 10000,                                                                            \
+    "label values for models without a profile (with --unknown_model=generic); later ones fold into "              \
+    "model=\"other\"")                                                                                             \
+  X(max_batch_records, uint32_t, 10000, 1, 1000000,                                                                \
+    "records in one RecordBatch or stream batch; a larger batch is refused whole")                                 \
+  X(max_listed_rejections, uint32_t, 1000, 0, 100000,                                                              \
+    "rejection details one reply lists; the counts stay exact, so every reply fits a default 4 MB client")         \
+  X(max_receive_message_bytes, uint32_t, 4u << 20, 1024, 256u << 20,                                               \
+    "largest gRPC message accepted; larger ones get RESOURCE_EXHAUSTED before they are parsed")                    \
+  X(max_concurrent_streams, uint32_t, 64, 1, 100000, "concurrent calls per gRPC connection")                       \
+  X(max_connection_idle_seconds, uint32_t, 300, 1, 604800, "a gRPC connection without calls this long is closed")  \
+  X(max_connection_age_seconds, uint32_t, 120, 1, 604800,                                                          \
+    "a gRPC connection is closed gracefully (30 s grace) after this long, so clients re-resolve and rebalance")    \
+  X(keepalive_min_ping_seconds, uint32_t, 30, 1, 3600,                                                             \
+    "least interval between client pings without calls; more often closes the connection")                        \
+  X(grpc_memory_quota_bytes, uint64_t, uint64_t{512} << 20, uint64_t{16} << 20, uint64_t{64} << 30,                 \
+    "memory gRPC may use for connection and call buffers")                                                         \
+  X(stream_idle_seconds, uint32_t, 300, 0, 86400,                                                                  \
+    "a StreamRecords call that sends no batch this long ends with its summary (0 = never)")                        \
+  X(advice_half_life_seconds, uint32_t, 300, 1, 86400,                                                             \
+    "half-life of the live reload-bandwidth rates and of the prefill compute-time model")                          \
+  X(fleet_refresh_seconds, uint32_t, 15, 1, 3600, "seconds between reads of --fleet_prometheus_url")               \
+  X(ready_after_scrape_seconds, uint32_t, 0, 0, 3600,                                                              \
+    "at start, gRPC health reports kvledger.v1.Ledger NOT_SERVING until a scraper's /metrics page was "            \
+    "delivered, at most this long (0 = serving at once)")                                                          \
+  X(shutdown_drain_seconds, uint32_t, 5, 0, 3600,                                                                  \
+    "on SIGTERM: seconds gRPC health reports NOT_SERVING while calls are still served")                           \
+  X(shutdown_scrape_grace_seconds, uint32_t, 20, 0, 3600,                                                          \
+    "on SIGTERM: seconds at most /metrics stays up after the last call, for each active scraper's final scrape")   \
+  X(deaf_listener_seconds, uint32_t, 30, 0, 86400,                                                                 \
+    "connections unaccepted in the gRPC accept queue this long end the process with status 3 (0 = never)")        \
+  X(capacity_caches, uint32_t, 16, 1, 100000,                                                                      \
+    "capacity curves: the (model, cache_id) pairs replayed; records of further caches are counted untracked")      \
+  X(capacity_tracked_blocks, uint32_t, 1u << 20, 1, uint64_t{1} << 30,                                             \
+    "capacity curves: the blocks each cache's LRU stack tracks exactly; past it the least recent is forgotten")   \
+  X(batch_dedup_entries, uint32_t, 524288, 0, 10000000,                                                            \
+    "RecordBatch and RecordEngineStats batch ids remembered so a retried batch is not counted twice (0 = off)")    \
+  X(batch_dedup_bytes, uint64_t, uint64_t{64} << 20, uint64_t{64} << 10, uint64_t{4} << 30,                      \
+    "bytes the remembered batch outcomes may hold; the oldest are forgotten first")                                \
+  X(batch_dedup_seconds, uint32_t, 600, 1, 86400, "how long a batch id is remembered")
 
 namespace kvledger {
+
+// One bound as it stands: its flag, value (as given), default, range and meaning.
+struct ServerBound {
+  std::string flag;
+  std::string value;
+  bool in_range;
+  uint64_t default_value, min, max;
+  const char* meaning;
+};
 
 struct ServerOptions {
   // gRPC listen address HOST:PORT; port 0 picks a free port.
@@ -31,8 +94,6 @@ struct ServerOptions {
   // Series exported at 0 before their first record: a comma list of PROFILE (its tiers none and
   // device) or PROFILE:TIER (docs/operations.md, "Series before the first record").
   std::string declare_series;
-  // Distinct model label values before further models fold into model="other".
-  uint32_t max_models = 64;
   UnknownModelPolicy unknown_model = UnknownModelPolicy::kReject;
   // gRPC TLS: PEM certificate chain and private key; both or neither. With a client CA file the
   // server also requires and verifies client certificates (mutual TLS).
@@ -46,45 +107,6 @@ struct ServerOptions {
   // Kept working; not together with basic_auth_users in web_config_file.
   std::string metrics_auth_user;
   std::string metrics_auth_password_file;
-  // The HTTP listener's bounds (server/http/listener.h: HttpLimits), each a --http_* flag.
-  uint32_t http_workers = 8;
-  uint32_t http_served_per_client = 2;
-  uint32_t http_connections_per_client = 64;
-  uint32_t http_connections = 1024;
-  uint32_t http_max_in_flight = 64;
-  uint32_t http_in_flight_per_client = 8;
-  uint32_t http_head_bytes = 16384;
-  uint32_t http_head_seconds = 5;
-  uint32_t http_idle_seconds = 60;
-  uint32_t http_answer_seconds = 30;
-  uint64_t http_parked_bytes = uint64_t{64} << 20;
-  // RecordBatch batch ids remembered for deduplication: the most recent this many (0 = off), at
-  // most this old.
-  // 524,288 all-accepted batches of 112 bytes each (server/batch_dedup.h) fit the 64 MiB: at 2,000
-  // batches a second per replica that is over 4 minutes of retries.
-  uint32_t batch_dedup_entries = 524288;
-  uint32_t batch_dedup_bytes = 64 << 20;
-  uint32_t batch_dedup_seconds = 600;
-  // Resource bounds (docs/security.md): records per batch (larger batches are refused whole),
-  // rejection details listed per reply (counts stay exact), the largest message accepted, HTTP/2
-  // streams per connection, connection idle time and age, the least interval between client pings
-  // without data (more often: the connection is closed), and the memory gRPC may use for its buffers.
-  uint32_t max_batch_records = 10000;
-  uint32_t max_listed_rejections = 1000;
-  uint32_t max_receive_message_bytes = 4 << 20;
-  uint32_t max_concurrent_streams = 64;
-  uint32_t max_connection_idle_seconds = 300;
-  // 120 s: a replica added behind a DNS name gets traffic within about two and a half minutes (each
-  // client reconnects, re-resolves and rebalances after the age and its 30 s grace); at 3,600 s a new
-  // replica could wait an hour. A reconnect every two minutes costs a client one handshake.
-  uint32_t max_connection_age_seconds = 120;
-  uint32_t keepalive_min_ping_seconds = 30;
-  uint64_t grpc_memory_quota_bytes = uint64_t{512} << 20;
-  // A stream that sends no batch for this long ends with its summary (0 = never).
-  uint32_t stream_idle_seconds = 300;
-  // Half-life of the live reload-bandwidth rates and of the prefill compute-time model (behind Advise
-  // and every recompute estimate).
-  uint32_t advice_half_life_seconds = 300;
   // Learn the compute-time model from records (docs/cost-model.md §8). Off: estimates come from the
   // profiles' stated prefill_flops_per_second only, and every counter is a pure function of the
   // accepted records, whatever their order.
@@ -95,28 +117,19 @@ struct ServerOptions {
   // periods is not used.
   std::string fleet_prometheus_url;
   std::string fleet_job = "kvledger";
-  uint32_t fleet_refresh_seconds = 15;
-  // Start: with a value > 0, gRPC health reports kvledger.v1.Ledger NOT_SERVING (the overall ""
-  // status stays SERVING, for liveness) until /metrics has been scraped once, at most this long:
-  // a readiness probe on that service then keeps traffic away until Prometheus has the replica's
-  // cells at 0, so rate() and increase() see its first records. 0: serving at once.
-  uint32_t ready_after_scrape_seconds = 0;
-  // Shutdown (SIGTERM): gRPC health reports NOT_SERVING for drain_seconds while calls are still
-  // served (so balancers move traffic away), then record calls are refused UNAVAILABLE for up to
-  // 1 s, open streams get their summaries, new calls are refused and calls in flight get 5 s; then
-  // /metrics stays up until each active scraper has scraped again, at most scrape_grace_seconds,
-  // so the last scrape sees every acknowledged record.
-  uint32_t shutdown_drain_seconds = 5;
-  uint32_t shutdown_scrape_grace_seconds = 20;
-  // kvledger-server's listener watchdog (server/listener_watchdog.h): connections left unaccepted in
-  // the gRPC accept queue this long end the process with kExitDeafListener (0 = never watch).
-  uint32_t deaf_listener_seconds = 30;
   // Capacity curves (docs/cost-model.md §14): the capacities, in tokens, at which records with prefix
   // block ids are replayed (a list or FROM:TO:POINTS, at most 16, besides the unlimited one; empty: no
   // curves), the (model, cache_id) pairs replayed, and the blocks each one's stack tracks exactly.
   std::string capacity_ladder = "65536:33554432:10";
-  uint32_t capacity_caches = 16;
-  uint32_t capacity_tracked_blocks = 1u << 20;
+  // The HTTP listener's bounds (server/http/limits.h), each a --http_NAME flag.
+  HttpLimits http;
+  // The server's other bounds, each a flag of its name (KVLEDGER_SERVER_BOUNDS above).
+#define KVLEDGER_SERVER_OPTIONS_FIELD(name, type, default_value, min, max, meaning) type name = default_value;
+  KVLEDGER_SERVER_BOUNDS(KVLEDGER_SERVER_OPTIONS_FIELD)
+#undef KVLEDGER_SERVER_OPTIONS_FIELD
+
+  // Every bound with its value, in the order of --print_bounds: the HTTP ones, then the others.
+  std::vector<ServerBound> Bounds() const;
 
   // INVALID_ARGUMENT naming the flag when a value is unusable.
   absl::Status Validate() const;
@@ -125,6 +138,21 @@ struct ServerOptions {
   // capacity_ladder's finite capacities, ascending; INVALID_ARGUMENT naming the flag.
   absl::StatusOr<std::vector<uint64_t>> CapacityLadder() const;
 };
+
+// Whether `value` lies in [min, max] (a negative one never does).
+template <typename T>
+bool InBound(T value, uint64_t min, uint64_t max) {
+  if constexpr (std::is_signed_v<T>) {
+    if (value < 0) return false;
+  }
+  return static_cast<uint64_t>(value) >= min && static_cast<uint64_t>(value) <= max;
+}
+// The one message of a bound's value out of its range, naming the flag.
+absl::Status BoundError(absl::string_view flag, absl::string_view value, uint64_t min, uint64_t max);
+
+// Every bound's flag, default, range and meaning as a Markdown table: kvledger-server --print_bounds,
+// and the bounds table of docs/operations.md (a test keeps the two equal).
+std::string BoundsMarkdown();
 
 }  // namespace kvledger
 

@@ -13,6 +13,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "lib/base/mutex.h"
+#include "lib/base/per_peer_budget.h"
 #include "lib/wire/call_metadata.h"
 #include "lib/wire/wire_budget.h"
 
@@ -25,37 +26,7 @@ enum class Admission { kAdmitted, kTooManyEntries, kRefused };
 // parsed only while the total stays within the cap (else RESOURCE_EXHAUSTED, to be retried), so the
 // memory of parsed messages in flight never passes cap × kPartBytes. One client address may hold
 // at most half of it (a largest batch is under a quarter), so one peer never starves the others.
-class PartsBudget {
- public:
-  explicit PartsBudget(size_t cap) : cap_(cap), peer_cap_(cap / 2) {}
-  size_t cap() const { return cap_; }
-  size_t peer_cap() const { return peer_cap_; }
-  // Takes `parts` for `peer` (a client address) when both the total and the peer's share allow.
-  bool TryTake(const std::string& peer, size_t parts) {
-    MutexLock lock(&mu_);
-    size_t& mine = per_peer_[peer];
-    if (used_ + parts > cap_ || mine + parts > peer_cap_) {
-      if (mine == 0) per_peer_.erase(peer);
-      return false;
-    }
-    used_ += parts;
-    mine += parts;
-    return true;
-  }
-  void Give(const std::string& peer, size_t parts) {
-    MutexLock lock(&mu_);
-    used_ -= parts;
-    auto it = per_peer_.find(peer);
-    if (it != per_peer_.end() && (it->second -= parts) == 0) per_peer_.erase(it);
-  }
-
- private:
-  const size_t cap_;
-  const size_t peer_cap_;
-  Mutex mu_;
-  size_t used_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<std::string, size_t> per_peer_ ABSL_GUARDED_BY(mu_);
-};
+inline PerPeerBudget MakePartsBudget(size_t cap) { return PerPeerBudget(cap, cap / 2); }
 
 // The client address of a call ("ipv4:127.0.0.1:5432" -> "ipv4:127.0.0.1"): the unit of fairness.
 // Whether the call carries the load generators' marker (kSyntheticMetadata = "1").
@@ -73,14 +44,14 @@ inline std::string PeerAddress(const grpc::CallbackServerContext& context) {
   return peer;
 }
 
-// Parts taken from a PartsBudget for as long as a parsed request lives.
+// Parts taken from the parts budget (MakePartsBudget) for as long as a parsed request lives.
 class PartsHeld {
  public:
   PartsHeld() = default;
   PartsHeld(const PartsHeld&) = delete;
   PartsHeld& operator=(const PartsHeld&) = delete;
   ~PartsHeld() { Release(); }
-  void Hold(PartsBudget* budget, std::string peer, size_t parts) {
+  void Hold(PerPeerBudget* budget, std::string peer, size_t parts) {
     Release();
     budget_ = budget;
     peer_ = std::move(peer);
@@ -92,7 +63,7 @@ class PartsHeld {
   }
 
  private:
-  PartsBudget* budget_ = nullptr;
+  PerPeerBudget* budget_ = nullptr;
   std::string peer_;
   size_t parts_ = 0;
 };
@@ -103,7 +74,7 @@ class PartsHeld {
 // (INVALID_ARGUMENT: malformed, or too many parts; RESOURCE_EXHAUSTED: the budget is spent), which
 // leaves the service through its one conversion to a gRPC status.
 template <typename Message>
-Admission Admit(const grpc::ByteBuffer& bytes, const WireLimits& limits, PartsBudget& budget, const std::string& peer,
+Admission Admit(const grpc::ByteBuffer& bytes, const WireLimits& limits, PerPeerBudget& budget, const std::string& peer,
                 PartsHeld& held, Message* message, WireCount* count, absl::Status* status) {
   grpc::ByteBuffer scan(bytes);  // shares the slices
   grpc::ProtoBufferReader scan_reader(&scan);

@@ -30,28 +30,6 @@ absl::Status ConnectionTable::MayOpen(const std::string& peer, std::optional<std
   return absl::OkStatus();
 }
 
-bool ParkedBudget::Reserve(const std::string& peer, size_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto it = per_peer_.find(peer);
-  const size_t mine = it == per_peer_.end() ? 0 : it->second;
-  if (used_ + bytes > cap_ || mine + bytes > cap_ / 4) return false;
-  per_peer_[peer] = mine + bytes;
-  used_ += bytes;
-  return true;
-}
-
-void ParkedBudget::Release(const std::string& peer, size_t bytes) {
-  if (bytes == 0) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  used_ -= bytes;
-  if (auto it = per_peer_.find(peer); it != per_peer_.end() && (it->second -= bytes) == 0) per_peer_.erase(it);
-}
-
-size_t ParkedBudget::used() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return used_;
-}
-
 void ConnectionTable::Opened(const std::string& peer) {
   ++per_peer_[peer];
   ++total_;

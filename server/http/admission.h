@@ -20,15 +20,18 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "lib/base/per_peer_budget.h"
+#include "server/http/limits.h"
 
 namespace kvledger {
 
+// The listener's bounds these policies apply, their defaults those of server/http/limits.h.
 struct AdmissionLimits {
-  int connections = 1024;
-  int connections_per_client = 64;
-  int max_in_flight = 64;
-  int in_flight_per_client = 8;
-  int served_per_client = 2;
+  int connections = HttpLimits().connections;
+  int connections_per_client = HttpLimits().connections_per_client;
+  int max_in_flight = HttpLimits().max_in_flight;
+  int in_flight_per_client = HttpLimits().in_flight_per_client;
+  int served_per_client = HttpLimits().served_per_client;
 };
 
 // Open connections per address.
@@ -51,21 +54,9 @@ class ConnectionTable {
 };
 
 // Bytes of answers parked with the event thread, across connections: an answer is parked whole
-// (its whole unsent rest reserved at once) or not at all, and one address may hold at most a
-// quarter of the budget, so a few slow readers cannot fragment it for everyone. Thread-safe.
-class ParkedBudget {
- public:
-  explicit ParkedBudget(size_t cap) : cap_(cap) {}
-  bool Reserve(const std::string& peer, size_t bytes);  // false: no room, nothing reserved
-  void Release(const std::string& peer, size_t bytes);
-  size_t used() const;
-
- private:
-  const size_t cap_;
-  mutable std::mutex mu_;
-  size_t used_ = 0;
-  std::map<std::string, size_t> per_peer_;
-};
+// (its whole unsent rest taken at once) or not at all, and one address may hold at most a quarter of
+// the budget, so a few slow readers cannot fragment it for everyone.
+inline PerPeerBudget MakeParkedBudget(size_t cap) { return PerPeerBudget(cap, cap / 4); }
 
 // Requests waiting for a worker or in service, per address; `Item` is the listener's connection.
 template <typename Item>

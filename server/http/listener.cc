@@ -79,7 +79,7 @@ int Unacknowledged(int fd) {
 
 // Where an answer's bytes go: straight to the socket while the client reads them; once it stalls
 // for kStall, the rest is collected in the worker's memory and, at the end, parked whole with the
-// event thread (ParkedBudget) to send as the client reads. An answer that cannot be parked whole is
+// event thread (MakeParkedBudget) to send as the client reads. An answer that cannot be parked whole is
 // cut: a worker never waits on a slow reader longer than kStall per answer.
 //
 // Both waits (kStall and the answer's deadline) are read on the listener's clock; the socket is
@@ -114,12 +114,12 @@ class AnswerSink {
   bool close_after() const { return close_after_; }
   // The unsent rest, parked whole within `budget` for `peer` (its reservation passes to the
   // caller); false when there is a rest and no room for it: the answer is cut.
-  bool Park(ParkedBudget& budget, const std::string& peer, std::string* rest, size_t* reserved) {
+  bool Park(PerPeerBudget& budget, const std::string& peer, std::string* rest, size_t* reserved) {
     *reserved = 0;
     rest->clear();
     if (broken_) return false;
     if (rest_.empty()) return true;
-    if (!budget.Reserve(peer, rest_.size())) return Fail();
+    if (!budget.TryTake(peer, rest_.size())) return Fail();
     *reserved = rest_.size();
     *rest = std::move(rest_);
     return true;
@@ -338,7 +338,7 @@ struct HttpListener::Impl {
   Impl(int listen_fd, const HttpLimits& limits, HttpSecurity security, std::vector<Route> routes,
        HttpClockSource clock)
       : listen_fd(listen_fd), wake_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)), limits(limits),
-        parked(limits.parked_bytes), security(std::move(security)), routes(std::move(routes)),
+        parked(MakeParkedBudget(limits.parked_bytes)), security(std::move(security)), routes(std::move(routes)),
         clock(std::move(clock)), connections(AdmissionOf(limits)), queue(AdmissionOf(limits)) {}
   ~Impl();
 
@@ -366,7 +366,7 @@ struct HttpListener::Impl {
   const int listen_fd;
   const int wake_fd;
   const HttpLimits limits;
-  mutable ParkedBudget parked;
+  mutable PerPeerBudget parked;
   const HttpSecurity security;
   const std::vector<Route> routes;
   // The connections' deadlines (head, idle, answer) are read on it; a socket write's wait is real time.
@@ -393,7 +393,7 @@ void HttpListener::Impl::Wake() {
 void HttpListener::Impl::Close(std::unique_ptr<Connection> c) {
   c->Tell(false);  // the connection ends before its answer was acknowledged
   connections.Closed(c->peer);
-  parked.Release(c->peer, c->output_reserved);
+  parked.Give(c->peer, c->output_reserved);
   c.reset();  // the transport closes the socket
 }
 
@@ -527,7 +527,7 @@ void HttpListener::Impl::WriteParked(Waiting::iterator it) {
   if (n >= 0 && c.writing()) return;  // more when the client reads
   {
     std::lock_guard<std::mutex> lock(mu);
-    parked.Release(c.peer, c.output_reserved);
+    parked.Give(c.peer, c.output_reserved);
     c.output_reserved = 0;
     std::string().swap(c.output);  // its memory goes back, not just its length
     c.output_sent = 0;
@@ -708,7 +708,7 @@ bool HttpListener::Impl::Serve(Connection& c) {
   c.close_after = close || !ok;
   c.deadline = clock() + std::chrono::seconds(limits.answer_seconds);
   if (!ok) {
-    parked.Release(c.peer, c.output_reserved);
+    parked.Give(c.peer, c.output_reserved);
     c.output_reserved = 0;
     std::string().swap(c.output);
     if (delivered) delivered(false);

@@ -24,29 +24,11 @@
 
 #include "absl/status/statusor.h"
 #include "server/http/clock.h"
+#include "server/http/limits.h"
 #include "server/http/security.h"
 #include "server/http/types.h"
 
 namespace kvledger {
-
-// The listener's bounds (docs/security.md); each is a --http_* flag of the server.
-struct HttpLimits {
-  int workers = 8;                  // handlers running at once
-  int served_per_client = 2;        // of them for one client address; its other requests wait
-  int connections_per_client = 64;  // open connections of one address; more get 503
-  int connections = 1024;           // open connections in all (at most a quarter of the descriptors)
-  int max_in_flight = 64;           // requests in service or waiting for a worker; more get 503,
-                                    // except an address's first (an address with none is admitted)
-  int in_flight_per_client = 8;     // of them for one client address; more get 503
-  size_t head_bytes = 16384;        // a request line and headers; more get 431
-  int head_seconds = 5;             // from a request's first byte to its empty line
-  int idle_seconds = 60;            // a kept-alive connection without a request is closed
-  int answer_seconds = 30;          // a client that has not read a whole answer by then is cut
-  // Answers (their unsent rest) of clients too slow to take them from a worker, held whole for the
-  // event thread to send as they read: a slow reader costs memory within this (a quarter of it for
-  // one address); an answer that does not fit is cut.
-  size_t parked_bytes = size_t{64} << 20;
-};
 
 struct HttpSecurity {
   std::shared_ptr<TlsContext> tls;            // TLS on every connection when set

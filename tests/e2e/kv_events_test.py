@@ -193,6 +193,22 @@ class KvEventsInputTest(unittest.TestCase):
             self.assertEqual(self.next_records(), [])
             self.assertIsNone(self.replay.ghost.position(1))
 
+    # Proves: a prompt of more blocks than a record may carry (SGLang's one-token pages make 600,000
+    # reachable) becomes a record of its leading MAX_DISTANCES blocks, counted as capped, that fits in
+    # a message; its continuation, past the cap, carries the cap's zeros only.
+    def test_a_long_prompt_is_capped_to_a_record_that_fits(self):
+        long = 600_000
+        self.publisher.publish(standin.event_batch([standin.block_stored(list(range(1, long + 1)), None, [], 1)]))
+        (record,) = self.next_records()
+        self.assertEqual(len(record["prefix_block_reuse_distances"]), kv_events.MAX_DISTANCES)
+        self.assertEqual(record["prompt_tokens"], long)
+        self.assertLess(kvledger.make_record(**record).ByteSize(), 1 << 20)
+        self.publisher.publish(standin.event_batch([standin.block_stored([long + 1], long, [], 1)]))
+        (after,) = self.next_records()
+        self.assertEqual(after["prefix_block_reuse_distances"], [0] * kv_events.MAX_DISTANCES)
+        self.assertEqual((after["logical_match_tokens"], after["prompt_tokens"]), (long, long + 1))
+        self.assertEqual(self.replay.capped, 2)
+
     # Proves: a malformed frame and a truncated payload are named and skipped; the next batch counts.
     def test_bad_frames_are_named_and_skipped(self):
         self.publisher.send_raw([b"", b"\x00"])

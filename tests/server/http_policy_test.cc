@@ -154,20 +154,20 @@ TEST(ConnectionTableTest, BusyAddressesShareAndANewcomerFindsRoom) {
 
 // A slow reader's answer is parked whole or not at all; one address holds at most a quarter.
 TEST(ParkedBudgetTest, WholeAnswersAndAQuarterPerAddress) {
-  ParkedBudget budget(64 << 20);
+  PerPeerBudget budget = MakeParkedBudget(64 << 20);
   const size_t page = 14200000;  // a 14.2 MB page (300 models x 4 tiers)
-  EXPECT_TRUE(budget.Reserve("a", page));
-  EXPECT_FALSE(budget.Reserve("a", page));  // 28.4 MB > 16 MiB for one address
-  EXPECT_TRUE(budget.Reserve("b", page));
-  EXPECT_TRUE(budget.Reserve("c", page));
-  EXPECT_TRUE(budget.Reserve("d", page));
-  EXPECT_FALSE(budget.Reserve("e", page));  // 71 MB > 64 MiB: not parked at all
+  EXPECT_TRUE(budget.TryTake("a", page));
+  EXPECT_FALSE(budget.TryTake("a", page));  // 28.4 MB > 16 MiB for one address
+  EXPECT_TRUE(budget.TryTake("b", page));
+  EXPECT_TRUE(budget.TryTake("c", page));
+  EXPECT_TRUE(budget.TryTake("d", page));
+  EXPECT_FALSE(budget.TryTake("e", page));  // 71 MB > 64 MiB: not parked at all
   EXPECT_EQ(budget.used(), 4 * page);
-  budget.Release("a", page);
-  EXPECT_TRUE(budget.Reserve("e", page));
-  EXPECT_TRUE(budget.Reserve("f", 1000));
-  EXPECT_FALSE(budget.Reserve("f", size_t{64} << 20));
-  budget.Release("f", 1000);
+  budget.Give("a", page);
+  EXPECT_TRUE(budget.TryTake("e", page));
+  EXPECT_TRUE(budget.TryTake("f", 1000));
+  EXPECT_FALSE(budget.TryTake("f", size_t{64} << 20));
+  budget.Give("f", 1000);
   EXPECT_EQ(budget.used(), 4 * page);
 }
 

@@ -92,7 +92,7 @@ TEST(HttpRequestParserTest, QueryParametersAreDecodedAndCountedByOccurrence) {
 // The process-wide parts budget: taken while a parsed request lives, given back after; one client
 // address holds at most half of it, so another always finds room.
 TEST(PartsBudgetTest, HoldsPartsUntilReleasedAndSharesThem) {
-  PartsBudget budget(100);
+  PerPeerBudget budget = MakePartsBudget(100);
   {
     PartsHeld first;
     ASSERT_TRUE(budget.TryTake("ipv4:10.0.0.1", 50));
