@@ -259,7 +259,8 @@ absl::StatusOr<std::unique_ptr<CapacityCurves>> StartCurves(const ServerOptions&
   if (!ladder.ok()) return ladder.status();
   if (ladder->empty()) return nullptr;
   return CapacityCurves::Create(*std::move(ladder), slot_count,
-                                CurveLimits{options.capacity_caches, options.capacity_tracked_blocks});
+                                CurveLimits{options.capacity_caches, options.capacity_tracked_blocks,
+                                            static_cast<double>(options.capacity_cache_idle_seconds)});
 }
 
 }  // namespace

@@ -249,6 +249,10 @@ void FillCurveCount(const Scrape& s, MetricFamily& f) {
   for (const auto& c : *s.curves) f.metric.push_back(CounterMetric({s.Model(c.model_slot)}, static_cast<double>(c.*kField)));
 }
 
+void FillCurveCaches(const Scrape& s, MetricFamily& f) {
+  for (const auto& c : *s.curves) f.metric.push_back(GaugeMetric({s.Model(c.model_slot)}, static_cast<double>(c.caches)));
+}
+
 template <Uint128 CapacityCurves::ModelCurve::*kField>
 void FillCurveBaseline(const Scrape& s, MetricFamily& f) {
   for (const auto& c : *s.curves) f.metric.push_back(CounterMetric({s.Model(c.model_slot)}, Uint128ToDouble(c.*kField)));
@@ -328,8 +332,15 @@ constexpr ServedFamily kServedFamilies[] = {
      "Records with prefix block ids replayed through their cache's LRU stack for the capacity curves.",
      MetricType::Counter, FillCurveCount<&CapacityCurves::ModelCurve::requests>, ServedFamily::kCurves},
     {"kvledger_capacity_untracked_requests_total",
-     "Records with prefix block ids not replayed: their (model, cache_id) came past --capacity_caches.",
+     "Records with prefix block ids not replayed: their (model, cache_id) was new while all --capacity_caches "
+     "places were held by caches active within --capacity_cache_idle_seconds.",
      MetricType::Counter, FillCurveCount<&CapacityCurves::ModelCurve::untracked>, ServedFamily::kCurves},
+    {"kvledger_capacity_caches", "(model, cache_id) pairs replayed now, each with a stack of its own.",
+     MetricType::Gauge, FillCurveCaches, ServedFamily::kCurves},
+    {"kvledger_capacity_released_caches_total",
+     "Caches that gave their place (and their stack's memory) to a new cache after --capacity_cache_idle_seconds "
+     "without a record: an engine gone, e.g. a pod replaced by a rolling update.",
+     MetricType::Counter, FillCurveCount<&CapacityCurves::ModelCurve::released_caches>, ServedFamily::kCurves},
     {"kvledger_capacity_forgotten_blocks_total",
      "Blocks dropped from a cache's stack past --capacity_tracked_blocks: once above 0, capacities beyond "
      "that many blocks (and +Inf) read as that many.",

@@ -58,7 +58,10 @@
   X(deaf_listener_seconds, uint32_t, 30, 0, 86400,                                                                 \
     "connections unaccepted in the gRPC accept queue this long end the process with status 3 (0 = never)")        \
   X(capacity_caches, uint32_t, 16, 1, 100000,                                                                      \
-    "capacity curves: the (model, cache_id) pairs replayed; records of further caches are counted untracked")      \
+    "capacity curves: the (model, cache_id) pairs replayed at once; a new one's records are counted untracked "   \
+    "while every place is held by a cache active within --capacity_cache_idle_seconds")                            \
+  X(capacity_cache_idle_seconds, uint32_t, 600, 1, 604800,                                                        \
+    "capacity curves: a cache without a record this long gives its place to a new cache when all are taken")     \
   X(capacity_tracked_blocks, uint32_t, 1u << 20, 1, uint64_t{1} << 30,                                             \
     "capacity curves: the blocks each cache's LRU stack tracks exactly; past it the least recent is forgotten")   \
   X(batch_dedup_entries, uint32_t, 524288, 0, 10000000,                                                            \

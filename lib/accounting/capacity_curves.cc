@@ -14,6 +14,7 @@ void AddCurve(const CapacityCurves::ModelCurve& from, CapacityCurves::ModelCurve
   to.requests += from.requests;
   to.seconds_known += from.seconds_known;
   to.untracked += from.untracked;
+  to.released_caches += from.released_caches;
   to.forgotten_blocks += from.forgotten_blocks;
   to.prompt_tokens += from.prompt_tokens;
   to.attention_baseline_flops += from.attention_baseline_flops;
@@ -45,7 +46,8 @@ std::string CapacityLabel(uint64_t capacity_tokens) {
 }
 
 absl::StatusOr<std::unique_ptr<CapacityCurves>> CapacityCurves::Create(std::vector<uint64_t> capacity_tokens,
-                                                                       size_t slot_count, CurveLimits limits) {
+                                                                       size_t slot_count, CurveLimits limits,
+                                                                       std::function<double()> clock) {
   capacity_tokens.erase(std::remove(capacity_tokens.begin(), capacity_tokens.end(), kUnlimitedCapacity),
                         capacity_tokens.end());
   if (capacity_tokens.size() > kMaxLadderCapacities) {
@@ -58,20 +60,37 @@ absl::StatusOr<std::unique_ptr<CapacityCurves>> CapacityCurves::Create(std::vect
     return absl::InvalidArgumentError("capacities must be > 0, ascending and distinct");
   }
   capacity_tokens.push_back(kUnlimitedCapacity);
-  return std::unique_ptr<CapacityCurves>(new CapacityCurves(std::move(capacity_tokens), slot_count, limits));
+  return std::unique_ptr<CapacityCurves>(
+      new CapacityCurves(std::move(capacity_tokens), slot_count, limits, std::move(clock)));
 }
 
-CapacityCurves::CapacityCurves(std::vector<uint64_t> capacities, size_t slot_count, CurveLimits limits)
-    : capacities_(std::move(capacities)), limits_(limits), slots_(slot_count) {}
+CapacityCurves::CapacityCurves(std::vector<uint64_t> capacities, size_t slot_count, CurveLimits limits,
+                               std::function<double()> clock)
+    : capacities_(std::move(capacities)), limits_(limits), clock_(std::move(clock)), slots_(slot_count) {}
 
-CapacityCurves::Cache* CapacityCurves::FindCache(uint32_t slot, absl::string_view cache_id) {
+std::shared_ptr<CapacityCurves::Cache> CapacityCurves::FindCache(uint32_t slot, absl::string_view cache_id,
+                                                                 std::optional<uint32_t>* released) {
+  const double now = clock_();
   MutexLock lock(&caches_mu_);
-  auto key = std::make_pair(slot, std::string(cache_id));
-  if (auto it = caches_.find(key); it != caches_.end()) return it->second.get();
-  if (caches_.size() >= limits_.max_caches) return nullptr;
-  auto& cache = caches_[std::move(key)];
-  cache = std::make_unique<Cache>(limits_.max_blocks_per_cache);
-  return cache.get();
+  CacheKey key(slot, std::string(cache_id));
+  if (auto it = caches_.find(key); it != caches_.end()) {
+    it->second.last_active = now;
+    by_activity_.splice(by_activity_.end(), by_activity_, it->second.in_order);  // the most recent now
+    return it->second.cache;
+  }
+  if (caches_.size() >= limits_.max_caches) {
+    if (by_activity_.empty()) return nullptr;
+    const auto oldest = caches_.find(by_activity_.front());
+    if (now - oldest->second.last_active < limits_.cache_idle_seconds) return nullptr;
+    *released = oldest->first.first;
+    caches_.erase(oldest);  // its stack goes once no replay holds it
+    by_activity_.pop_front();
+  }
+  Place& place = caches_[key];
+  place.cache = std::make_shared<Cache>(limits_.max_blocks_per_cache);
+  place.last_active = now;
+  place.in_order = by_activity_.insert(by_activity_.end(), std::move(key));
+  return place.cache;
 }
 
 CapacityCurves::ModelCurve CapacityCurves::Figures(const RecordFacts& facts, absl::Span<const uint64_t> prefix_depths,
@@ -139,7 +158,12 @@ void CapacityCurves::Observe(uint32_t slot, const RecordFacts& facts, const Prof
     return;
   }
   if (facts.prefix_block_ids.empty()) return;
-  Cache* cache = FindCache(slot, facts.cache_id);
+  std::optional<uint32_t> released;
+  const std::shared_ptr<Cache> cache = FindCache(slot, facts.cache_id, &released);
+  if (released && *released < slots_.size()) {
+    MutexLock lock(&slots_[*released].mu);
+    ++slots_[*released].curve.released_caches;
+  }
   ModelCurve delta;
   if (cache == nullptr) {
     delta.untracked = 1;
@@ -161,6 +185,13 @@ void CapacityCurves::Observe(uint32_t slot, const RecordFacts& facts, const Prof
 }
 
 std::vector<CapacityCurves::ModelCurve> CapacityCurves::Snapshot() const {
+  std::vector<uint64_t> caches(slots_.size(), 0);
+  {
+    MutexLock lock(&caches_mu_);
+    for (const auto& [key, place] : caches_) {
+      if (key.first < caches.size()) ++caches[key.first];
+    }
+  }
   std::vector<ModelCurve> out;
   for (size_t s = 0; s < slots_.size(); ++s) {
     MutexLock lock(&slots_[s].mu);
@@ -168,6 +199,7 @@ std::vector<CapacityCurves::ModelCurve> CapacityCurves::Snapshot() const {
     if (curve.requests == 0 && curve.untracked == 0) continue;
     out.push_back(curve);
     out.back().model_slot = static_cast<uint32_t>(s);
+    out.back().caches = caches[s];
     out.back().rungs.resize(capacities_.size());
   }
   return out;
@@ -176,9 +208,9 @@ std::vector<CapacityCurves::ModelCurve> CapacityCurves::Snapshot() const {
 uint64_t CapacityCurves::MemoryBytes() const {
   MutexLock lock(&caches_mu_);
   uint64_t bytes = 0;
-  for (const auto& [key, cache] : caches_) {
-    MutexLock cache_lock(&cache->mu);
-    bytes += cache->stack.MemoryBytes();
+  for (const auto& [key, place] : caches_) {
+    MutexLock cache_lock(&place.cache->mu);
+    bytes += place.cache->stack.MemoryBytes();
   }
   return bytes;
 }

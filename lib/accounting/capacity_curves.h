@@ -7,6 +7,8 @@
 #define KVLEDGER_LIB_ACCOUNTING_CAPACITY_CURVES_H_
 
 #include <cstdint>
+#include <functional>
+#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +19,7 @@
 #include "lib/accounting/derived_figures.h"
 #include "lib/accounting/record_facts.h"
 #include "lib/accounting/reuse_stack.h"
+#include "lib/base/monotonic.h"
 #include "lib/base/mutex.h"
 #include "lib/cost_model/exact_int.h"
 #include "lib/profiles/profile.h"
@@ -36,8 +39,11 @@ RecordFacts FactsAtMatch(absl::string_view model, int64_t prompt_tokens, std::op
 std::string CapacityLabel(uint64_t capacity_tokens);
 
 struct CurveLimits {
-  size_t max_caches = 64;                    // (model, cache_id) pairs replayed; records of others are untracked
+  size_t max_caches = 64;                    // (model, cache_id) pairs replayed at once
   uint64_t max_blocks_per_cache = 1u << 20;  // blocks each cache's stack tracks exactly
+  // A cache that sent no record this long gives its place (and its stack's memory) to a new cache
+  // when all max_caches are taken; while every cache is more recent, a new one's records are untracked.
+  double cache_idle_seconds = 600;
 };
 
 class CapacityCurves {
@@ -52,7 +58,10 @@ class CapacityCurves {
     uint32_t model_slot = 0;
     uint64_t requests = 0;       // records replayed
     uint64_t seconds_known = 0;  // of them, those with a compute model for the seconds
-    uint64_t untracked = 0;      // records with ids not replayed: their cache was past max_caches
+    uint64_t untracked = 0;      // records with ids not replayed: every place was taken by a cache active
+                                 // within cache_idle_seconds
+    uint64_t released_caches = 0;  // caches of this model that gave their place back, idle
+    uint64_t caches = 0;           // caches of this model replayed now (a gauge, filled by Snapshot)
     uint64_t forgotten_blocks = 0;
     Uint128 prompt_tokens = 0, attention_baseline_flops = 0, prefill_baseline_flops = 0;
     std::vector<Rung> rungs;  // one per capacity(), in order
@@ -60,8 +69,10 @@ class CapacityCurves {
 
   // `capacity_tokens`: ascending finite capacities, at most kMaxLadderCapacities (the unlimited one
   // is added). INVALID_ARGUMENT otherwise.
+  // Idle times are read on `clock` (monotonic seconds).
   static absl::StatusOr<std::unique_ptr<CapacityCurves>> Create(std::vector<uint64_t> capacity_tokens,
-                                                                size_t slot_count, CurveLimits limits = {});
+                                                                size_t slot_count, CurveLimits limits = {},
+                                                                std::function<double()> clock = MonotonicSeconds);
 
   // Replays an accepted record's block ids (nothing without them) and counts each capacity's figures,
   // estimating seconds from `source` as the record's own figures were.
@@ -74,25 +85,37 @@ class CapacityCurves {
   uint64_t MemoryBytes() const;  // every cache's stack
 
  private:
+  using CacheKey = std::pair<uint32_t, std::string>;  // (model slot, cache_id)
   struct Cache {
     Mutex mu;
     ReuseStack stack ABSL_GUARDED_BY(mu);
     explicit Cache(uint64_t max_blocks) : stack(max_blocks) {}
   };
+  struct Place {  // a cache's place in the table, with its last activity
+    std::shared_ptr<Cache> cache;
+    double last_active = 0;
+    std::list<CacheKey>::iterator in_order;  // its entry in by_activity_
+  };
   struct Slot {
     mutable Mutex mu;
     ModelCurve curve ABSL_GUARDED_BY(mu);
   };
-  CapacityCurves(std::vector<uint64_t> capacities, size_t slot_count, CurveLimits limits);
-  Cache* FindCache(uint32_t slot, absl::string_view cache_id);  // nullptr past max_caches
+  CapacityCurves(std::vector<uint64_t> capacities, size_t slot_count, CurveLimits limits,
+                 std::function<double()> clock);
+  // The cache's stack, made (taking an idle cache's place when the table is full) if new; null when
+  // every place is taken by a cache active within cache_idle_seconds. `released`: the model slot of
+  // a cache that gave its place back.
+  std::shared_ptr<Cache> FindCache(uint32_t slot, absl::string_view cache_id, std::optional<uint32_t>* released);
   ModelCurve Figures(const RecordFacts& facts, absl::Span<const uint64_t> prefix_depths, const Profile& profile,
                      const EstimateSource& source) const;
 
   const std::vector<uint64_t> capacities_;
   const CurveLimits limits_;
+  const std::function<double()> clock_;
   std::vector<Slot> slots_;
   mutable Mutex caches_mu_;
-  absl::flat_hash_map<std::pair<uint32_t, std::string>, std::unique_ptr<Cache>> caches_ ABSL_GUARDED_BY(caches_mu_);
+  absl::flat_hash_map<CacheKey, Place> caches_ ABSL_GUARDED_BY(caches_mu_);
+  std::list<CacheKey> by_activity_ ABSL_GUARDED_BY(caches_mu_);  // least recently active first
 };
 
 }  // namespace kvledger

@@ -1,7 +1,6 @@
 #include "lib/accounting/live_rates.h"
 
 #include <atomic>
-#include <time.h>
 
 #include <algorithm>
 #include <cmath>
@@ -255,14 +254,6 @@ LiveRates::Sums LiveRates::TotalsNow() const {
     if (compute[slot].samples() > 0) sums.compute.push_back({static_cast<uint32_t>(slot), compute[slot].Parts()});
   }
   return sums;
-}
-
-double MonotonicSeconds() {
-  // The coarse monotonic clock: a few milliseconds of resolution, plenty against a half-life of
-  // minutes, for a fraction of a fine clock read on the record path.
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
 }
 
 }  // namespace kvledger

@@ -24,6 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "lib/accounting/compute_time.h"
 #include "lib/accounting/derived_figures.h"
+#include "lib/base/monotonic.h"
 #include "lib/base/mutex.h"
 
 namespace kvledger {
@@ -64,9 +65,6 @@ class DecayedRate {
  private:
   DecayedSums<2> sums_;  // amount, seconds
 };
-
-// Seconds on the coarse monotonic clock (resolution of a few milliseconds): LiveRates' default clock.
-double MonotonicSeconds();
 
 class LiveRates {
  public:

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "lib/accounting/capacity_curves.h"
 #include "lib/profiles/profile_catalog.h"
@@ -81,6 +82,29 @@ TEST(CapacityCurvesThreadsTest, ASharedCacheCountsEveryRecordOnce) {
   EXPECT_EQ(curve.requests, 1200u);
   EXPECT_LE(curve.rungs[0].match_tokens, curve.rungs[1].match_tokens);
   EXPECT_LE(curve.rungs[1].match_tokens, curve.prompt_tokens);
+}
+
+// Caches giving their places back while other threads replay into them (an idle time of 0: every
+// new cache takes the least recent one's place): every record is counted once, replayed or
+// untracked, and the table never holds more than its places.
+TEST(CapacityCurvesThreadsTest, PlacesGivenBackUnderConcurrentReplays) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const Profile& profile = *catalog.Find("llama-3.1-8b");
+  auto curves = CapacityCurves::Create({512}, 1, CurveLimits{2, 32, /*cache_idle_seconds=*/0});
+  std::vector<std::thread> threads;
+  for (uint64_t t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round) {
+        const std::string cache = absl::StrCat("engine-", t, "-", round % 3);
+        Replay(**curves, profile, Requests(t + 20, 15), cache.c_str());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const auto curve = (*curves)->Snapshot().at(0);
+  EXPECT_EQ(curve.requests + curve.untracked, 1200u);
+  EXPECT_LE(curve.caches, 2u);
+  EXPECT_GT(curve.released_caches, 0u);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <list>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/accounting/capacity_curves.h"
@@ -170,6 +171,55 @@ TEST(CapacityCurvesTest, CachesAreReplayedApartAndBounded) {
   EXPECT_EQ(curve.untracked, 1u);
   EXPECT_EQ(curve.rungs[0].match_tokens, 512);  // 1024 tokens = 4 blocks hold both
   EXPECT_EQ(curve.rungs[1].match_tokens, 512);
+}
+
+// Slots follow the fleet: four engines whose cache id is their pod name, replaced four times by a
+// rolling update (one pod every 90 s; the new pod starts as the old one stops), eight places and an
+// idle time of 60 s on a moved clock. Every live engine is replayed throughout: a gone pod's place
+// (and its stack) goes to a new one once it has been idle 60 s, counted as released. A new cache
+// while every place is held by an active one is untracked and counted so, never given another's place.
+TEST(CapacityCurvesTest, SlotsFollowARollingUpdate) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const Profile& profile = *catalog.Find("llama-3.1-8b");
+  double now = 1000;
+  auto curves = CapacityCurves::Create({1024}, 1, CurveLimits{8, 16, /*cache_idle_seconds=*/60}, [&] { return now; });
+  ASSERT_TRUE(curves.ok());
+  auto record = [&](const std::string& cache) {
+    RecordFacts facts = FactsAtMatch("llama-3.1-8b", 512, std::nullopt, 0);
+    facts.prefix_block_ids = {5, 6};
+    facts.block_tokens = 256;
+    facts.cache_id = cache;
+    (*curves)->Observe(0, facts, profile, EstimateSource{});
+  };
+  std::vector<std::string> pods = {"engine-a-0", "engine-b-0", "engine-c-0", "engine-d-0"};
+  uint64_t sent = 0;
+  auto ninety_seconds = [&] {  // every live pod sends every 10 s
+    for (int second = 0; second < 90; second += 10) {
+      now += 10;
+      for (const std::string& pod : pods) {
+        record(pod);
+        ++sent;
+      }
+    }
+  };
+  ninety_seconds();
+  for (int update = 1; update <= 4; ++update) {
+    for (size_t replaced = 0; replaced < pods.size(); ++replaced) {
+      pods[replaced] = absl::StrCat("engine-", std::string(1, static_cast<char>('a' + replaced)), "-", update);
+      ninety_seconds();
+    }
+  }
+  auto curve = (*curves)->Snapshot().at(0);
+  EXPECT_EQ(curve.untracked, 0u);  // every live engine was replayed throughout
+  EXPECT_EQ(curve.requests, sent);
+  EXPECT_EQ(curve.caches, 8u);            // the four live pods and the last four gone, not yet needed
+  EXPECT_EQ(curve.released_caches, 12u);  // 20 pods in all
+  // Four newcomers take the four idle places; a fifth finds every place active: untracked.
+  for (const char* newcomer : {"x1", "x2", "x3", "x4", "x5"}) record(newcomer);
+  curve = (*curves)->Snapshot().at(0);
+  EXPECT_EQ(curve.released_caches, 16u);
+  EXPECT_EQ(curve.untracked, 1u);
+  EXPECT_EQ(curve.caches, 8u);
 }
 
 // Seconds come from the live compute model only: its marginal seconds of each capacity's avoided
