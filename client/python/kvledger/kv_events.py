@@ -12,9 +12,13 @@ parent) becomes one record: its prompt (the cached prefix, whose position the ch
 stored tokens), today's match (that prefix), and per block its reuse distance beyond the cache
 (`prefix_block_reuse_distances`: 0 for the prefix, d for a ghost hit, 2^64 - 1 for a block never
 seen). The server turns those into its capacity curves, exact from C up, through the same counters as
-records with block ids.
+records with block ids — for an engine that publishes one BlockStored per request. vLLM v1 with chunked
+prefill or decode-block caching (its defaults) publishes one per chunk and per block_size generated
+tokens, chained to the request's own earlier blocks; read here as new requests, those count the
+request's own prefix as hits and the curve reads far too high (docs/cost-model.md §14). SGLang's
+per-page stream is not read right either.
 
-The wire format is vLLM's (vllm/distributed/kv_events.py; SGLang publishes the same): ZMQ multipart
+The wire format is vLLM's (vllm/distributed/kv_events.py; SGLang uses it too): ZMQ multipart
 frames (topic, sequence number as 8 bytes big-endian, msgpack payload); the payload an EventBatch
 (ts, events[, data_parallel_rank]) whose events are tagged BlockStored, BlockRemoved or
 AllBlocksCleared, encoded as arrays (tag first; older vLLM and SGLang) or as maps with a "type" tag
