@@ -184,9 +184,10 @@ TEST(CapacityCurvesTest, SlotsFollowARollingUpdate) {
   double now = 1000;
   auto curves = CapacityCurves::Create({1024}, 1, CurveLimits{8, 16, /*cache_idle_seconds=*/60}, [&] { return now; });
   ASSERT_TRUE(curves.ok());
+  const std::vector<uint64_t> ids = {5, 6};  // the facts view them: they outlive every record
   auto record = [&](const std::string& cache) {
     RecordFacts facts = FactsAtMatch("llama-3.1-8b", 512, std::nullopt, 0);
-    facts.prefix_block_ids = {5, 6};
+    facts.prefix_block_ids = ids;
     facts.block_tokens = 256;
     facts.cache_id = cache;
     (*curves)->Observe(0, facts, profile, EstimateSource{});
