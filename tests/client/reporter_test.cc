@@ -149,17 +149,19 @@ TEST(ReporterTest, ABatchTooLargeForTheServerIsSplit) {
   EXPECT_EQ(server->accepted_records(), 80u);
 }
 
-// The real server behind a transport that loses the first reply of every batch after the server
-// applied it, as a connection cut between apply and reply would.
-class LosingFirstReply final : public BatchTransport {
+// The real server behind a transport that answers the first attempt of every batch with `answer`
+// after the server applied it: UNAVAILABLE as a connection cut between apply and reply would, or
+// CANCELLED as a replica whose gRPC server shuts down under the call (its worst case).
+class ReplacingFirstReply final : public BatchTransport {
  public:
-  explicit LosingFirstReply(std::unique_ptr<BatchTransport> real) : real_(std::move(real)) {}
+  ReplacingFirstReply(std::unique_ptr<BatchTransport> real, grpc::Status answer)
+      : real_(std::move(real)), answer_(std::move(answer)) {}
   grpc::Status Send(const v1::RecordBatchRequest& batch, absl::Time deadline,
                     v1::RecordBatchResponse* response) override {
     grpc::Status status = real_->Send(batch, deadline, response);
-    if (status.ok() && batch.batch_id() != last_lost_) {
-      last_lost_ = batch.batch_id();
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection cut after the server applied the batch");
+    if (status.ok() && batch.batch_id() != last_replaced_) {
+      last_replaced_ = batch.batch_id();
+      return answer_;
     }
     return status;
   }
@@ -167,37 +169,23 @@ class LosingFirstReply final : public BatchTransport {
 
  private:
   std::unique_ptr<BatchTransport> real_;
-  std::string last_lost_;
+  const grpc::Status answer_;
+  std::string last_replaced_;
 };
 
-// The real server behind a transport that answers the first attempt of every batch CANCELLED after
-// the server applied it: what a call meets when its replica's gRPC server shuts down under it, in
-// its worst case.
-class CancellingFirstReply final : public BatchTransport {
- public:
-  explicit CancellingFirstReply(std::unique_ptr<BatchTransport> real) : real_(std::move(real)) {}
-  grpc::Status Send(const v1::RecordBatchRequest& batch, absl::Time deadline,
-                    v1::RecordBatchResponse* response) override {
-    grpc::Status status = real_->Send(batch, deadline, response);
-    if (status.ok() && batch.batch_id() != last_cancelled_) {
-      last_cancelled_ = batch.batch_id();
-      return grpc::Status(grpc::StatusCode::CANCELLED, "CANCELLED");
-    }
-    return status;
-  }
-  void Cancel() override { real_->Cancel(); }
-
- private:
-  std::unique_ptr<BatchTransport> real_;
-  std::string last_cancelled_;
-};
+std::unique_ptr<BatchTransport> LosingFirstReply(const ReporterOptions& options) {
+  return std::make_unique<ReplacingFirstReply>(
+      MakeGrpcTransport(options),
+      grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection cut after the server applied the batch"));
+}
 
 // Proves: a batch answered CANCELLED is retried with its batch id, never dropped, counted once.
 TEST(ReporterTest, CancelledIsRetriedAndCountedOnce) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
   const ReporterOptions options = Options(server->grpc_address());
-  Reporter reporter(options, std::make_unique<CancellingFirstReply>(MakeGrpcTransport(options)));
+  const grpc::Status cancelled(grpc::StatusCode::CANCELLED, "CANCELLED");
+  Reporter reporter(options, std::make_unique<ReplacingFirstReply>(MakeGrpcTransport(options), cancelled));
   for (int i = 0; i < 300; ++i) ASSERT_TRUE(reporter.Report(HalfHit()));
   ASSERT_TRUE(reporter.Flush(absl::Seconds(30)));
   const ReporterStats s = reporter.stats();
@@ -212,7 +200,7 @@ TEST(ReporterTest, LostReplyIsNotCountedTwice) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
   const ReporterOptions options = Options(server->grpc_address());
-  Reporter reporter(options, std::make_unique<LosingFirstReply>(MakeGrpcTransport(options)));
+  Reporter reporter(options, LosingFirstReply(options));
   for (int i = 0; i < 300; ++i) ASSERT_TRUE(reporter.Report(HalfHit()));
   ASSERT_TRUE(reporter.Flush(absl::Seconds(30)));
   EXPECT_EQ(server->accepted_records(), 300u);
@@ -278,7 +266,7 @@ TEST(ReporterTest, LostReplyRetriedOnTheSameReplica) {
   Fleet fleet;
   ReporterOptions options = Options(fleet.target);
   options.max_batch_size = 10;
-  Reporter reporter(options, std::make_unique<LosingFirstReply>(MakeGrpcTransport(options)));
+  Reporter reporter(options, LosingFirstReply(options));
   for (int i = 0; i < 600; ++i) {
     ASSERT_TRUE(reporter.Report(HalfHit()));
     if (i % 10 == 9) {
