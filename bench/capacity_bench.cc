@@ -2,17 +2,18 @@
 // - BM_ReporterWork/<ids>: what a Reporter does per record (one copy into its queue, one serialization
 //   into a batch) for a record with 0, 16 (8 K tokens in 512-token blocks) and 512 (8 K tokens in
 //   16-token blocks) prefix block ids; its wire_bytes counter is the record's size on the wire;
-// - BM_RecordPath/<ids>: the server's parse and Ledger::Record with the curves on, for the same
-//   records (0 ids: the curves cost nothing but a branch), a ladder of 10 capacities;
-// - BM_StackMemory/<blocks>: one cache's stack after touching that many distinct blocks, bytes per
-//   block as a counter (the time is the touching).
+// - BM_RecordPath/<ids>/<samples>: the server's parse and Ledger::Record with the curves on, for the
+//   same records (0 ids: the curves cost nothing but a branch), a ladder of 10 capacities; samples 0
+//   is the default share (the stack holds every block: exact), 8192 and 1024 a sampled stack;
+// - BM_StackMemory/<blocks>/<samples>: one cache's stack after that many distinct blocks, exact
+//   (samples 0) and sampled at the default share; its bytes and the time per block as counters.
 #include <random>
 
 #include "benchmark/benchmark.h"
 #include "kvledger/v1/record.pb.h"
 #include "lib/accounting/capacity_curves.h"
 #include "lib/accounting/ledger.h"
-#include "lib/accounting/reuse_stack.h"
+#include "lib/capacity/sampled_stack.h"
 #include "lib/profiles/profile_catalog.h"
 #include "lib/wire/record_proto.h"
 
@@ -72,8 +73,11 @@ void BM_RecordPath(benchmark::State& state) {
   Aggregator aggregator(registry.slots().slot_count());
   std::vector<uint64_t> ladder;
   for (uint64_t c = 65536; c <= (uint64_t{1} << 25); c *= 2) ladder.push_back(c);
-  auto curves = CapacityCurves::Create(ladder, registry.slots().slot_count());
-  Ledger ledger(registry, aggregator, nullptr, LabelClaims::kClaim, curves->get());
+  // range(1): the blocks each cache's stack holds; 0 the default share (every block of these records).
+  const uint64_t samples = state.range(1) == 0 ? *SamplesPerCache(uint64_t{256} << 20, 16)
+                                               : static_cast<uint64_t>(state.range(1));
+  auto curves = CapacityCurves::Create(ladder, registry.slots().slot_count(), CurveLimits{16, samples, 600});
+  Ledger ledger(registry, aggregator, nullptr, LabelClaims::kClaim, {curves->get()});
   size_t i = 0;
   v1::Record r;
   for (auto _ : state) {
@@ -82,25 +86,36 @@ void BM_RecordPath(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_RecordPath)->Arg(0)->Arg(16)->Arg(512);
+BENCHMARK(BM_RecordPath)->Args({0, 0})->Args({16, 0})->Args({512, 0})->Args({512, 8192})->Args({512, 1024});
 
+// One cache's stack after that many distinct blocks in requests of 512 ids: range(1) 0 holds every block
+// (the exact stack), else at most that many (the default share is SamplesPerCache(256 MiB, 16)).
 void BM_StackMemory(benchmark::State& state) {
   const auto blocks = static_cast<uint64_t>(state.range(0));
+  const auto samples = state.range(1) == 0 ? blocks : static_cast<uint64_t>(state.range(1));
   uint64_t bytes = 0;
   for (auto _ : state) {
-    ReuseStack stack(blocks);
-    std::vector<uint64_t> depths, one(1);
-    for (uint64_t b = 0; b < blocks; ++b) {
-      one[0] = b * 0x9E3779B97F4A7C15ull;
-      stack.Reference(one, depths);
+    SampledStack stack(samples);
+    std::vector<SampledStack::Sampled> sampled;
+    std::vector<uint64_t> ids(512);
+    for (uint64_t b = 0; b < blocks; b += ids.size()) {
+      for (uint64_t i = 0; i < ids.size(); ++i) ids[i] = (b + i) * 0x9E3779B97F4A7C15ull;
+      stack.Reference(ids, sampled);
     }
     bytes = stack.MemoryBytes();
     benchmark::DoNotOptimize(bytes);
   }
-  state.counters["bytes_per_block"] = static_cast<double>(bytes) / static_cast<double>(blocks);
-  state.SetItemsProcessed(state.iterations() * state.range(0));
+  state.counters["bytes"] = static_cast<double>(bytes);
+  state.counters["ns_per_block"] = benchmark::Counter(static_cast<double>(state.iterations() * blocks),
+                                                      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_StackMemory)->Arg(1 << 16)->Arg(1 << 20)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_StackMemory)
+    ->Args({1 << 20, 0})
+    ->Args({1 << 20, 174592})
+    ->Args({100000000, 174592})
+    ->Args({1000000000, 174592})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 
 }  // namespace
 }  // namespace kvledger

@@ -26,9 +26,9 @@ std::string GibText(const v1::CapacityPoint& p) {
 void PrintModel(const v1::ModelCapacityCurve& m) {
   std::cout << absl::StrFormat("%s: %d records replayed, %d prompt tokens", m.model(), m.requests(), m.prompt_tokens());
   if (m.untracked_requests() > 0) std::cout << absl::StrFormat("; %d not replayed (past --capacity_caches)", m.untracked_requests());
-  if (m.forgotten_blocks() > 0) {
-    std::cout << absl::StrFormat("; %d blocks forgotten past --capacity_tracked_blocks (larger capacities read as "
-                                 "that many)", m.forgotten_blocks());
+  if (m.sampled_requests() > 0) {
+    std::cout << absl::StrFormat("; %d estimated from a sample of their cache's blocks (past its share of "
+                                 "--capacity_memory_bytes)", m.sampled_requests());
   }
   std::cout << "\n"
             << absl::StrFormat("%14s %12s %10s %10s %10s %14s %12s\n", "capacity", "KV", "token hit", "attention",

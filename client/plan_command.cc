@@ -29,7 +29,7 @@ namespace kvledger::cli {
 namespace {
 
 struct PlanFlags {
-  std::string model, profiles, plot, cache_id, format = "auto";
+  std::string model, profiles, plot, cache_id, format = "auto", use_order = std::string(kUseOrderNames[0]);
   CapacityInputs capacity;
   std::optional<uint64_t> block_tokens, context_tokens;
   std::optional<double> host_bandwidth, disk_bandwidth, flops_per_second, fixed_seconds, speedup;
@@ -50,6 +50,9 @@ void RegisterPlanFlags(FlagSet& flags, PlanFlags& f) {
   flags.Uint64("context-tokens", &f.context_tokens,
                "the deployment's context, prompt plus output (vLLM max_model_len): requests whose prompt leaves no\n"
                "room for an output token are counted apart, not planned (default: the profile's, if it states one)");
+  flags.Choice("use-order", &f.use_order, {std::string(kUseOrderNames[0]), std::string(kUseOrderNames[1])},
+               "the order a request's blocks are used in after their lookup: tail-first, as vLLM and SGLang release\n"
+               "them (the live curves' order), or prompt, as simple LRU simulators replay a trace (docs/planning.md)");
   flags.String("capacity-tokens", &f.capacity.device,
                "device cache capacities in tokens: N, a list 1e6,3e6,1e7, a log range FROM:TO:POINTS, or inf\n"
                "(default inf: never evicts)");
@@ -161,6 +164,9 @@ absl::StatusOr<PlanConfig> BaseConfig(const PlanFlags& f, const LiveRates& live)
     config.context_tokens = f.context_tokens;
   }
   config.block_tokens = f.block_tokens.value_or(kDefaultTraceBlockTokens);
+  auto order = ParseUseOrder("--use-order", f.use_order);
+  if (!order.ok()) return order.status();
+  config.use_order = *order;
   config.bandwidth = live.bandwidth;
   if (f.host_bandwidth) config.bandwidth[1] = f.host_bandwidth;
   if (f.disk_bandwidth) config.bandwidth[2] = f.disk_bandwidth;

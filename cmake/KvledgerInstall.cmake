@@ -10,7 +10,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(KVLEDGER_INSTALLED_LIBS kvledger_base kvledger_proto_messages kvledger_cost_model kvledger_profiles
+set(KVLEDGER_INSTALLED_LIBS kvledger_base kvledger_proto_messages kvledger_cost_model kvledger_profiles kvledger_capacity
     kvledger_accounting kvledger_advice kvledger_planning kvledger_wire)
 install(TARGETS ${KVLEDGER_INSTALLED_LIBS} EXPORT kvledgerTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

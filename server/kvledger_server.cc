@@ -259,7 +259,8 @@ absl::StatusOr<std::unique_ptr<CapacityCurves>> StartCurves(const ServerOptions&
   if (!ladder.ok()) return ladder.status();
   if (ladder->empty()) return nullptr;
   return CapacityCurves::Create(*std::move(ladder), slot_count,
-                                CurveLimits{options.capacity_caches, options.capacity_tracked_blocks,
+                                CurveLimits{options.capacity_caches,
+                                            *SamplesPerCache(options.capacity_memory_bytes, options.capacity_caches),
                                             static_cast<double>(options.capacity_cache_idle_seconds)});
 }
 
@@ -303,8 +304,10 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   } else {
     return curves.status();
   }
+  std::vector<RecordObserver*> observers;
+  if (state->curves != nullptr) observers.push_back(state->curves.get());
   state->ledger = std::make_unique<Ledger>(*state->registry, *state->aggregator, state->rates.get(),
-                                           LabelClaims::kClaim, state->curves.get());
+                                           LabelClaims::kClaim, std::move(observers));
   state->synthetic_aggregator = std::make_unique<Aggregator>(state->registry->slots().slot_count());
   state->synthetic_ledger = std::make_unique<Ledger>(*state->registry, *state->synthetic_aggregator, nullptr,
                                                      LabelClaims::kNever);

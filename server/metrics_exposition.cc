@@ -329,7 +329,8 @@ constexpr ServedFamily kServedFamilies[] = {
      "per term and summed over replicas, gives the fleet's model.",
      MetricType::Counter, FillComputeSums, ServedFamily::kRates},
     {"kvledger_capacity_requests_total",
-     "Records with prefix block ids replayed through their cache's LRU stack for the capacity curves.",
+     "Records with prefix block ids replayed through their cache's LRU stack for the capacity curves (exact, or "
+     "estimated from a sample: kvledger_capacity_sampled_requests_total).",
      MetricType::Counter, FillCurveCount<&CapacityCurves::ModelCurve::requests>, ServedFamily::kCurves},
     {"kvledger_capacity_untracked_requests_total",
      "Records with prefix block ids not replayed: their (model, cache_id) was new while all --capacity_caches "
@@ -341,9 +342,13 @@ constexpr ServedFamily kServedFamilies[] = {
      "Caches that gave their place (and their stack's memory) to a new cache after --capacity_cache_idle_seconds "
      "without a record: an engine gone, e.g. a pod replaced by a rolling update.",
      MetricType::Counter, FillCurveCount<&CapacityCurves::ModelCurve::released_caches>, ServedFamily::kCurves},
+    {"kvledger_capacity_sampled_requests_total",
+     "Replayed records whose cache held more blocks than its share of --capacity_memory_bytes: their figures "
+     "are estimated from a hashed sample of the cache's blocks.",
+     MetricType::Counter, FillCurveCount<&CapacityCurves::ModelCurve::sampled>, ServedFamily::kCurves},
     {"kvledger_capacity_forgotten_blocks_total",
-     "Blocks dropped from a cache's stack past --capacity_tracked_blocks: once above 0, capacities beyond "
-     "that many blocks (and +Inf) read as that many.",
+     "Blocks dropped from a cache's sample as its sampling rate fell to keep within its share of "
+     "--capacity_memory_bytes.",
      MetricType::Counter, FillCurveCount<&CapacityCurves::ModelCurve::forgotten_blocks>, ServedFamily::kCurves},
     {"kvledger_capacity_seconds_known_requests_total",
      "Replayed records whose recompute seconds were estimated (the live compute model was ready).",

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "lib/base/quote.h"
+#include "lib/capacity/sampled_stack.h"
 #include "lib/planning/capacity.h"
 #include "lib/planning/plan.h"
 #include "server/fleet_poller.h"
@@ -106,6 +107,7 @@ absl::Status ServerOptions::Validate() const {
   for (const ServerBound& b : Bounds()) {
     if (!b.in_range) return BoundError(b.flag, b.value, b.min, b.max);
   }
+  if (auto s = SamplesPerCache(capacity_memory_bytes, capacity_caches); !s.ok()) return s.status();
   if (tls_cert_file.empty() != tls_key_file.empty()) {
     return absl::InvalidArgumentError("--tls_cert_file and --tls_key_file: give both or neither");
   }

@@ -62,8 +62,9 @@
     "while every place is held by a cache active within --capacity_cache_idle_seconds")                            \
   X(capacity_cache_idle_seconds, uint32_t, 600, 1, 604800,                                                        \
     "capacity curves: a cache without a record this long gives its place to a new cache when all are taken")     \
-  X(capacity_tracked_blocks, uint32_t, 1u << 20, 1, uint64_t{1} << 30,                                             \
-    "capacity curves: the blocks each cache's LRU stack tracks exactly; past it the least recent is forgotten")   \
+  X(capacity_memory_bytes, uint64_t, uint64_t{256} << 20, uint64_t{1} << 20, uint64_t{64} << 30,                \
+    "capacity curves: bytes all caches' stacks may hold together, an equal share each of --capacity_caches; "     \
+    "a cache's depths are exact within its share and sampled past it")                                          \
   X(batch_dedup_entries, uint32_t, 524288, 0, 10000000,                                                            \
     "RecordBatch and RecordEngineStats batch ids remembered so a retried batch is not counted twice (0 = off)")    \
   X(batch_dedup_bytes, uint64_t, uint64_t{64} << 20, uint64_t{64} << 10, uint64_t{4} << 30,                      \

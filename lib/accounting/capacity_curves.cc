@@ -1,6 +1,7 @@
 #include "lib/accounting/capacity_curves.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <utility>
 
@@ -15,6 +16,7 @@ void AddCurve(const CapacityCurves::ModelCurve& from, CapacityCurves::ModelCurve
   to.seconds_known += from.seconds_known;
   to.untracked += from.untracked;
   to.released_caches += from.released_caches;
+  to.sampled += from.sampled;
   to.forgotten_blocks += from.forgotten_blocks;
   to.prompt_tokens += from.prompt_tokens;
   to.attention_baseline_flops += from.attention_baseline_flops;
@@ -41,25 +43,13 @@ RecordFacts FactsAtMatch(absl::string_view model, int64_t prompt_tokens, std::op
   return facts;
 }
 
-std::string CapacityLabel(uint64_t capacity_tokens) {
-  return capacity_tokens == kUnlimitedCapacity ? std::string("+Inf") : absl::StrCat(capacity_tokens);
-}
-
 absl::StatusOr<std::unique_ptr<CapacityCurves>> CapacityCurves::Create(std::vector<uint64_t> capacity_tokens,
                                                                        size_t slot_count, CurveLimits limits,
                                                                        std::function<double()> clock) {
-  capacity_tokens.erase(std::remove(capacity_tokens.begin(), capacity_tokens.end(), kUnlimitedCapacity),
+  capacity_tokens.erase(std::remove(capacity_tokens.begin(), capacity_tokens.end(), kUnlimited),
                         capacity_tokens.end());
-  if (capacity_tokens.size() > kMaxLadderCapacities) {
-    return absl::InvalidArgumentError(absl::StrCat(capacity_tokens.size(), " finite capacities: must be at most ",
-                                                   kMaxLadderCapacities, " (the unlimited one is always there)"));
-  }
-  if (!std::is_sorted(capacity_tokens.begin(), capacity_tokens.end()) ||
-      std::adjacent_find(capacity_tokens.begin(), capacity_tokens.end()) != capacity_tokens.end() ||
-      (!capacity_tokens.empty() && capacity_tokens.front() == 0)) {
-    return absl::InvalidArgumentError("capacities must be > 0, ascending and distinct");
-  }
-  capacity_tokens.push_back(kUnlimitedCapacity);
+  if (const std::string rule = LadderRule(capacity_tokens); !rule.empty()) return absl::InvalidArgumentError(rule);
+  capacity_tokens.push_back(kUnlimited);
   return std::unique_ptr<CapacityCurves>(
       new CapacityCurves(std::move(capacity_tokens), slot_count, limits, std::move(clock)));
 }
@@ -87,45 +77,136 @@ std::shared_ptr<CapacityCurves::Cache> CapacityCurves::FindCache(uint32_t slot, 
     by_activity_.pop_front();
   }
   Place& place = caches_[key];
-  place.cache = std::make_shared<Cache>(limits_.max_blocks_per_cache);
+  place.cache = std::make_shared<Cache>(limits_.max_samples_per_cache);
   place.last_active = now;
   place.in_order = by_activity_.insert(by_activity_.end(), std::move(key));
   return place.cache;
 }
+
+namespace {
+
+CapacityCurves::Rung RungAt(const RecordFacts& facts, int64_t match, const Profile& profile,
+                            const EstimateSource& source, bool seconds_known, RecordFigures* all = nullptr) {
+  const RecordFigures figures =
+      Derive(FactsAtMatch(facts.model, facts.prompt_tokens, facts.output_tokens, match), profile, source);
+  CapacityCurves::Rung rung;
+  rung.match_tokens = figures.logical_match_tokens;
+  rung.attention_avoided_flops = figures.ReusedAttentionFlops();
+  rung.prefill_avoided_flops = figures.ReusedPrefillFlops();
+  if (seconds_known && figures.estimated_recompute_seconds.has_value()) {
+    rung.recompute_avoided_nanos = ToNanoUnits(figures.estimated_recompute_seconds.value());
+  }
+  if (all != nullptr) *all = figures;
+  return rung;
+}
+
+uint64_t CapacityBlocks(uint64_t capacity, uint64_t block) {
+  return capacity == kUnlimited ? kUnlimited - 1 : capacity / block;
+}
+
+}  // namespace
 
 CapacityCurves::ModelCurve CapacityCurves::Figures(const RecordFacts& facts, absl::Span<const uint64_t> prefix_depths,
                                                    const Profile& profile, const EstimateSource& source) const {
   const auto block = static_cast<uint64_t>(*facts.block_tokens);
   std::vector<int64_t> matches;  // the logical match at each capacity, non-decreasing
   for (uint64_t capacity : capacities_) {
-    const uint64_t capacity_blocks = capacity == kUnlimitedCapacity ? kUnlimitedCapacity - 1 : capacity / block;
     const auto matched = static_cast<uint64_t>(
-        std::upper_bound(prefix_depths.begin(), prefix_depths.end(), capacity_blocks) - prefix_depths.begin());
+        std::upper_bound(prefix_depths.begin(), prefix_depths.end(), CapacityBlocks(capacity, block)) -
+        prefix_depths.begin());
     matches.push_back(static_cast<int64_t>(std::min(matched * block, static_cast<uint64_t>(facts.prompt_tokens))));
   }
   ModelCurve delta;
   delta.requests = 1;
   delta.rungs.resize(capacities_.size());
   for (size_t i = 0; i < matches.size();) {
-    const RecordFigures figures =
-        Derive(FactsAtMatch(facts.model, facts.prompt_tokens, facts.output_tokens, matches[i]), profile, source);
+    RecordFigures figures;
+    const Rung rung = RungAt(facts, matches[i], profile, source, source.live.has_value(), &figures);
     if (i == 0) {
       delta.prompt_tokens = figures.prompt_tokens;
       delta.attention_baseline_flops = figures.attention_baseline_flops;
       delta.prefill_baseline_flops = figures.prefill_baseline_flops;
       delta.seconds_known = source.live.has_value() && figures.estimated_recompute_seconds.has_value() ? 1 : 0;
     }
-    Rung rung;
-    rung.match_tokens = figures.logical_match_tokens;
-    rung.attention_avoided_flops = figures.ReusedAttentionFlops();
-    rung.prefill_avoided_flops = figures.ReusedPrefillFlops();
-    if (delta.seconds_known != 0 && figures.estimated_recompute_seconds.has_value()) {
-      rung.recompute_avoided_nanos = ToNanoUnits(figures.estimated_recompute_seconds.value());
-    }
     // Capacities that match alike cost alike: one Derive for the run.
-    for (const int64_t match = matches[i]; i < matches.size() && matches[i] == match; ++i) delta.rungs[i] = rung;
+    for (const int64_t match = matches[i]; i < matches.size() && matches[i] == match; ++i) {
+      delta.rungs[i] = rung;
+      if (delta.seconds_known == 0) delta.rungs[i].recompute_avoided_nanos = 0;
+    }
   }
   return delta;
+}
+
+namespace {
+
+std::array<double, 4> AsDoubles(const CapacityCurves::Rung& r) {
+  return {Uint128ToDouble(r.match_tokens), Uint128ToDouble(r.attention_avoided_flops),
+          Uint128ToDouble(r.prefill_avoided_flops), Uint128ToDouble(r.recompute_avoided_nanos)};
+}
+
+Uint128& Field(CapacityCurves::Rung& r, size_t f) {
+  Uint128* fields[] = {&r.match_tokens, &r.attention_avoided_flops, &r.prefill_avoided_flops,
+                       &r.recompute_avoided_nanos};
+  return *fields[f];
+}
+
+}  // namespace
+
+CapacityCurves::ModelCurve CapacityCurves::SampledFigures(const RecordFacts& facts,
+                                                          absl::Span<const SampledStack::Sampled> sampled, double rate,
+                                                          const Profile& profile, const EstimateSource& source,
+                                                          Estimate& estimate) const {
+  ModelCurve delta = Figures(facts, {}, profile, source);  // the baselines
+  delta.sampled = 1;
+  delta.rungs.assign(capacities_.size(), Rung{});
+  const bool seconds = delta.seconds_known != 0;
+  const auto block = static_cast<uint64_t>(*facts.block_tokens);
+  const auto prompt = static_cast<uint64_t>(facts.prompt_tokens);
+  const std::array<double, 4> none = AsDoubles(RungAt(facts, 0, profile, source, seconds));
+  // SHARDS-adj: what every id's share adds up to (the record matched through its last id), less the
+  // sampled shares scaled up, is put at the smallest depth: every capacity gets it.
+  const auto covered = static_cast<int64_t>(std::min(facts.prefix_block_ids.size() * block, prompt));
+  std::array<double, 4> adjust = AsDoubles(RungAt(facts, covered, profile, source, seconds));
+  for (size_t f = 0; f < adjust.size(); ++f) adjust[f] -= none[f];
+  estimate.assign(capacities_.size(), {0, 0, 0, 0});
+  for (const SampledStack::Sampled& s : sampled) {
+    if (s.position * block >= prompt) break;
+    // This block's share: the record matched through it minus the record matched up to it.
+    const auto from = static_cast<int64_t>(s.position * block);
+    const auto to = static_cast<int64_t>(std::min((s.position + uint64_t{1}) * block, prompt));
+    const std::array<double, 4> low = AsDoubles(RungAt(facts, from, profile, source, seconds));
+    const std::array<double, 4> high = AsDoubles(RungAt(facts, to, profile, source, seconds));
+    for (size_t f = 0; f < adjust.size(); ++f) {
+      const double share = (high[f] - low[f]) / rate;
+      adjust[f] -= share;
+      for (size_t r = 0; r < capacities_.size(); ++r) {
+        if (s.depth <= CapacityBlocks(capacities_[r], block)) estimate[r][f] += share;
+      }
+    }
+  }
+  for (auto& rung : estimate) {
+    for (size_t f = 0; f < adjust.size(); ++f) rung[f] += adjust[f];
+  }
+  return delta;
+}
+
+void CapacityCurves::Add(uint32_t slot, const ModelCurve& delta, const Estimate& estimate) {
+  Slot& totals = slots_[slot];
+  MutexLock lock(&totals.mu);
+  AddCurve(delta, totals.curve);
+  if (estimate.empty()) return;
+  totals.carry.resize(capacities_.size(), {0, 0, 0, 0});
+  totals.curve.rungs.resize(capacities_.size());
+  for (size_t r = 0; r < capacities_.size(); ++r) {
+    for (size_t f = 0; f < 4; ++f) {
+      double& carry = totals.carry[r][f];
+      carry += estimate[r][f];
+      if (carry < 1) continue;
+      const double whole = std::floor(carry);
+      Field(totals.curve.rungs[r], f) += static_cast<Uint128>(whole);
+      carry -= whole;
+    }
+  }
 }
 
 namespace {
@@ -137,7 +218,7 @@ std::vector<uint64_t> DepthsFromDistances(const RecordFacts& facts) {
   std::vector<uint64_t> depths;
   uint64_t deepest = 0;
   for (uint64_t d : facts.prefix_block_reuse_distances) {
-    const uint64_t depth = d == kNeverSeenDistance || d > kUnlimitedCapacity - 1 - capacity ? kUnlimitedCapacity
+    const uint64_t depth = d == kNeverSeenDistance || d > kUnlimited - 1 - capacity ? kUnlimited
                                                                                              : capacity + d;
     deepest = std::max(deepest, depth);
     depths.push_back(deepest);
@@ -147,14 +228,35 @@ std::vector<uint64_t> DepthsFromDistances(const RecordFacts& facts) {
 
 }  // namespace
 
+CapacityCurves::ModelCurve CapacityCurves::Replay(Cache& cache, const RecordFacts& facts, const Profile& profile,
+                                                  const EstimateSource& source, Estimate& estimate) const {
+  thread_local std::vector<SampledStack::Sampled> sampled;
+  thread_local std::vector<uint64_t> depths;
+  double rate = 1;
+  uint64_t forgotten = 0;
+  {
+    MutexLock lock(&cache.mu);
+    const uint64_t before = cache.stack.forgotten();
+    rate = cache.stack.Reference(facts.prefix_block_ids, sampled);
+    forgotten = cache.stack.forgotten() - before;
+  }
+  ModelCurve delta;
+  if (rate < 1) {
+    delta = SampledFigures(facts, sampled, rate, profile, source, estimate);
+  } else {
+    depths.clear();  // every block sampled: the exact prefix depths
+    for (const SampledStack::Sampled& s : sampled) depths.push_back(s.depth);
+    delta = Figures(facts, depths, profile, source);
+  }
+  delta.forgotten_blocks = forgotten;
+  return delta;
+}
+
 void CapacityCurves::Observe(uint32_t slot, const RecordFacts& facts, const Profile& profile,
                              const EstimateSource& source) {
   if (!facts.block_tokens || slot >= slots_.size()) return;
   if (!facts.prefix_block_reuse_distances.empty() && facts.cache_capacity_blocks) {
-    const ModelCurve delta = Figures(facts, DepthsFromDistances(facts), profile, source);
-    Slot& totals = slots_[slot];
-    MutexLock lock(&totals.mu);
-    AddCurve(delta, totals.curve);
+    Add(slot, Figures(facts, DepthsFromDistances(facts), profile, source), {});
     return;
   }
   if (facts.prefix_block_ids.empty()) return;
@@ -165,23 +267,14 @@ void CapacityCurves::Observe(uint32_t slot, const RecordFacts& facts, const Prof
     ++slots_[*released].curve.released_caches;
   }
   ModelCurve delta;
+  thread_local Estimate estimate;
+  estimate.clear();
   if (cache == nullptr) {
     delta.untracked = 1;
   } else {
-    thread_local std::vector<uint64_t> depths;
-    {
-      MutexLock lock(&cache->mu);
-      const uint64_t forgotten = cache->stack.forgotten();
-      cache->stack.Reference(facts.prefix_block_ids, depths);
-      delta.forgotten_blocks = cache->stack.forgotten() - forgotten;
-    }
-    const uint64_t forgotten = delta.forgotten_blocks;
-    delta = Figures(facts, depths, profile, source);
-    delta.forgotten_blocks = forgotten;
+    delta = Replay(*cache, facts, profile, source, estimate);
   }
-  Slot& totals = slots_[slot];
-  MutexLock lock(&totals.mu);
-  AddCurve(delta, totals.curve);
+  Add(slot, delta, estimate);
 }
 
 std::vector<CapacityCurves::ModelCurve> CapacityCurves::Snapshot() const {

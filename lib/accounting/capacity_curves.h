@@ -1,11 +1,14 @@
 // What each capacity of a ladder would have bought, live (docs/cost-model.md §14): every accepted
-// record with prefix block ids is replayed through its cache's ReuseStack, and for each capacity the
+// record with prefix block ids is replayed through its cache's SampledStack, and for each capacity the
 // prefix it would have matched there becomes the record it would have been, costed by the same
-// Derive() as every record. Counters per model and capacity, exact integers; they add across caches,
-// engines and replicas. Thread-safe.
+// Derive() as every record. Exact while a cache's stack holds every block; past its share of the
+// memory budget, each sampled block adds its own share of the figures (the record at its end minus the
+// record at its start) divided by the sampling rate, an estimate. Counters per model and capacity,
+// integers; they add across caches, engines and replicas. Thread-safe.
 #ifndef KVLEDGER_LIB_ACCOUNTING_CAPACITY_CURVES_H_
 #define KVLEDGER_LIB_ACCOUNTING_CAPACITY_CURVES_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -18,7 +21,9 @@
 #include "absl/status/statusor.h"
 #include "lib/accounting/derived_figures.h"
 #include "lib/accounting/record_facts.h"
-#include "lib/accounting/reuse_stack.h"
+#include "lib/accounting/record_observer.h"
+#include "lib/capacity/ladder.h"
+#include "lib/capacity/sampled_stack.h"
 #include "lib/base/monotonic.h"
 #include "lib/base/mutex.h"
 #include "lib/cost_model/exact_int.h"
@@ -26,27 +31,22 @@
 
 namespace kvledger {
 
-// The most finite capacities of a ladder; the unlimited capacity is always there besides.
-inline constexpr size_t kMaxLadderCapacities = 16;
-inline constexpr uint64_t kUnlimitedCapacity = ReuseStack::kAbsent;
+static_assert(kUnlimited == SampledStack::kAbsent, "an absent block is past every finite capacity");
 
 // The record a request would have been with `match_tokens` of its prompt matched, in a cache of one
 // tier (a hit is a device hit): what a Plan and the curves both cost.
 RecordFacts FactsAtMatch(absl::string_view model, int64_t prompt_tokens, std::optional<int64_t> output_tokens,
                          int64_t match_tokens);
 
-// The label value of a capacity: its tokens, or "+Inf".
-std::string CapacityLabel(uint64_t capacity_tokens);
-
 struct CurveLimits {
   size_t max_caches = 64;                    // (model, cache_id) pairs replayed at once
-  uint64_t max_blocks_per_cache = 1u << 20;  // blocks each cache's stack tracks exactly
+  uint64_t max_samples_per_cache = 1u << 16;  // blocks each cache's stack holds; past it, sampled
   // A cache that sent no record this long gives its place (and its stack's memory) to a new cache
   // when all max_caches are taken; while every cache is more recent, a new one's records are untracked.
   double cache_idle_seconds = 600;
 };
 
-class CapacityCurves {
+class CapacityCurves final : public RecordObserver {
  public:
   // Sums at one capacity.
   struct Rung {
@@ -62,7 +62,8 @@ class CapacityCurves {
                                  // within cache_idle_seconds
     uint64_t released_caches = 0;  // caches of this model that gave their place back, idle
     uint64_t caches = 0;           // caches of this model replayed now (a gauge, filled by Snapshot)
-    uint64_t forgotten_blocks = 0;
+    uint64_t sampled = 0;           // of the requests, those costed from a sample (rate below 1)
+    uint64_t forgotten_blocks = 0;  // blocks dropped from a cache's sample as its rate fell
     Uint128 prompt_tokens = 0, attention_baseline_flops = 0, prefill_baseline_flops = 0;
     std::vector<Rung> rungs;  // one per capacity(), in order
   };
@@ -77,10 +78,15 @@ class CapacityCurves {
   // Replays an accepted record's block ids (nothing without them) and counts each capacity's figures,
   // estimating seconds from `source` as the record's own figures were.
   void Observe(uint32_t slot, const RecordFacts& facts, const Profile& profile, const EstimateSource& source);
+  // The same, as the Ledger hands it a record (RecordObserver).
+  void Observe(uint32_t slot, const RecordFacts& facts, const RecordFigures& figures,
+               const EstimateSource& source) override {
+    Observe(slot, facts, *figures.profile, source);
+  }
 
   // The models with a replayed or untracked record, by slot.
   std::vector<ModelCurve> Snapshot() const;
-  const std::vector<uint64_t>& capacities() const { return capacities_; }  // ascending, kUnlimitedCapacity last
+  const std::vector<uint64_t>& capacities() const { return capacities_; }  // ascending, kUnlimited last
   const CurveLimits& limits() const { return limits_; }
   uint64_t MemoryBytes() const;  // every cache's stack
 
@@ -88,7 +94,7 @@ class CapacityCurves {
   using CacheKey = std::pair<uint32_t, std::string>;  // (model slot, cache_id)
   struct Cache {
     Mutex mu;
-    ReuseStack stack ABSL_GUARDED_BY(mu);
+    SampledStack stack ABSL_GUARDED_BY(mu);
     explicit Cache(uint64_t max_blocks) : stack(max_blocks) {}
   };
   struct Place {  // a cache's place in the table, with its last activity
@@ -96,9 +102,15 @@ class CapacityCurves {
     double last_active = 0;
     std::list<CacheKey>::iterator in_order;  // its entry in by_activity_
   };
+  // A sampled record's estimate at each capacity, per figure (match tokens, attention FLOPs, prefill
+  // FLOPs, nanoseconds): signed, since the sampling's correction may take away.
+  using Estimate = std::vector<std::array<double, 4>>;
   struct Slot {
     mutable Mutex mu;
     ModelCurve curve ABSL_GUARDED_BY(mu);
+    // The sampled records' estimates not yet in `curve`'s counters, which only rise: a whole unit
+    // moves there once the running estimate reaches it.
+    Estimate carry ABSL_GUARDED_BY(mu);
   };
   CapacityCurves(std::vector<uint64_t> capacities, size_t slot_count, CurveLimits limits,
                  std::function<double()> clock);
@@ -108,6 +120,14 @@ class CapacityCurves {
   std::shared_ptr<Cache> FindCache(uint32_t slot, absl::string_view cache_id, std::optional<uint32_t>* released);
   ModelCurve Figures(const RecordFacts& facts, absl::Span<const uint64_t> prefix_depths, const Profile& profile,
                      const EstimateSource& source) const;
+  // The record replayed through `cache`'s stack and costed at every capacity.
+  ModelCurve Replay(Cache& cache, const RecordFacts& facts, const Profile& profile, const EstimateSource& source,
+                    Estimate& estimate) const;
+  // The figures from a sample of the record's blocks taken at `rate` < 1.
+  // Its baselines, and in `estimate` what each capacity would have bought.
+  ModelCurve SampledFigures(const RecordFacts& facts, absl::Span<const SampledStack::Sampled> sampled, double rate,
+                            const Profile& profile, const EstimateSource& source, Estimate& estimate) const;
+  void Add(uint32_t slot, const ModelCurve& delta, const Estimate& estimate);
 
   const std::vector<uint64_t> capacities_;
   const CurveLimits limits_;

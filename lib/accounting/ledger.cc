@@ -39,10 +39,10 @@ Verdict Ledger::Record(const RecordFacts& facts) {
                           : claims_ == LabelClaims::kClaim ? registry_.ClaimLabel(facts.model, figures->profile)
                                                            : LabelSlot{registry_.slots().other_slot(), true};
   aggregator_.Add(label.slot, *figures, label.folded);
-  // Rates are per model: a record folded into "other" would mix models.
-  if (rates_ != nullptr && !label.folded) rates_->Observe(label.slot, *figures, source.live);
-  // A cache's references in the order they arrive (docs/cost-model.md §14); per model, as the rates.
-  if (curves_ != nullptr && !label.folded) curves_->Observe(label.slot, facts, *figures->profile, source);
+  // Observers are per model: a record folded into "other" would mix models.
+  if (!label.folded) {
+    for (RecordObserver* observer : observers_) observer->Observe(label.slot, facts, *figures, source);
+  }
   return Verdict();
 }
 

@@ -3,11 +3,14 @@
 #ifndef KVLEDGER_LIB_ACCOUNTING_LEDGER_H_
 #define KVLEDGER_LIB_ACCOUNTING_LEDGER_H_
 
+#include <utility>
+#include <vector>
+
 #include "lib/accounting/aggregator.h"
-#include "lib/accounting/capacity_curves.h"
 #include "lib/accounting/derived_figures.h"
 #include "lib/accounting/live_rates.h"
 #include "lib/accounting/record_facts.h"
+#include "lib/accounting/record_observer.h"
 #include "lib/accounting/record_sink.h"
 #include "lib/accounting/rejection.h"
 #include "lib/profiles/model_registry.h"
@@ -34,13 +37,17 @@ inline EstimateSource OfflineEstimateSource() { return EstimateSource{std::nullo
 // real traffic would show under).
 enum class LabelClaims { kClaim, kNever };
 
-// Accounts records into an Aggregator, into LiveRates and the CapacityCurves when given. Thread-safe;
-// the registry, aggregator, rates and curves must outlive it.
+// Accounts records into an Aggregator and hands each accepted one, unless folded into "other", to
+// `rates` (which its estimates come from) and then to every other observer, in order. Thread-safe; the
+// registry, aggregator, rates and observers must outlive it.
 class Ledger final : public RecordSink {
  public:
   Ledger(ModelRegistry& registry, Aggregator& aggregator, LiveRates* rates = nullptr,
-         LabelClaims claims = LabelClaims::kClaim, CapacityCurves* curves = nullptr)
-      : registry_(registry), aggregator_(aggregator), rates_(rates), claims_(claims), curves_(curves) {}
+         LabelClaims claims = LabelClaims::kClaim, std::vector<RecordObserver*> observers = {})
+      : registry_(registry), aggregator_(aggregator), rates_(rates), claims_(claims),
+        observers_(std::move(observers)) {
+    if (rates_ != nullptr) observers_.insert(observers_.begin(), rates_);
+  }
 
   // Counts an accepted record, or counts the rejection by reason and returns it. A record is
   // either counted once or rejected; never both, never partly.
@@ -52,7 +59,7 @@ class Ledger final : public RecordSink {
   Aggregator& aggregator_;
   LiveRates* const rates_;
   const LabelClaims claims_;
-  CapacityCurves* const curves_;
+  std::vector<RecordObserver*> observers_;
 };
 
 }  // namespace kvledger

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "lib/accounting/record_observer.h"
 #include "lib/accounting/compute_time.h"
 #include "lib/accounting/derived_figures.h"
 #include "lib/base/monotonic.h"
@@ -66,7 +67,7 @@ class DecayedRate {
   DecayedSums<2> sums_;  // amount, seconds
 };
 
-class LiveRates {
+class LiveRates final : public RecordObserver {
  public:
   using Clock = std::function<double()>;
   // Slots 0..slot_count-1, like Aggregator; `half_life_seconds` > 0. `clock` is read for records
@@ -82,6 +83,10 @@ class LiveRates {
   // With `model` (the fit the record was estimated with), the pass's seconds are first held within
   // kComputeFitOutlierFactor of the model's: one stalled or preempted pass moves the fit a bounded step.
   void Observe(uint32_t model_slot, const RecordFigures& figures, const std::optional<ComputeTime>& model = {});
+  // The same, as the Ledger hands it a record (RecordObserver).
+  void Observe(uint32_t slot, const RecordFacts&, const RecordFigures& figures, const EstimateSource& source) override {
+    Observe(slot, figures, source.live);
+  }
   // Feeds an aggregate transfer observation (bytes moved from `tier` in `seconds`, no request) to
   // the reload bandwidth of (model_slot, tier): one sample, like one record's reload. Ignored for a
   // tier that is not a source tier or for seconds <= 0.

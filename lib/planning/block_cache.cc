@@ -4,9 +4,9 @@
 
 namespace kvledger {
 
-TieredBlockCache::TieredBlockCache(std::vector<uint64_t> capacity_blocks) {
+TieredBlockCache::TieredBlockCache(std::vector<uint64_t> capacity_blocks, UseOrder order) : order_(order) {
   for (uint64_t capacity : capacity_blocks) tiers_.push_back(Tier{capacity, 0, kNil, kNil});
-  if (tiers_.empty()) tiers_.push_back(Tier{kUnlimitedBlocks, 0, kNil, kNil});
+  if (tiers_.empty()) tiers_.push_back(Tier{kUnlimited, 0, kNil, kNil});
 }
 
 TieredBlockCache::Match TieredBlockCache::Lookup(absl::Span<const int64_t> blocks) const {
@@ -58,7 +58,8 @@ void TieredBlockCache::Overflow() {
 }
 
 void TieredBlockCache::Use(absl::Span<const int64_t> blocks) {
-  for (int64_t id : blocks) {
+  ForEachInUseOrder(order_, blocks.size(), [&](size_t k) {
+    const int64_t id = blocks[k];
     auto [it, inserted] = index_.try_emplace(id, kNil);
     if (inserted) {
       if (free_.empty()) {
@@ -74,7 +75,7 @@ void TieredBlockCache::Use(absl::Span<const int64_t> blocks) {
     }
     PushMru(it->second, 0);
     Overflow();
-  }
+  });
 }
 
 }  // namespace kvledger

@@ -10,15 +10,15 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
+#include "lib/capacity/ladder.h"
+#include "lib/capacity/use_order.h"
 
 namespace kvledger {
 
-inline constexpr uint64_t kUnlimitedBlocks = std::numeric_limits<uint64_t>::max();
-
 class TieredBlockCache {
  public:
-  // Capacities in blocks, top tier first (kUnlimitedBlocks: never evicts); at least one tier.
-  explicit TieredBlockCache(std::vector<uint64_t> capacity_blocks);
+  // Capacities in blocks, top tier first (kUnlimited: never evicts); at least one tier.
+  explicit TieredBlockCache(std::vector<uint64_t> capacity_blocks, UseOrder order = UseOrder::kTailFirst);
 
   struct Match {
     size_t blocks = 0;               // the longest run of leading blocks present in some tier
@@ -27,8 +27,8 @@ class TieredBlockCache {
   };
   // The match of `blocks` before they are used; changes nothing.
   Match Lookup(absl::Span<const int64_t> blocks) const;
-  // Every block of `blocks`, in order, becomes the most recently used in the top tier; what
-  // overflows a tier moves to the next (least recently used first).
+  // Every block of `blocks` becomes the most recently used in the top tier, in the cache's UseOrder;
+  // what overflows a tier moves to the next (least recently used first).
   void Use(absl::Span<const int64_t> blocks);
 
   size_t tiers() const { return tiers_.size(); }
@@ -50,6 +50,7 @@ class TieredBlockCache {
   void PushMru(uint32_t e, uint8_t tier);
   void Overflow();  // moves LRU entries down while a tier is over its capacity
 
+  const UseOrder order_;
   std::vector<Tier> tiers_;
   std::vector<Entry> entries_;
   std::vector<uint32_t> free_;

@@ -9,7 +9,7 @@ namespace kvledger {
 
 uint64_t PlanConfig::CapacityBlocks(size_t tier) const {
   const uint64_t tokens = capacity_tokens[tier];
-  return tokens == kUnlimitedTokens ? kUnlimitedBlocks : tokens / block_tokens;
+  return tokens == kUnlimited ? kUnlimited : tokens / block_tokens;
 }
 
 void PlanTotals::Add(const RecordFigures& f) {
@@ -119,7 +119,7 @@ absl::StatusOr<PlanResult> Plan(const std::vector<TraceRequest>& trace, const Pr
       result.capacity_bytes[t] = static_cast<Uint128>(config.capacity_tokens[t]) * BytesPerCachedToken(profile.shape());
     }
   }
-  TieredBlockCache cache(std::move(capacity_blocks));
+  TieredBlockCache cache(std::move(capacity_blocks), config.use_order);
   const EstimateSource source{config.compute, /*record_alone=*/false};
   for (const TraceRequest& request : trace) {
     if (result.context_tokens && BeyondContextWindow(request.input_length, *result.context_tokens)) {

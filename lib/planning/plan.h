@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "lib/accounting/compute_time.h"
 #include "lib/accounting/derived_figures.h"
+#include "lib/capacity/use_order.h"
 #include "lib/accounting/record_facts.h"
 #include "lib/accounting/validation.h"
 #include "lib/planning/block_cache.h"
@@ -26,12 +27,11 @@ namespace kvledger {
 // The simulated tiers, top first; a tier below holds what the one above evicts.
 inline constexpr std::array kPlanTiers = {Tier::kDevice, Tier::kHost, Tier::kDisk};
 inline constexpr size_t kPlanTierCount = kPlanTiers.size();
-inline constexpr uint64_t kUnlimitedTokens = kUnlimitedBlocks;
 
 struct PlanConfig {
   uint64_t block_tokens = kDefaultTraceBlockTokens;
-  // Tokens each tier holds (kUnlimitedTokens: never evicts); 0 for host or disk: no such tier.
-  std::array<uint64_t, kPlanTierCount> capacity_tokens = {kUnlimitedTokens, 0, 0};
+  // Tokens each tier holds (kUnlimited: never evicts); 0 for host or disk: no such tier.
+  std::array<uint64_t, kPlanTierCount> capacity_tokens = {kUnlimited, 0, 0};
   // Reload bandwidth of host and disk in bytes/s (the device's is not used: a device hit reloads
   // nothing); unset: reload seconds unknown for hits from that tier.
   std::array<std::optional<double>, kPlanTierCount> bandwidth;
@@ -39,12 +39,14 @@ struct PlanConfig {
   std::optional<ComputeTime> compute;
   // The deployment's context (prompt plus output); unset: the profile's, if it states one.
   std::optional<uint64_t> context_tokens;
+  // The order each request's blocks are used in after their lookup (lib/capacity/use_order.h).
+  UseOrder use_order = UseOrder::kTailFirst;
 
   // Blocks a tier holds: floor(capacity / block_tokens) (a partial last block takes a whole block).
   uint64_t CapacityBlocks(size_t tier) const;
   // Whether the tier is simulated (the device always is), and whether it has a finite capacity.
   bool HasTier(size_t tier) const { return tier == 0 || capacity_tokens[tier] > 0; }
-  bool Finite(size_t tier) const { return HasTier(tier) && capacity_tokens[tier] != kUnlimitedTokens; }
+  bool Finite(size_t tier) const { return HasTier(tier) && capacity_tokens[tier] != kUnlimited; }
 };
 
 // Sums over requests; tokens, FLOPs and bytes exact.

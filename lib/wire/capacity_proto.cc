@@ -18,12 +18,13 @@ void FillModel(const CapacityCurves::ModelCurve& c, const std::vector<uint64_t>&
   out.set_requests(c.requests);
   out.set_untracked_requests(c.untracked);
   out.set_forgotten_blocks(c.forgotten_blocks);
+  out.set_sampled_requests(c.sampled);
   out.set_seconds_known_requests(c.seconds_known);
   out.set_prompt_tokens(static_cast<uint64_t>(c.prompt_tokens));
   for (size_t i = 0; i < capacities.size() && i < c.rungs.size(); ++i) {
     const CapacityCurves::Rung& r = c.rungs[i];
     v1::CapacityPoint* p = out.add_points();
-    if (capacities[i] != kUnlimitedCapacity) {
+    if (capacities[i] != kUnlimited) {
       p->set_capacity_tokens(capacities[i]);
       if (profile != nullptr) {
         p->set_capacity_bytes(static_cast<double>(capacities[i]) *

@@ -41,7 +41,8 @@ def load(path, lines=None):
 
 class IndependentPlan:
     """Block-level LRU tiers, top first, each holding what the one above evicts; a request's match is
-    its leading blocks present in any tier, then all its blocks become most recent on top."""
+    its leading blocks present in any tier, then all its blocks become most recent on top, tail first
+    (as vLLM frees a finished request's blocks: its first block ends the most recent)."""
 
     def __init__(self, capacities_tokens):
         self.capacity = [None if c is None else c // BLOCK for c in capacities_tokens]
@@ -76,7 +77,7 @@ class IndependentPlan:
             served[found[-1]] -= len(found) * BLOCK - match
         names = ["device", "host", "disk"]
         tier = "none" if not found else names[found[0]] if len(set(found)) == 1 else "mixed"
-        for block in r["hash_ids"]:
+        for block in reversed(r["hash_ids"]):
             self.use(block)
         return tier, match, served
 
@@ -161,9 +162,10 @@ class AgainstIndependentImplementation(unittest.TestCase):
     def test_whole_synthetic_trace(self):
         self.check(SYNTHETIC, load(SYNTHETIC), [1_000_000, 10_000_000], lower=(20_000_000,))
 
-    # The agentic-coding trace plans whole (its output_length 0 lines included), and the token hit at
-    # each capacity equals the prefix token hit an independent Python LRU gave for it (the figures
-    # published with the trace, docs/planning.md).
+    # The agentic-coding trace plans whole (its output_length 0 lines included), and with
+    # --use-order prompt the token hit at each capacity equals the prefix token hit an independent
+    # Python LRU that uses blocks in prompt order gave for it (the figures published with the trace,
+    # docs/planning.md); by default (tail first) it equals IndependentPlan's.
     def test_whole_agentic_coding_trace(self):
         import lzma
         with tempfile.TemporaryDirectory() as tmp:
@@ -171,7 +173,7 @@ class AgainstIndependentImplementation(unittest.TestCase):
             with lzma.open(os.path.join(TRACES, "weka-agentic-coding-512.jsonl.xz")) as f, open(path, "wb") as out:
                 out.write(f.read())
             result = subprocess.run([CLI, "plan", "--model", "llama-3.1-8b", "--capacity-tokens",
-                                     "512000,2048000,8192000,32768000,inf", "--json", path],
+                                     "512000,2048000,8192000,32768000,inf", "--use-order", "prompt", "--json", path],
                                     capture_output=True, text=True, timeout=300)
             self.assertEqual(result.returncode, 0, result.stderr)
             plan = json.loads(result.stdout)
@@ -181,6 +183,7 @@ class AgainstIndependentImplementation(unittest.TestCase):
             self.assertEqual(plan["results"][0]["total"]["requests"], 11849)
             # No reload or recompute estimate without rates: unknown, not 0.
             self.assertIsNone(plan["results"][0]["total"]["reload_seconds"])
+            self.check(path, load(path), [512_000, 8_192_000])
 
     # With a context of 131,072 tokens (llama-3.1-8b's max_model_len), the agentic-coding prompts that
     # leave no room for an output token are counted apart and never enter the cache: the plan equals

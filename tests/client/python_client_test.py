@@ -420,8 +420,9 @@ class BlockIdsTest(unittest.TestCase):
             self.assertEqual(reporter.stats()["sent"], 2)
             with urllib.request.urlopen(f"http://{server.metrics_address}/api/v1/capacity", timeout=10) as r:
                 (curve,) = json.load(r)["models"]
-            # 16 tokens hold one block: the repeat's first block is 3 blocks deep by then; 64 hold all.
-            self.assertEqual([int(p["match_tokens"]) for p in curve["points"]], [0, 40, 40])
+            # Blocks are used tail first, so the first is the most recent: 16 tokens hold it (its next
+            # block is 2 deep); 64 hold all.
+            self.assertEqual([int(p["match_tokens"]) for p in curve["points"]], [16, 40, 40])
         finally:
             server.stop()
 

@@ -27,8 +27,8 @@ struct World {
   kvledger::Aggregator aggregator{registry.slots().slot_count()};
   std::unique_ptr<kvledger::CapacityCurves> curves =
       *kvledger::CapacityCurves::Create({16, 64, 256, 4096}, registry.slots().slot_count(),
-                                        kvledger::CurveLimits{/*max_caches=*/4, /*max_blocks_per_cache=*/64});
-  kvledger::Ledger ledger{registry, aggregator, nullptr, kvledger::LabelClaims::kClaim, curves.get()};
+                                        kvledger::CurveLimits{/*max_caches=*/4, /*max_samples_per_cache=*/64});
+  kvledger::Ledger ledger{registry, aggregator, nullptr, kvledger::LabelClaims::kClaim, {curves.get()}};
   uint64_t accepted = 0;
   uint64_t accepted_with_ids = 0;
   uint64_t rejected = 0;

@@ -10,7 +10,8 @@
 #include "gtest/gtest.h"
 #include "lib/accounting/capacity_curves.h"
 #include "lib/accounting/ledger.h"
-#include "lib/accounting/reuse_stack.h"
+#include "lib/capacity/reuse_stack.h"
+#include "lib/capacity/sampled_stack.h"
 #include "lib/accounting/validation.h"
 #include "lib/planning/plan.h"
 #include "lib/profiles/profile_catalog.h"
@@ -20,10 +21,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Depth by walking an LRU list: 1 + the blocks in front of it; absent past `max_blocks`.
+// Depth by walking an LRU list: 1 + the blocks in front of it.
 class BruteLru {
  public:
-  explicit BruteLru(size_t max_blocks) : max_(max_blocks) {}
   uint64_t Depth(uint64_t id) const {
     uint64_t depth = 1;
     for (uint64_t b : list_) {
@@ -35,52 +35,99 @@ class BruteLru {
   void Touch(uint64_t id) {
     list_.remove(id);
     list_.push_front(id);
-    if (list_.size() > max_) list_.pop_back();
   }
+  void Forget(uint64_t id) { list_.remove(id); }
 
  private:
-  size_t max_;
   std::list<uint64_t> list_;
 };
 
-TEST(ReuseStackTest, DepthIsOnePlusTheDistinctBlocksUsedSince) {
-  ReuseStack stack(100);
-  std::vector<uint64_t> depths;
-  stack.Reference(std::vector<uint64_t>{1, 2, 3}, depths);
-  EXPECT_THAT(depths, ::testing::ElementsAre(ReuseStack::kAbsent, ReuseStack::kAbsent, ReuseStack::kAbsent));
-  stack.Reference(std::vector<uint64_t>{2, 2}, depths);  // 2 sits under 3: depth 2, twice (looked up before use)
-  EXPECT_THAT(depths, ::testing::ElementsAre(2, 2));
-  // 1 is under 2 and 3: depth 3; then 3 is depth 2 but the prefix through it is as deep as 1.
-  stack.Reference(std::vector<uint64_t>{1, 3, 9, 2}, depths);
-  EXPECT_THAT(depths, ::testing::ElementsAre(3, 3, ReuseStack::kAbsent, ReuseStack::kAbsent));
+std::vector<uint64_t> Depths(const std::vector<SampledStack::Sampled>& sampled) {
+  std::vector<uint64_t> out;
+  for (const auto& s : sampled) out.push_back(s.depth);
+  return out;
+}
+
+// Blocks are looked up in prompt order, then used tail first (the head ends the most recent).
+TEST(SampledStackTest, DepthIsOnePlusTheDistinctBlocksUsedSince) {
+  SampledStack stack(100);
+  std::vector<SampledStack::Sampled> sampled;
+  constexpr uint64_t kAbsent = SampledStack::kAbsent;
+  EXPECT_EQ(stack.Reference(std::vector<uint64_t>{1, 2, 3}, sampled), 1.0);  // then 1, 2, 3 from the top
+  EXPECT_THAT(Depths(sampled), ::testing::ElementsAre(kAbsent, kAbsent, kAbsent));
+  stack.Reference(std::vector<uint64_t>{2, 2}, sampled);  // 2 sits under 1: depth 2, twice (looked up before use)
+  EXPECT_THAT(Depths(sampled), ::testing::ElementsAre(2, 2));
+  // Now 2, 1, 3: 1 is depth 2, 3 depth 3, 9 absent, and the prefix through 2 includes the absent 9.
+  stack.Reference(std::vector<uint64_t>{1, 3, 9, 2}, sampled);
+  EXPECT_THAT(Depths(sampled), ::testing::ElementsAre(2, 3, kAbsent, kAbsent));
   EXPECT_EQ(stack.tracked(), 4u);
 }
 
 TEST(ReuseStackTest, MatchesABruteForceLruThroughRenumberingAndForgetting) {
-  for (uint64_t max_blocks : {5u, 64u, 3000u}) {
-    std::mt19937_64 rng(max_blocks);
-    ReuseStack stack(max_blocks);
-    BruteLru brute(max_blocks);
-    std::vector<uint64_t> depths;
-    for (int request = 0; request < 3000; ++request) {
-      std::vector<uint64_t> ids(1 + rng() % 6);
-      for (uint64_t& id : ids) id = rng() % 200;
-      stack.Reference(ids, depths);
-      uint64_t deepest = 0;
-      bool absent = false;
-      for (size_t i = 0; i < ids.size(); ++i) {
-        const uint64_t d = brute.Depth(ids[i]);
-        absent = absent || d == ReuseStack::kAbsent;
-        deepest = std::max(deepest, d);
-        ASSERT_EQ(depths[i], absent ? ReuseStack::kAbsent : deepest) << "request " << request << " block " << i;
+  for (uint64_t universe : {5u, 64u, 3000u}) {
+    std::mt19937_64 rng(universe);
+    ReuseStack stack;
+    BruteLru brute;
+    for (int step = 0; step < 20000; ++step) {
+      const uint64_t id = rng() % universe;
+      ASSERT_EQ(stack.DepthOf(id), brute.Depth(id)) << "step " << step;
+      if (rng() % 4 == 0) {  // forget it, held or not
+        stack.Forget(id);
+        brute.Forget(id);
+      } else {
+        stack.Touch(id);
+        brute.Touch(id);
       }
-      for (uint64_t id : ids) brute.Touch(id);
-      ASSERT_LE(stack.tracked(), max_blocks);
-    }
-    if (max_blocks < 200) {
-      EXPECT_GT(stack.forgotten(), 0u);
     }
   }
+}
+
+// Within its bound the sample is every block: the depths are the exact prefix depths.
+TEST(SampledStackTest, ExactWithinItsBound) {
+  std::mt19937_64 rng(3);
+  SampledStack stack(1000);
+  BruteLru brute;
+  std::vector<SampledStack::Sampled> sampled;
+  for (int request = 0; request < 3000; ++request) {
+    std::vector<uint64_t> ids(1 + rng() % 6);
+    for (uint64_t& id : ids) id = rng() % 500;
+    ASSERT_EQ(stack.Reference(ids, sampled), 1.0);
+    ASSERT_EQ(sampled.size(), ids.size());
+    uint64_t deepest = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const uint64_t d = brute.Depth(ids[i]);
+      deepest = std::max(deepest, d);
+      ASSERT_EQ(sampled[i].depth, deepest) << "request " << request << " block " << i;
+    }
+    for (auto it = ids.rbegin(); it != ids.rend(); ++it) brute.Touch(*it);
+  }
+}
+
+// Past its bound the rate falls so that the stack never holds more than the bound, and its memory
+// stays within what the bound is said to cost; the depths of a cyclic scan stay near the truth.
+TEST(SampledStackTest, MemoryStaysWithinItsBoundWhateverTheBlocks) {
+  constexpr uint64_t kSamples = 4096;
+  SampledStack stack(kSamples);
+  std::vector<SampledStack::Sampled> sampled;
+  std::vector<uint64_t> ids(64);
+  constexpr uint64_t kCycle = 200000;  // distinct blocks, each depth kCycle when seen again
+  double total = 0, count = 0;
+  for (uint64_t b = 0; b < 3 * kCycle; b += ids.size()) {
+    for (uint64_t i = 0; i < ids.size(); ++i) ids[i] = (b + i) % kCycle;
+    const double rate = stack.Reference(ids, sampled);
+    ASSERT_LE(stack.tracked(), kSamples);
+    ASSERT_LE(stack.MemoryBytes(), SampledStack::kFixedBytes + kSamples * SampledStack::kBytesPerSample);
+    if (b >= kCycle && rate < 1) {
+      for (const auto& s : sampled) {
+        if (s.depth != SampledStack::kAbsent) total += static_cast<double>(s.depth), ++count;
+      }
+    }
+  }
+  EXPECT_NEAR(stack.rate(), static_cast<double>(kSamples) / kCycle, 0.3 * kSamples / kCycle);
+  EXPECT_GT(stack.forgotten(), kSamples);  // dropped as the rate fell, about kSamples * ln(kCycle / kSamples)
+  ASSERT_GT(count, 100);
+  // Every block of a request is used after its head; the prefix depth is the cycle's, within 5 %.
+  EXPECT_NEAR(total / count, static_cast<double>(kCycle), 0.05 * kCycle);
 }
 
 // A trace of sessions whose turns extend their prefix: chained ids, shared system prompts, partial
@@ -152,7 +199,7 @@ TEST(CapacityCurvesTest, EveryCapacityEqualsPlanAtThatCapacity) {
 TEST(CapacityCurvesTest, CachesAreReplayedApartAndBounded) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   const Profile& profile = *catalog.Find("llama-3.1-8b");
-  auto curves = CapacityCurves::Create({1024}, 2, CurveLimits{/*max_caches=*/2, /*max_blocks_per_cache=*/16});
+  auto curves = CapacityCurves::Create({1024}, 2, CurveLimits{/*max_caches=*/2, /*max_samples_per_cache=*/16});
   ASSERT_TRUE(curves.ok());
   const std::vector<uint64_t> ids = {5, 6};
   auto record = [&](absl::string_view cache) {
@@ -268,7 +315,9 @@ TEST(CapacityCurvesTest, ReuseDistancesFromEvictionsEqualPlanFromTheEnginesCapac
       distances.push_back(cached ? 0 : ghost != evicted.end() ? static_cast<uint64_t>(std::distance(evicted.begin(), ghost)) + 1
                                                               : kNeverSeenDistance);
     }
-    for (int64_t id : request.hash_ids) {  // then used in order, as the engine's cache does
+    // Then used tail first, as the engine releases a finished request's blocks.
+    for (auto it = request.hash_ids.rbegin(); it != request.hash_ids.rend(); ++it) {
+      const int64_t id = *it;
       cache.remove(id);
       evicted.remove(id);
       cache.push_front(id);
@@ -330,7 +379,7 @@ TEST(CapacityCurvesTest, RefusesALadderPastItsLimit) {
   EXPECT_THAT(std::string(CapacityCurves::Create(ladder, 1).status().message()),
               HasSubstr("17 finite capacities: must be at most 16"));
   EXPECT_FALSE(CapacityCurves::Create({2000, 1000}, 1).ok());
-  EXPECT_EQ(CapacityLabel(kUnlimitedCapacity), "+Inf");
+  EXPECT_EQ(CapacityLabel(kUnlimited), "+Inf");
   EXPECT_EQ(CapacityLabel(65536), "65536");
 }
 

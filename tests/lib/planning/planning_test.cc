@@ -225,7 +225,7 @@ TEST(TieredBlockCacheTest, EvictsDownwardAndPromotesOnUse) {
   cache.Use(std::vector<int64_t>{0});  // device {0}, host {1}
   EXPECT_EQ(lookup({1, 0}), (V{2, 1, 1}));
   EXPECT_EQ(lookup({2, 0}), (V{0, 0, 0}));  // a run stops at the first absent block
-  cache.Use(std::vector<int64_t>{1, 0});  // device {0}, host {1}
+  cache.Use(std::vector<int64_t>{0, 1});  // tail first, 1 then 0: device {0}, host {1}
   cache.Use(std::vector<int64_t>{2});     // device {2}, host {0}; 1 is gone
   EXPECT_EQ(lookup({1}), (V{0, 0, 0}));
   EXPECT_EQ(lookup({0}), (V{1, 0, 1}));
@@ -254,11 +254,16 @@ TEST(PlanTest, CostsHitsAsTheRecordsTheyWouldBe) {
                                      Request(600, {0, 5})};
   auto plan = Plan(trace, *catalog.Find("llama-3.1-8b"), config);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  // Device holds one block: after A, device {1} host {0}; B hits block 0 in host.
+  // Device holds one block, host two; a request's blocks are used tail first. After A (1, then 0):
+  // device {0}, host {1}: B hits block 0 on the device. After B (2, then 0): device {0}, host {2, 1};
+  // C misses and pushes 0 down (device {3}, host {0, 2}; 1 is gone); D hits block 0 in host.
   const PlanTotals& host = plan->by_tier[static_cast<size_t>(Tier::kHost)];
+  const PlanTotals& device = plan->by_tier[static_cast<size_t>(Tier::kDevice)];
   EXPECT_EQ(plan->by_tier[static_cast<size_t>(Tier::kNone)].requests, 2u);  // A, and C
-  EXPECT_EQ(host.requests, 2u);  // B, then D: block 0 went down to host again under C
-  EXPECT_EQ(host.logical_match_tokens, 1024);
+  EXPECT_EQ(device.requests, 1u);                                           // B
+  EXPECT_EQ(device.logical_match_tokens, 512);
+  EXPECT_EQ(host.requests, 1u);  // D
+  EXPECT_EQ(host.logical_match_tokens, 512);
   EXPECT_EQ(plan->total.prompt_tokens, 1024 + 1000 + 300 + 600);
   const Uint128 pair = 524288;
   EXPECT_EQ(plan->total.attention_baseline_flops,
@@ -266,14 +271,15 @@ TEST(PlanTest, CostsHitsAsTheRecordsTheyWouldBe) {
   EXPECT_EQ(plan->total.attention_avoided_flops, pair * (512 * 513 / 2) * 2);
   EXPECT_EQ(plan->total.reused_bytes, Uint128{512} * 131072 * 2);
   EXPECT_EQ(plan->capacity_bytes[0], Uint128{512} * 131072);
-  EXPECT_EQ(plan->matched_tokens_from[1], 1024);
+  EXPECT_EQ(plan->matched_tokens_from[0], 512);
+  EXPECT_EQ(plan->matched_tokens_from[1], 512);
   // Host reloads at 1 GB/s; recomputing is the reused prefix's prefill FLOPs at 1e15 FLOP/s.
-  EXPECT_EQ(host.compared, 2u);
-  EXPECT_DOUBLE_EQ(host.reload_seconds, 2 * 512 * 131072 / 1e9);
+  EXPECT_EQ(host.compared, 1u);
+  EXPECT_DOUBLE_EQ(host.reload_seconds, 512 * 131072 / 1e9);
   EXPECT_DOUBLE_EQ(host.recompute_seconds, Uint128ToDouble(host.prefill_avoided_flops) * 1e-15);
   // 7.2157e12 FLOPs (524,288 x 512 x 513 / 2 + 13,958,643,712 x 512) take 7.2 ms; the reload 67 ms.
-  EXPECT_EQ(host.prefill_avoided_flops, 2 * (pair * (512 * 513 / 2) + Uint128{13958643712} * 512));
-  EXPECT_EQ(host.cheaper_recomputed, 2u);
+  EXPECT_EQ(host.prefill_avoided_flops, pair * (512 * 513 / 2) + Uint128{13958643712} * 512);
+  EXPECT_EQ(host.cheaper_recomputed, 1u);
 }
 
 TEST(PlanTest, ANonBlockAlignedPromptReusesAtMostItsLength) {

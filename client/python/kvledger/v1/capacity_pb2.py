@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1akvledger/v1/capacity.proto\x12\x0bkvledger.v1\"%\n\x14\x43\x61pacityCurveRequest\x12\r\n\x05model\x18\x01 \x01(\t\"\xc5\x02\n\rCapacityPoint\x12\x1c\n\x0f\x63\x61pacity_tokens\x18\x01 \x01(\x04H\x00\x88\x01\x01\x12\x1b\n\x0e\x63\x61pacity_bytes\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x14\n\x0cmatch_tokens\x18\x03 \x01(\x04\x12\x17\n\x0ftoken_hit_ratio\x18\x04 \x01(\x01\x12\x1f\n\x17\x61ttention_avoided_ratio\x18\x05 \x01(\x01\x12\x1d\n\x15prefill_avoided_ratio\x18\x06 \x01(\x01\x12\x1d\n\x15prefill_avoided_flops\x18\x07 \x01(\x01\x12&\n\x19recompute_avoided_seconds\x18\x08 \x01(\x01H\x02\x88\x01\x01\x42\x12\n\x10_capacity_tokensB\x11\n\x0f_capacity_bytesB\x1c\n\x1a_recompute_avoided_seconds\"\xce\x01\n\x12ModelCapacityCurve\x12\r\n\x05model\x18\x01 \x01(\t\x12\x10\n\x08requests\x18\x02 \x01(\x04\x12\x1a\n\x12untracked_requests\x18\x03 \x01(\x04\x12\x18\n\x10\x66orgotten_blocks\x18\x04 \x01(\x04\x12\x1e\n\x16seconds_known_requests\x18\x05 \x01(\x04\x12\x15\n\rprompt_tokens\x18\x06 \x01(\x04\x12*\n\x06points\x18\x07 \x03(\x0b\x32\x1a.kvledger.v1.CapacityPoint\"@\n\rCapacityCurve\x12/\n\x06models\x18\x01 \x03(\x0b\x32\x1f.kvledger.v1.ModelCapacityCurveb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1akvledger/v1/capacity.proto\x12\x0bkvledger.v1\"%\n\x14\x43\x61pacityCurveRequest\x12\r\n\x05model\x18\x01 \x01(\t\"\xc5\x02\n\rCapacityPoint\x12\x1c\n\x0f\x63\x61pacity_tokens\x18\x01 \x01(\x04H\x00\x88\x01\x01\x12\x1b\n\x0e\x63\x61pacity_bytes\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x14\n\x0cmatch_tokens\x18\x03 \x01(\x04\x12\x17\n\x0ftoken_hit_ratio\x18\x04 \x01(\x01\x12\x1f\n\x17\x61ttention_avoided_ratio\x18\x05 \x01(\x01\x12\x1d\n\x15prefill_avoided_ratio\x18\x06 \x01(\x01\x12\x1d\n\x15prefill_avoided_flops\x18\x07 \x01(\x01\x12&\n\x19recompute_avoided_seconds\x18\x08 \x01(\x01H\x02\x88\x01\x01\x42\x12\n\x10_capacity_tokensB\x11\n\x0f_capacity_bytesB\x1c\n\x1a_recompute_avoided_seconds\"\xe8\x01\n\x12ModelCapacityCurve\x12\r\n\x05model\x18\x01 \x01(\t\x12\x10\n\x08requests\x18\x02 \x01(\x04\x12\x1a\n\x12untracked_requests\x18\x03 \x01(\x04\x12\x18\n\x10\x66orgotten_blocks\x18\x04 \x01(\x04\x12\x18\n\x10sampled_requests\x18\x08 \x01(\x04\x12\x1e\n\x16seconds_known_requests\x18\x05 \x01(\x04\x12\x15\n\rprompt_tokens\x18\x06 \x01(\x04\x12*\n\x06points\x18\x07 \x03(\x0b\x32\x1a.kvledger.v1.CapacityPoint\"@\n\rCapacityCurve\x12/\n\x06models\x18\x01 \x03(\x0b\x32\x1f.kvledger.v1.ModelCapacityCurveb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kvledger.v1.capacity_pb2', globals())
@@ -25,7 +25,7 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _CAPACITYPOINT._serialized_start=83
   _CAPACITYPOINT._serialized_end=408
   _MODELCAPACITYCURVE._serialized_start=411
-  _MODELCAPACITYCURVE._serialized_end=617
-  _CAPACITYCURVE._serialized_start=619
-  _CAPACITYCURVE._serialized_end=683
+  _MODELCAPACITYCURVE._serialized_end=643
+  _CAPACITYCURVE._serialized_start=645
+  _CAPACITYCURVE._serialized_end=709
 # @@protoc_insertion_point(module_scope)

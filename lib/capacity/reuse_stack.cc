@@ -1,29 +1,29 @@
-#include "lib/accounting/reuse_stack.h"
+#include "lib/capacity/reuse_stack.h"
 
 #include <algorithm>
 
 namespace kvledger {
 namespace {
 
-constexpr uint32_t kMinTimes = 1024;
+constexpr uint32_t kMinTimes = 64;
 
 }  // namespace
-
-void ReuseStack::Reference(absl::Span<const uint64_t> ids, std::vector<uint64_t>& prefix_depths) {
-  prefix_depths.assign(ids.size(), kAbsent);
-  uint64_t deepest = 0;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const auto it = index_.find(ids[i]);
-    if (it == index_.end()) break;  // every later block's prefix includes this absent one
-    deepest = std::max(deepest, Depth(it->second));
-    prefix_depths[i] = deepest;
-  }
-  for (uint64_t id : ids) Touch(id);
-}
 
 uint64_t ReuseStack::MemoryBytes() const {
   return fenwick_.capacity() * sizeof(int32_t) + id_at_.capacity() * sizeof(uint64_t) +
          index_.capacity() * (sizeof(std::pair<uint64_t, uint32_t>) + 1);
+}
+
+uint64_t ReuseStack::DepthOf(uint64_t id) const {
+  const auto it = index_.find(id);
+  return it == index_.end() ? kAbsent : Depth(it->second);
+}
+
+void ReuseStack::Forget(uint64_t id) {
+  const auto it = index_.find(id);
+  if (it == index_.end()) return;
+  Mark(it->second, -1);
+  index_.erase(it);
 }
 
 uint64_t ReuseStack::Depth(uint32_t time) const {
@@ -36,21 +36,6 @@ void ReuseStack::Mark(uint32_t time, int delta) {
   for (uint32_t i = time; i < fenwick_.size(); i += i & (~i + 1)) fenwick_[i] += delta;
 }
 
-uint32_t ReuseStack::OldestTime() const {
-  // The smallest time whose prefix holds one mark: descend the tree by powers of two.
-  uint32_t position = 0;
-  uint32_t step = 1;
-  while (step * 2 < fenwick_.size()) step *= 2;
-  int32_t left = 1;
-  for (; step > 0; step /= 2) {
-    if (position + step < fenwick_.size() && fenwick_[position + step] < left) {
-      position += step;
-      left -= fenwick_[position];
-    }
-  }
-  return position + 1;
-}
-
 void ReuseStack::Renumber() {
   std::vector<uint64_t> order;  // tracked blocks, least recently used first
   order.reserve(index_.size());
@@ -58,7 +43,7 @@ void ReuseStack::Renumber() {
     const auto it = index_.find(id_at_[t]);
     if (it != index_.end() && it->second == t) order.push_back(id_at_[t]);
   }
-  const uint64_t wanted = std::max<uint64_t>(kMinTimes, 2 * (std::min(order.size() + 1, max_blocks_) + 1));
+  const uint64_t wanted = std::max<uint64_t>(kMinTimes, 2 * (order.size() + 2));
   const auto times = static_cast<uint32_t>(std::min<uint64_t>(wanted, uint64_t{1} << 31));
   fenwick_.assign(times + 1, 0);
   id_at_.assign(times + 1, 0);
@@ -86,12 +71,6 @@ void ReuseStack::Touch(uint64_t id) {
   Mark(now_, +1);
   id_at_[now_] = id;
   it->second = now_;
-  if (index_.size() > max_blocks_) {
-    const uint32_t oldest = OldestTime();
-    Mark(oldest, -1);
-    index_.erase(id_at_[oldest]);
-    ++forgotten_;
-  }
 }
 
 }  // namespace kvledger

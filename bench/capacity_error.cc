@@ -1,0 +1,163 @@
+// The sampled capacity curves against the exact ones on real traces (docs/cost-model.md §14,
+// "Sampling"): each trace is replayed through CapacityCurves twice, once with a stack that holds every
+// block (exact) and once with a stack of at most --samples blocks, and the largest absolute error of
+// the token hit, attention avoided and prefill avoided ratios over a ladder spanning the trace's
+// blocks is printed as a Markdown row. Exits 1 when any error is above --max_error.
+//
+//   capacity_error [--block_tokens=B] [--samples=S] [--max_error=E] [--model=M] TRACE...
+//
+// B must divide 512 (the traces' own block): a 512-token block's id becomes B-token ids chained under
+// it, as an engine with B-token blocks would hash the same prompt.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "lib/accounting/capacity_curves.h"
+#include "lib/planning/trace.h"
+#include "lib/profiles/profile_catalog.h"
+
+namespace kvledger {
+namespace {
+
+struct Args {
+  uint64_t block_tokens = 512;
+  uint64_t samples = 8192;
+  double max_error = 0.01;
+  std::string model = "llama-3.1-8b";
+  std::vector<std::string> traces;
+};
+
+// Each request's ids at `block` tokens a block.
+std::vector<std::vector<uint64_t>> Reblocked(const std::vector<TraceRequest>& trace, uint64_t block) {
+  const uint64_t split = kDefaultTraceBlockTokens / block;
+  std::vector<std::vector<uint64_t>> out;
+  for (const TraceRequest& r : trace) {
+    std::vector<uint64_t> ids;
+    const auto blocks = (static_cast<uint64_t>(r.input_length) + block - 1) / block;
+    for (uint64_t j = 0; j < blocks && j / split < r.hash_ids.size(); ++j) {
+      ids.push_back(static_cast<uint64_t>(r.hash_ids[j / split]) * split + j % split);
+    }
+    out.push_back(std::move(ids));
+  }
+  return out;
+}
+
+std::vector<CapacityCurves::ModelCurve> Replay(const std::vector<TraceRequest>& trace,
+                                               const std::vector<std::vector<uint64_t>>& ids, const Profile& profile,
+                                               const std::vector<uint64_t>& ladder, uint64_t block, uint64_t samples) {
+  auto curves = CapacityCurves::Create(ladder, 1, CurveLimits{1, samples, 1e9});
+  for (size_t i = 0; i < trace.size(); ++i) {
+    RecordFacts facts = FactsAtMatch(profile.name(), trace[i].input_length, std::nullopt, 0);
+    if (trace[i].output_length > 0) facts.output_tokens = trace[i].output_length;
+    facts.prefix_block_ids = ids[i];
+    facts.block_tokens = static_cast<int64_t>(block);
+    facts.cache_id = "engine-0";
+    (*curves)->Observe(0, facts, profile, EstimateSource{});
+  }
+  return (*curves)->Snapshot();
+}
+
+double Ratio(Uint128 part, Uint128 whole) { return whole == 0 ? 0 : Uint128ToDouble(part) / Uint128ToDouble(whole); }
+
+// The largest error of each ratio over the ladder: token hit, attention, prefill.
+std::array<double, 3> Errors(const CapacityCurves::ModelCurve& exact, const CapacityCurves::ModelCurve& sampled) {
+  std::array<double, 3> worst = {0, 0, 0};
+  for (size_t r = 0; r < exact.rungs.size(); ++r) {
+    const auto& e = exact.rungs[r];
+    const auto& s = sampled.rungs[r];
+    const double errors[3] = {
+        Ratio(s.match_tokens, sampled.prompt_tokens) - Ratio(e.match_tokens, exact.prompt_tokens),
+        Ratio(s.attention_avoided_flops, sampled.attention_baseline_flops) -
+            Ratio(e.attention_avoided_flops, exact.attention_baseline_flops),
+        Ratio(s.prefill_avoided_flops, sampled.prefill_baseline_flops) -
+            Ratio(e.prefill_avoided_flops, exact.prefill_baseline_flops)};
+    for (size_t f = 0; f < 3; ++f) worst[f] = std::max(worst[f], std::fabs(errors[f]));
+  }
+  return worst;
+}
+
+// One trace's row; false when an error is above the bound.
+bool Row(const std::string& path, const Args& args, const Profile& profile) {
+  std::ifstream in(path);
+  TraceReadResult read = ReadTrace(in, TraceReadOptions{});
+  if (const absl::Status status = read.Check(path); !status.ok()) {
+    std::cerr << status << "\n";
+    return false;
+  }
+  const auto ids = Reblocked(read.requests, args.block_tokens);
+  absl::flat_hash_set<uint64_t> distinct;
+  uint64_t references = 0;
+  for (const auto& request : ids) {
+    distinct.insert(request.begin(), request.end());
+    references += request.size();
+  }
+  // Ten capacities from a thousandth of the trace's blocks to all of them, and the unlimited one.
+  const double top = static_cast<double>(distinct.size() * args.block_tokens);
+  std::vector<uint64_t> ladder;
+  for (int i = 0; i < 10; ++i) ladder.push_back(static_cast<uint64_t>(std::llround(top * std::pow(1000.0, (i - 9) / 9.0))));
+  const auto exact = Replay(read.requests, ids, profile, ladder, args.block_tokens, uint64_t{1} << 40);
+  const auto sampled = Replay(read.requests, ids, profile, ladder, args.block_tokens, args.samples);
+  const auto worst = Errors(exact.at(0), sampled.at(0));
+  const std::string name = path.substr(path.find_last_of('/') + 1);
+  std::cout << absl::StrFormat("| %s | %d | %d | %d | %d | %.1e | %.4f | %.4f | %.4f |\n", name, args.block_tokens,
+                               read.requests.size(), references, distinct.size(),
+                               static_cast<double>(args.samples) / static_cast<double>(distinct.size()), worst[0],
+                               worst[1], worst[2]);
+  return std::max({worst[0], worst[1], worst[2]}) <= args.max_error;
+}
+
+bool ParseArgs(int argc, char** argv, Args& args) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const auto value = [&](const char* flag) { return arg.substr(std::string(flag).size()); };
+    bool ok = true;
+    if (absl::StartsWith(arg, "--block_tokens=")) {
+      ok = absl::SimpleAtoi(value("--block_tokens="), &args.block_tokens) && args.block_tokens > 0 &&
+           kDefaultTraceBlockTokens % args.block_tokens == 0;
+    } else if (absl::StartsWith(arg, "--samples=")) {
+      ok = absl::SimpleAtoi(value("--samples="), &args.samples) && args.samples > 0;
+    } else if (absl::StartsWith(arg, "--max_error=")) {
+      ok = absl::SimpleAtod(value("--max_error="), &args.max_error);
+    } else if (absl::StartsWith(arg, "--model=")) {
+      args.model = value("--model=");
+    } else if (absl::StartsWith(arg, "--")) {
+      ok = false;
+    } else {
+      args.traces.push_back(arg);
+    }
+    if (!ok) {
+      std::cerr << arg << ": not understood (--block_tokens must divide 512)\n";
+      return false;
+    }
+  }
+  return !args.traces.empty();
+}
+
+}  // namespace
+}  // namespace kvledger
+
+int main(int argc, char** argv) {
+  kvledger::Args args;
+  if (!kvledger::ParseArgs(argc, argv, args)) {
+    std::cerr << "usage: capacity_error [--block_tokens=B] [--samples=S] [--max_error=E] [--model=M] TRACE...\n";
+    return 2;
+  }
+  const kvledger::ProfileCatalog catalog = kvledger::ProfileCatalog::Builtin();
+  const kvledger::Profile* profile = catalog.Find(args.model);
+  if (profile == nullptr) {
+    std::cerr << "--model = " << args.model << ": not in the built-in catalog\n";
+    return 2;
+  }
+  std::cout << "| trace | block tokens | requests | block references | distinct blocks | sample / distinct | "
+               "token hit error | attention error | prefill error |\n|---|---|---|---|---|---|---|---|---|\n";
+  bool within = true;
+  for (const std::string& trace : args.traces) within = kvledger::Row(trace, args, *profile) && within;
+  return within ? 0 : 1;
+}

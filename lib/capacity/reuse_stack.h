@@ -1,0 +1,43 @@
+// One cache's references replayed as an LRU stack (docs/cost-model.md §14): a block's stack depth is
+// 1 + the distinct blocks used since it was last used, which by LRU's inclusion property says at once
+// at which capacities it would have been present: in a cache of C blocks exactly when depth <= C.
+// Exact for every block it holds; it forgets a block only when told (SampledStack, which uses it, says
+// which blocks to hold and in what order). Not thread-safe.
+#ifndef KVLEDGER_LIB_CAPACITY_REUSE_STACK_H_
+#define KVLEDGER_LIB_CAPACITY_REUSE_STACK_H_
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace kvledger {
+
+class ReuseStack {
+ public:
+  // The depth of a block not in the stack (never seen, or forgotten).
+  static constexpr uint64_t kAbsent = std::numeric_limits<uint64_t>::max();
+
+  uint64_t DepthOf(uint64_t id) const;  // kAbsent when not held
+  void Touch(uint64_t id);              // `id` becomes the most recently used
+  void Forget(uint64_t id);             // `id` is held no more (nothing if it is not)
+
+  uint64_t tracked() const { return index_.size(); }
+  // Bytes this stack holds (its tables' capacity), for the memory the docs state.
+  uint64_t MemoryBytes() const;
+
+ private:
+  uint64_t Depth(uint32_t time) const;  // marked times in [time, now]
+  void Mark(uint32_t time, int delta);
+  void Renumber();  // times 1..tracked in order, when the clock reaches the table's end
+
+  uint32_t now_ = 0;                          // the last time handed out (times start at 1)
+  std::vector<int32_t> fenwick_;              // 1-based: marks per time (one per tracked block)
+  std::vector<uint64_t> id_at_;               // the block last used at each time (valid where marked)
+  absl::flat_hash_map<uint64_t, uint32_t> index_;  // block -> its last time
+};
+
+}  // namespace kvledger
+
+#endif  // KVLEDGER_LIB_CAPACITY_REUSE_STACK_H_

@@ -1,0 +1,79 @@
+#include "lib/capacity/sampled_stack.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvledger {
+
+absl::StatusOr<uint64_t> SamplesPerCache(uint64_t memory_bytes, uint64_t caches) {
+  const uint64_t share = memory_bytes / std::max<uint64_t>(caches, 1);
+  const uint64_t samples =
+      share > SampledStack::kFixedBytes ? (share - SampledStack::kFixedBytes) / SampledStack::kBytesPerSample : 0;
+  if (samples < kMinSamplesPerCache) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--capacity_memory_bytes = ", memory_bytes, ": gives each of --capacity_caches = ", caches, " caches room for ",
+        samples, " sampled blocks; must be at least ", kMinSamplesPerCache, " (",
+        caches * (SampledStack::kFixedBytes + kMinSamplesPerCache * SampledStack::kBytesPerSample), " bytes)"));
+  }
+  return samples;
+}
+
+uint64_t SampledStack::Hash(uint64_t id) {
+  // splitmix64's finalizer: a bijection, so distinct ids never share a hash.
+  id ^= id >> 30;
+  id *= 0xbf58476d1ce4e5b9ULL;
+  id ^= id >> 27;
+  id *= 0x94d049bb133111ebULL;
+  return id ^ (id >> 31);
+}
+
+double SampledStack::rate() const {
+  return threshold_ == ~uint64_t{0} ? 1.0 : (static_cast<double>(threshold_) + 1.0) / 18446744073709551616.0;
+}
+
+double SampledStack::Reference(absl::Span<const uint64_t> ids, std::vector<Sampled>& sampled) {
+  sampled.clear();
+  const double rate_now = rate();
+  uint64_t deepest = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (Hash(ids[i]) > threshold_) continue;
+    uint64_t depth = deepest == kAbsent ? kAbsent : stack_.DepthOf(ids[i]);
+    if (depth != kAbsent && rate_now < 1.0) {
+      // 1 + the distinct blocks used since: the sampled ones among them stand for 1/rate each.
+      depth = 1 + static_cast<uint64_t>(std::llround(static_cast<double>(depth - 1) / rate_now));
+    }
+    deepest = std::max(deepest, depth);
+    sampled.push_back(Sampled{static_cast<uint32_t>(i), deepest});
+  }
+  ForEachInUseOrder(order_, sampled.size(), [&](size_t k) {
+    const uint64_t id = ids[sampled[k].position];
+    if (stack_.DepthOf(id) == kAbsent) {
+      heap_.emplace_back(Hash(id), id);
+      std::push_heap(heap_.begin(), heap_.end());
+    }
+    stack_.Touch(id);
+  });
+  Shrink();
+  return rate_now;
+}
+
+void SampledStack::Shrink() {
+  while (stack_.tracked() > max_samples_) {
+    const uint64_t top = heap_.front().first;
+    threshold_ = top - 1;  // top > 0: only a full table reaches here, and hashes are distinct
+    while (!heap_.empty() && heap_.front().first == top) {
+      stack_.Forget(heap_.front().second);
+      std::pop_heap(heap_.begin(), heap_.end());
+      heap_.pop_back();
+      ++forgotten_;
+    }
+  }
+}
+
+uint64_t SampledStack::MemoryBytes() const {
+  return stack_.MemoryBytes() + heap_.capacity() * sizeof(heap_[0]) + sizeof(*this);
+}
+
+}  // namespace kvledger
