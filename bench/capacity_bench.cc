@@ -11,7 +11,7 @@
 
 #include "benchmark/benchmark.h"
 #include "kvledger/v1/record.pb.h"
-#include "lib/accounting/capacity_curves.h"
+#include "lib/capacity/capacity_curves.h"
 #include "lib/accounting/ledger.h"
 #include "lib/capacity/sampled_stack.h"
 #include "lib/profiles/profile_catalog.h"

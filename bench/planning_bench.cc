@@ -3,10 +3,13 @@
 //   BM_ReadLines   getline over the file (the floor: I/O and line splitting)
 //   BM_ReadTrace   the strict parse into requests (ReadTrace)
 //   BM_Plan/N      one capacity of N device tokens simulated and costed (Plan), the trace in memory
+//   BM_TenCapacities/0 and /1   ten capacities: one Plan each, and PlanAll's one pass
 // Usage: planning_bench TRACE.jsonl [benchmark flags]
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "benchmark/benchmark.h"
 #include "lib/planning/plan.h"
@@ -50,6 +53,28 @@ void BM_Plan(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(read.requests.size()), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Plan)->Arg(1'000'000)->Arg(10'000'000)->Arg(100'000'000)->Unit(benchmark::kMillisecond);
+
+// Ten device capacities (512 K to 65.5 M tokens, log-spaced) of one trace: range(0) 0 runs Plan once
+// per capacity (the baseline), 1 PlanAll's one pass over one stack.
+void BM_TenCapacities(benchmark::State& state) {
+  std::ifstream in(trace_path);
+  const TraceReadResult read = ReadTrace(in, TraceReadOptions{});
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  std::vector<PlanConfig> configs(10);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    configs[i].capacity_tokens[0] = static_cast<uint64_t>(512000 * std::pow(128.0, static_cast<double>(i) / 9));
+  }
+  for (auto _ : state) {
+    if (state.range(0) == 0) {
+      for (const PlanConfig& config : configs) {
+        benchmark::DoNotOptimize(Plan(read.requests, *catalog.Find("llama-3.1-8b"), config)->total.requests);
+      }
+    } else {
+      benchmark::DoNotOptimize(PlanAll(read.requests, *catalog.Find("llama-3.1-8b"), configs)->size());
+    }
+  }
+}
+BENCHMARK(BM_TenCapacities)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace kvledger

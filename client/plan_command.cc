@@ -285,6 +285,7 @@ absl::StatusOr<std::vector<PlanResult>> RunAll(const PlanFlags& f, const std::ve
   if (f.send) sender.emplace(f, trace.front().timestamp_ms, configs.front().block_tokens);
   PlannedRecordVisitor each;
   if (sender) each = [&sender](const TraceRequest& r, const RecordFacts& facts) { sender->Send(r, facts); };
+  if (!sender) return PlanAll(trace, profile, configs);
   const bool tty = isatty(STDERR_FILENO);
   std::vector<PlanResult> results;
   for (size_t i = 0; i < configs.size(); ++i) {

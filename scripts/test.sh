@@ -68,7 +68,7 @@ tsan_stage() {
   local tsan="$build_root/tsan"
   cmake -S "$root" -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVLEDGER_WERROR=ON -DKVLEDGER_TSAN=ON \
     -DKVLEDGER_BUILD_BENCH=OFF >/dev/null || return 1
-  cmake --build "$tsan" -j"$(nproc)" --target reporter_queue_test accounting_test profiles_test server_test || return 1
+  cmake --build "$tsan" -j"$(nproc)" --target reporter_queue_test accounting_test capacity_test profiles_test server_test || return 1
   TSAN_OPTIONS="halt_on_error=1" ctest_in "$tsan" \
     -R '^(ReporterQueueTest|AggregatorTest|LedgerTest|ModelRegistryTest|DeriveTest|BatchDeduplicatorTest|LiveRatesTest|DecayedRateTest|EngineStatsTest|FleetRatesTest|CapacityCurvesThreadsTest)\.'
 }

@@ -259,16 +259,12 @@ HttpResponse PlanTrace(const HttpRequest& r, const ProfileCatalog& catalog, Plan
   if (!lock.owns_lock()) {
     return Refused(absl::UnavailableError("a plan is already running on this server; retry"));
   }
-  std::vector<PlanResult> results;
-  for (const PlanConfig& config : *configs) {
-    auto result = Plan(trace->requests, *profile, config);
-    if (!result.ok()) return Refused(result.status());
-    results.push_back(*std::move(result));
-  }
+  auto results = PlanAll(trace->requests, *profile, *configs);
+  if (!results.ok()) return Refused(results.status());
   JsonObject summary;
   summary.String("name", trace->name).Integer("requests", trace->requests.size());
   JsonObject o;
-  o.Object("trace", summary).Json("plan", PlanRunToJson(*profile, trace->block_tokens, results));
+  o.Object("trace", summary).Json("plan", PlanRunToJson(*profile, trace->block_tokens, *results));
   return Json(o.str());
 }
 

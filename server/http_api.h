@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "lib/accounting/aggregator.h"
-#include "lib/accounting/capacity_curves.h"
+#include "lib/capacity/capacity_curves.h"
 #include "lib/accounting/fleet_rates.h"
 #include "lib/accounting/live_rates.h"
 #include "lib/planning/trace.h"

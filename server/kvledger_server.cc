@@ -261,7 +261,8 @@ absl::StatusOr<std::unique_ptr<CapacityCurves>> StartCurves(const ServerOptions&
   return CapacityCurves::Create(*std::move(ladder), slot_count,
                                 CurveLimits{options.capacity_caches,
                                             *SamplesPerCache(options.capacity_memory_bytes, options.capacity_caches),
-                                            static_cast<double>(options.capacity_cache_idle_seconds)});
+                                            static_cast<double>(options.capacity_cache_idle_seconds),
+                                            *options.CapacityUseOrder()});
 }
 
 }  // namespace

@@ -16,7 +16,7 @@
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
 #include "kvledger/v1/ledger.grpc.pb.h"
-#include "lib/accounting/capacity_curves.h"
+#include "lib/capacity/capacity_curves.h"
 #include "lib/accounting/ledger.h"
 #include "lib/accounting/engine_stats.h"
 #include "lib/accounting/fleet_rates.h"

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "lib/accounting/aggregator.h"
-#include "lib/accounting/capacity_curves.h"
+#include "lib/capacity/capacity_curves.h"
 #include "lib/accounting/engine_stats.h"
 #include "lib/accounting/fleet_rates.h"
 #include "lib/accounting/live_rates.h"

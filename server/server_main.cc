@@ -58,6 +58,9 @@ ABSL_FLAG(bool, live_compute_model, kDefaults.live_compute_model,
 ABSL_FLAG(std::string, capacity_ladder, kDefaults.capacity_ladder,
           "Capacity curves: the cache capacities in tokens at which records with prefix_block_ids are replayed, a "
           "list 1e6,4e6 or FROM:TO:POINTS, at most 16 (the unlimited capacity is always added); empty: no curves");
+ABSL_FLAG(std::string, capacity_use_order, kDefaults.capacity_use_order,
+          "Capacity curves: the order a request's blocks are used in after their lookup: tail-first, as vLLM and "
+          "SGLang release them, or prompt, as simple LRU simulators replay a trace (kvledger plan --use-order)");
 ABSL_FLAG(std::string, web_config_file, "",
           "The HTTP port's TLS and basic auth, in the Prometheus exporter-toolkit web config format "
           "(tls_server_config, basic_auth_users with bcrypt hashes)");
@@ -193,6 +196,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.fleet_prometheus_url = absl::GetFlag(FLAGS_fleet_prometheus_url);
   options.fleet_job = absl::GetFlag(FLAGS_fleet_job);
   options.capacity_ladder = absl::GetFlag(FLAGS_capacity_ladder);
+  options.capacity_use_order = absl::GetFlag(FLAGS_capacity_use_order);
   if (auto s = BoundsFromFlags(options); !s.ok()) return s;
   if (auto s = options.Validate(); !s.ok()) return s;
   return options;

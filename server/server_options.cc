@@ -75,6 +75,10 @@ absl::StatusOr<std::vector<uint64_t>> ServerOptions::CapacityLadder() const {
   return ParseCapacityLadder(capacity_ladder, "--capacity_ladder");
 }
 
+absl::StatusOr<UseOrder> ServerOptions::CapacityUseOrder() const {
+  return ParseUseOrder("--capacity_use_order", capacity_use_order);
+}
+
 absl::StatusOr<std::vector<std::pair<std::string, Tier>>> ServerOptions::DeclaredSeries() const {
   std::vector<std::pair<std::string, Tier>> out;
   if (declare_series.empty()) return out;
@@ -104,6 +108,7 @@ absl::Status ServerOptions::Validate() const {
   if (auto s = CheckHostPort("metrics_address", metrics_address); !s.ok()) return s;
   if (auto s = DeclaredSeries(); !s.ok()) return s.status();
   if (auto s = CapacityLadder(); !s.ok()) return s.status();
+  if (auto s = CapacityUseOrder(); !s.ok()) return s.status();
   for (const ServerBound& b : Bounds()) {
     if (!b.in_range) return BoundError(b.flag, b.value, b.min, b.max);
   }

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "lib/accounting/record_facts.h"
+#include "lib/capacity/use_order.h"
 #include "lib/profiles/model_registry.h"
 #include "server/http/limits.h"
 
@@ -123,8 +124,9 @@ struct ServerOptions {
   std::string fleet_job = "kvledger";
   // Capacity curves (docs/cost-model.md §14): the capacities, in tokens, at which records with prefix
   // block ids are replayed (a list or FROM:TO:POINTS, at most 16, besides the unlimited one; empty: no
-  // curves), the (model, cache_id) pairs replayed, and the blocks each one's stack tracks exactly.
+  // curves), and the order a request's blocks are used in (lib/capacity/use_order.h).
   std::string capacity_ladder = "65536:33554432:10";
+  std::string capacity_use_order = std::string(UseOrderName(UseOrder::kTailFirst));
   // The HTTP listener's bounds (server/http/limits.h), each a --http_NAME flag.
   HttpLimits http;
   // The server's other bounds, each a flag of its name (KVLEDGER_SERVER_BOUNDS above).
@@ -141,6 +143,8 @@ struct ServerOptions {
   absl::StatusOr<std::vector<std::pair<std::string, Tier>>> DeclaredSeries() const;
   // capacity_ladder's finite capacities, ascending; INVALID_ARGUMENT naming the flag.
   absl::StatusOr<std::vector<uint64_t>> CapacityLadder() const;
+  // capacity_use_order as an order; INVALID_ARGUMENT naming the flag.
+  absl::StatusOr<UseOrder> CapacityUseOrder() const;
 };
 
 // Whether `value` lies in [min, max] (a negative one never does).

@@ -60,7 +60,7 @@ void ReuseStack::Renumber() {
   }
 }
 
-void ReuseStack::Touch(uint64_t id) {
+bool ReuseStack::Touch(uint64_t id) {
   auto [it, inserted] = index_.try_emplace(id, 0);
   if (!inserted) Mark(it->second, -1);
   it->second = 0;  // unmarked: a renumbering leaves it out
@@ -71,6 +71,7 @@ void ReuseStack::Touch(uint64_t id) {
   Mark(now_, +1);
   id_at_[now_] = id;
   it->second = now_;
+  return inserted;
 }
 
 }  // namespace kvledger

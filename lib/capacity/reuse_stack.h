@@ -20,7 +20,7 @@ class ReuseStack {
   static constexpr uint64_t kAbsent = std::numeric_limits<uint64_t>::max();
 
   uint64_t DepthOf(uint64_t id) const;  // kAbsent when not held
-  void Touch(uint64_t id);              // `id` becomes the most recently used
+  bool Touch(uint64_t id);              // `id` becomes the most recently used; true when it was not held
   void Forget(uint64_t id);             // `id` is held no more (nothing if it is not)
 
   uint64_t tracked() const { return index_.size(); }

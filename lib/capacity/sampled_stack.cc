@@ -49,11 +49,10 @@ double SampledStack::Reference(absl::Span<const uint64_t> ids, std::vector<Sampl
   }
   ForEachInUseOrder(order_, sampled.size(), [&](size_t k) {
     const uint64_t id = ids[sampled[k].position];
-    if (stack_.DepthOf(id) == kAbsent) {
+    if (stack_.Touch(id) && max_samples_ != kUnlimitedSamples) {  // newly held: the heap may drop it
       heap_.emplace_back(Hash(id), id);
       std::push_heap(heap_.begin(), heap_.end());
     }
-    stack_.Touch(id);
   });
   Shrink();
   return rate_now;

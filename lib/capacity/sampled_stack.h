@@ -28,6 +28,9 @@ class SampledStack {
   static constexpr uint64_t kBytesPerSample = 96;
   static constexpr uint64_t kFixedBytes = 2048;  // a stack with no block, and its place in the table
 
+  // A stack that holds every block (exact, unbounded: what a plan replays a trace with).
+  static constexpr uint64_t kUnlimitedSamples = ~uint64_t{0};
+
   // At least 1 sample.
   explicit SampledStack(uint64_t max_samples, UseOrder order = UseOrder::kTailFirst)
       : max_samples_(max_samples < 1 ? 1 : max_samples), order_(order) {}

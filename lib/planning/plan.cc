@@ -1,7 +1,10 @@
 #include "lib/planning/plan.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
-#include "lib/accounting/capacity_curves.h"
+#include "lib/capacity/capacity_curves.h"
+#include "lib/capacity/sampled_stack.h"
 #include "lib/accounting/validation.h"
 #include "lib/cost_model/model_shape.h"
 
@@ -106,19 +109,121 @@ double PlanTotals::TokenHitRatio() const { return Ratio(logical_match_tokens, pr
 double PlanTotals::AttentionAvoided() const { return Ratio(attention_avoided_flops, attention_baseline_flops); }
 double PlanTotals::PrefillAvoided() const { return Ratio(prefill_avoided_flops, prefill_baseline_flops); }
 
-absl::StatusOr<PlanResult> Plan(const std::vector<TraceRequest>& trace, const Profile& profile,
-                                const PlanConfig& config, const PlannedRecordVisitor& each) {
+namespace {
+
+PlanResult EmptyResult(const PlanConfig& config, const Profile& profile) {
   PlanResult result;
   result.config = config;
   result.context_tokens = config.context_tokens ? config.context_tokens : profile.context_tokens();
-  std::vector<uint64_t> capacity_blocks;
-  for (size_t t = 0; t < kPlanTierCount; ++t) {
-    if (!config.HasTier(t)) break;  // no tier here, nor below
-    capacity_blocks.push_back(config.CapacityBlocks(t));
+  for (size_t t = 0; t < kPlanTierCount && config.HasTier(t); ++t) {
     if (config.Finite(t)) {
       result.capacity_bytes[t] = static_cast<Uint128>(config.capacity_tokens[t]) * BytesPerCachedToken(profile.shape());
     }
   }
+  return result;
+}
+
+// A request costed at one match: the record it would be, its figures and the tokens each tier served.
+struct Costed {
+  RecordFacts facts;
+  RecordFigures figures;
+  std::array<uint64_t, kPlanTierCount> from{};
+};
+
+// Costs `request` at `match` under `config`; INVALID_ARGUMENT naming the line when the cost model
+// refuses it.
+absl::StatusOr<Costed> Cost(const TraceRequest& request, const TieredBlockCache::Match& match, const Profile& profile,
+                            const EstimateSource& source, const PlanConfig& config) {
+  Costed c;
+  // A trace's output_length 0 (a request that generated nothing, or a trace that does not say) is
+  // no output reported; a record's output_tokens counts a generated token at least.
+  c.facts = FactsAtMatch(
+      profile.name(), request.input_length,
+      request.output_length > 0 ? std::optional<int64_t>(request.output_length) : std::nullopt,
+      std::min<int64_t>(static_cast<int64_t>(match.blocks * config.block_tokens), request.input_length));
+  c.facts.tier_value = static_cast<int>(MatchTier(match));
+  c.from = TokensFrom(match, static_cast<uint64_t>(c.facts.logical_match_tokens), config.block_tokens);
+  Verdict verdict = ValidateFields(c.facts);
+  if (verdict.ok()) verdict = ValidateAgainstProfile(c.facts, profile);
+  if (!verdict.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("line ", request.line, ": ", verdict.rejection().message));
+  }
+  // Costed once without seconds (the work needs none), then with the reload those bytes would take.
+  c.figures = Derive(c.facts, profile, source);
+  if ((c.facts.reload_seconds = ReloadSeconds(c.figures, c.from, config))) c.figures = Derive(c.facts, profile, source);
+  return c;
+}
+
+void AddCosted(const Costed& c, PlanResult& result) {
+  result.by_tier[c.facts.tier_value].Add(c.figures);
+  for (size_t t = 0; t < kPlanTierCount; ++t) result.matched_tokens_from[t] += c.from[t];
+}
+
+// Whether `configs` can share one pass: a device tier alone, and nothing but its capacity differs.
+bool OnePass(const std::vector<PlanConfig>& configs) {
+  for (const PlanConfig& c : configs) {
+    const PlanConfig& first = configs.front();
+    if (c.HasTier(1) || c.block_tokens != first.block_tokens || c.use_order != first.use_order ||
+        c.context_tokens != first.context_tokens || c.compute.has_value() != first.compute.has_value()) {
+      return false;
+    }
+    if (c.compute && (c.compute->curve || first.compute->curve || c.compute->basis != first.compute->basis ||
+                      c.compute->fixed_seconds != first.compute->fixed_seconds ||
+                      c.compute->seconds_per_flop != first.compute->seconds_per_flop)) {
+      return false;  // a live pass curve: not compared here, so simulated one by one
+    }
+  }
+  return true;
+}
+
+absl::StatusOr<std::vector<PlanResult>> PlanInOnePass(const std::vector<TraceRequest>& trace, const Profile& profile,
+                                                      const std::vector<PlanConfig>& configs) {
+  std::vector<PlanResult> results;
+  for (const PlanConfig& config : configs) results.push_back(EmptyResult(config, profile));
+  const PlanConfig& first = configs.front();
+  const EstimateSource source{first.compute, /*record_alone=*/false};
+  SampledStack stack(SampledStack::kUnlimitedSamples, first.use_order);  // holds every block: exact
+  std::vector<uint64_t> ids;
+  std::vector<SampledStack::Sampled> depths;
+  for (const TraceRequest& request : trace) {
+    if (results[0].context_tokens && BeyondContextWindow(request.input_length, *results[0].context_tokens)) {
+      for (PlanResult& result : results) CountBeyondContext(request, result.beyond_context);
+      continue;
+    }
+    ids.assign(request.hash_ids.begin(), request.hash_ids.end());
+    stack.Reference(ids, depths);  // every block, its prefix depth: non-decreasing
+    std::optional<Costed> last;  // capacities that match alike cost alike: one costing for the run
+    for (PlanResult& result : results) {
+      // An absent block's depth is kUnlimited: past every capacity, the unlimited one too.
+      const uint64_t capacity = std::min(result.config.CapacityBlocks(0), kUnlimited - 1);
+      TieredBlockCache::Match match;
+      match.blocks = static_cast<size_t>(
+          std::partition_point(depths.begin(), depths.end(),
+                               [capacity](const SampledStack::Sampled& d) { return d.depth <= capacity; }) -
+          depths.begin());
+      match.per_tier = {match.blocks};
+      const auto blocks = static_cast<int64_t>(match.blocks * first.block_tokens);
+      if (!last || last->facts.logical_match_tokens != std::min(blocks, request.input_length)) {
+        auto costed = Cost(request, match, profile, source, result.config);
+        if (!costed.ok()) return costed.status();
+        last = *std::move(costed);
+      }
+      AddCosted(*last, result);
+    }
+  }
+  for (PlanResult& result : results) {
+    for (const PlanTotals& tier : result.by_tier) result.total.Add(tier);
+  }
+  return results;
+}
+
+}  // namespace
+
+absl::StatusOr<PlanResult> Plan(const std::vector<TraceRequest>& trace, const Profile& profile,
+                                const PlanConfig& config, const PlannedRecordVisitor& each) {
+  PlanResult result = EmptyResult(config, profile);
+  std::vector<uint64_t> capacity_blocks;
+  for (size_t t = 0; t < kPlanTierCount && config.HasTier(t); ++t) capacity_blocks.push_back(config.CapacityBlocks(t));
   TieredBlockCache cache(std::move(capacity_blocks), config.use_order);
   const EstimateSource source{config.compute, /*record_alone=*/false};
   for (const TraceRequest& request : trace) {
@@ -126,30 +231,27 @@ absl::StatusOr<PlanResult> Plan(const std::vector<TraceRequest>& trace, const Pr
       CountBeyondContext(request, result.beyond_context);
       continue;
     }
-    const TieredBlockCache::Match match = cache.Lookup(request.hash_ids);
-    // A trace's output_length 0 (a request that generated nothing, or a trace that does not say) is
-    // no output reported; a record's output_tokens counts a generated token at least.
-    RecordFacts facts = FactsAtMatch(
-        profile.name(), request.input_length,
-        request.output_length > 0 ? std::optional<int64_t>(request.output_length) : std::nullopt,
-        std::min<int64_t>(static_cast<int64_t>(match.blocks * config.block_tokens), request.input_length));
-    facts.tier_value = static_cast<int>(MatchTier(match));
-    const auto from = TokensFrom(match, static_cast<uint64_t>(facts.logical_match_tokens), config.block_tokens);
-    Verdict verdict = ValidateFields(facts);
-    if (verdict.ok()) verdict = ValidateAgainstProfile(facts, profile);
-    if (!verdict.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("line ", request.line, ": ", verdict.rejection().message));
-    }
-    // Costed once without seconds (the work needs none), then with the reload those bytes would take.
-    RecordFigures figures = Derive(facts, profile, source);
-    if ((facts.reload_seconds = ReloadSeconds(figures, from, config))) figures = Derive(facts, profile, source);
-    if (each) each(request, facts);
+    auto costed = Cost(request, cache.Lookup(request.hash_ids), profile, source, config);
+    if (!costed.ok()) return costed.status();
+    if (each) each(request, costed->facts);
+    AddCosted(*costed, result);
     cache.Use(request.hash_ids);
-    result.by_tier[facts.tier_value].Add(figures);
-    for (size_t t = 0; t < kPlanTierCount; ++t) result.matched_tokens_from[t] += from[t];
   }
   for (const PlanTotals& tier : result.by_tier) result.total.Add(tier);
   return result;
+}
+
+absl::StatusOr<std::vector<PlanResult>> PlanAll(const std::vector<TraceRequest>& trace, const Profile& profile,
+                                                const std::vector<PlanConfig>& configs) {
+  if (configs.empty()) return std::vector<PlanResult>{};
+  if (OnePass(configs)) return PlanInOnePass(trace, profile, configs);
+  std::vector<PlanResult> results;
+  for (const PlanConfig& config : configs) {
+    auto result = Plan(trace, profile, config);
+    if (!result.ok()) return result.status();
+    results.push_back(*std::move(result));
+  }
+  return results;
 }
 
 }  // namespace kvledger

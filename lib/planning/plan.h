@@ -108,6 +108,13 @@ using PlannedRecordVisitor = std::function<void(const TraceRequest&, const Recor
 absl::StatusOr<PlanResult> Plan(const std::vector<TraceRequest>& trace, const Profile& profile,
                                 const PlanConfig& config, const PlannedRecordVisitor& each = nullptr);
 
+// Plan() of every config, in order, with the same results. Configs with a device tier alone that
+// differ only in its capacity share one pass over one exact reuse stack (lib/capacity): by LRU's
+// inclusion property a request's match at every capacity comes from its blocks' stack depths; others
+// are simulated one by one.
+absl::StatusOr<std::vector<PlanResult>> PlanAll(const std::vector<TraceRequest>& trace, const Profile& profile,
+                                                const std::vector<PlanConfig>& configs);
+
 }  // namespace kvledger
 
 #endif  // KVLEDGER_LIB_PLANNING_PLAN_H_

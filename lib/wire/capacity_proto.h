@@ -6,7 +6,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kvledger/v1/capacity.pb.h"
-#include "lib/accounting/capacity_curves.h"
+#include "lib/capacity/capacity_curves.h"
 #include "lib/profiles/model_registry.h"
 
 namespace kvledger {

@@ -185,6 +185,32 @@ class CapacityCurvesTest(unittest.TestCase):
         finally:
             bare.stop()
 
+    # Proves: --capacity_use_order=prompt replays blocks in prompt order, equal to `kvledger plan
+    # --use-order prompt` at every capacity (and differing from the tail-first default); a bad order is
+    # refused at start, naming the flag.
+    def test_prompt_order_equals_plan_in_prompt_order(self):
+        path = self.traces["mooncake-synthetic"]
+        server = harness.Server(SERVER, "--capacity_ladder=" + ",".join(map(str, LADDER)),
+                                "--capacity_use_order=prompt", log_dir=self.tmp)
+        try:
+            subprocess.run([CLI, "plan", "--model", CPP_MODEL, "--send", "--target", server.grpc_address,
+                            "--use-order", "prompt", "--cache-id", "engine-cpp", path],
+                           capture_output=True, text=True, timeout=600, check=True)
+            with urllib.request.urlopen(f"http://{server.metrics_address}/api/v1/capacity", timeout=30) as r:
+                (curve,) = json.load(r)["models"]
+        finally:
+            server.stop()
+        out = subprocess.run([CLI, "plan", "--model", CPP_MODEL, "--json", "--use-order", "prompt",
+                              "--capacity-tokens", ",".join(str(c) for c in LADDER) + ",inf", path],
+                             capture_output=True, text=True, timeout=300, check=True)
+        expected = [r["total"]["logical_match_tokens"] for r in json.loads(out.stdout)["results"]]
+        self.assertEqual([int(p["match_tokens"]) for p in curve["points"]], [int(e) for e in expected])
+        tail_first = plan(path, CPP_MODEL)
+        self.assertNotEqual([int(e) for e in expected], [int(tail_first[label]["logical_match_tokens"]) for label in LABELS])
+        bad = subprocess.run([SERVER, "--capacity_use_order=lru"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn('--capacity_use_order = "lru": must be tail-first or prompt', bad.stderr)
+
     # Proves: `kvledger send` carries ids (and names a bad one by its flag); the same prompt twice hits.
     def test_send_with_ids(self):
         server = self.servers["mooncake-synthetic"]

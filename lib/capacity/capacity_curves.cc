@@ -1,4 +1,4 @@
-#include "lib/accounting/capacity_curves.h"
+#include "lib/capacity/capacity_curves.h"
 
 #include <algorithm>
 #include <array>
@@ -77,7 +77,7 @@ std::shared_ptr<CapacityCurves::Cache> CapacityCurves::FindCache(uint32_t slot, 
     by_activity_.pop_front();
   }
   Place& place = caches_[key];
-  place.cache = std::make_shared<Cache>(limits_.max_samples_per_cache);
+  place.cache = std::make_shared<Cache>(limits_.max_samples_per_cache, limits_.use_order);
   place.last_active = now;
   place.in_order = by_activity_.insert(by_activity_.end(), std::move(key));
   return place.cache;
@@ -176,16 +176,17 @@ CapacityCurves::ModelCurve CapacityCurves::SampledFigures(const RecordFacts& fac
     const auto to = static_cast<int64_t>(std::min((s.position + uint64_t{1}) * block, prompt));
     const std::array<double, 4> low = AsDoubles(RungAt(facts, from, profile, source, seconds));
     const std::array<double, 4> high = AsDoubles(RungAt(facts, to, profile, source, seconds));
+    // The smallest capacity the block's depth reaches; every larger one gets its share too (summed below).
+    size_t r = 0;
+    while (r < capacities_.size() && s.depth > CapacityBlocks(capacities_[r], block)) ++r;
     for (size_t f = 0; f < adjust.size(); ++f) {
       const double share = (high[f] - low[f]) / rate;
       adjust[f] -= share;
-      for (size_t r = 0; r < capacities_.size(); ++r) {
-        if (s.depth <= CapacityBlocks(capacities_[r], block)) estimate[r][f] += share;
-      }
+      if (r < capacities_.size()) estimate[r][f] += share;
     }
   }
-  for (auto& rung : estimate) {
-    for (size_t f = 0; f < adjust.size(); ++f) rung[f] += adjust[f];
+  for (size_t r = 0; r < capacities_.size(); ++r) {
+    for (size_t f = 0; f < adjust.size(); ++f) estimate[r][f] += r == 0 ? adjust[f] : estimate[r - 1][f];
   }
   return delta;
 }

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "lib/accounting/capacity_curves.h"
+#include "lib/capacity/capacity_curves.h"
 #include "lib/profiles/profile_catalog.h"
 
 namespace kvledger {

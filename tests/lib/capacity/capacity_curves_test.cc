@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "lib/accounting/capacity_curves.h"
+#include "lib/capacity/capacity_curves.h"
 #include "lib/accounting/ledger.h"
 #include "lib/capacity/reuse_stack.h"
 #include "lib/capacity/sampled_stack.h"
@@ -150,6 +150,49 @@ std::vector<TraceRequest> SessionTrace(uint64_t seed, int requests, uint64_t blo
     trace.push_back(request);
   }
   return trace;
+}
+
+// PlanAll's one pass over one stack equals Plan run at each capacity, field for field, in either use
+// order, with a context that leaves requests out; with a host tier it simulates each config.
+TEST(PlanAllTest, OnePassEqualsOnePlanPerCapacity) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const Profile& profile = *catalog.Find("llama-3.1-8b");
+  const std::vector<TraceRequest> trace = SessionTrace(11, 2000, 64);
+  for (UseOrder order : {UseOrder::kTailFirst, UseOrder::kPrompt}) {
+    for (bool host : {false, true}) {
+      std::vector<PlanConfig> configs;
+      for (uint64_t capacity : {64u, 1000u, 4096u, 20000u}) {
+        PlanConfig config;
+        config.block_tokens = 64;
+        config.use_order = order;
+        config.context_tokens = 700;
+        config.capacity_tokens[0] = capacity;
+        if (host) config.capacity_tokens[1] = 8192;
+        configs.push_back(config);
+      }
+      configs.back().capacity_tokens[0] = kUnlimited;
+      auto all = PlanAll(trace, profile, configs);
+      ASSERT_TRUE(all.ok()) << all.status();
+      ASSERT_EQ(all->size(), configs.size());
+      for (size_t i = 0; i < configs.size(); ++i) {
+        auto one = Plan(trace, profile, configs[i]);
+        ASSERT_TRUE(one.ok());
+        SCOPED_TRACE(::testing::Message() << UseOrderName(order) << " host " << host << " config " << i);
+        const PlanResult& a = (*all)[i];
+        EXPECT_GT(a.beyond_context.requests, 0u);
+        EXPECT_EQ(a.beyond_context.requests, one->beyond_context.requests);
+        EXPECT_EQ(a.matched_tokens_from, one->matched_tokens_from);
+        for (size_t t = 0; t < a.by_tier.size(); ++t) {
+          EXPECT_EQ(a.by_tier[t].requests, one->by_tier[t].requests) << t;
+          EXPECT_EQ(a.by_tier[t].logical_match_tokens, one->by_tier[t].logical_match_tokens) << t;
+          EXPECT_EQ(a.by_tier[t].attention_avoided_flops, one->by_tier[t].attention_avoided_flops) << t;
+          EXPECT_EQ(a.by_tier[t].prefill_avoided_flops, one->by_tier[t].prefill_avoided_flops) << t;
+          EXPECT_EQ(a.by_tier[t].reused_bytes, one->by_tier[t].reused_bytes) << t;
+        }
+        EXPECT_EQ(a.capacity_bytes, one->capacity_bytes);
+      }
+    }
+  }
 }
 
 TEST(CapacityCurvesTest, EveryCapacityEqualsPlanAtThatCapacity) {

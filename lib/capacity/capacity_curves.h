@@ -44,6 +44,7 @@ struct CurveLimits {
   // A cache that sent no record this long gives its place (and its stack's memory) to a new cache
   // when all max_caches are taken; while every cache is more recent, a new one's records are untracked.
   double cache_idle_seconds = 600;
+  UseOrder use_order = UseOrder::kTailFirst;  // the order each request's blocks are used in
 };
 
 class CapacityCurves final : public RecordObserver {
@@ -95,7 +96,7 @@ class CapacityCurves final : public RecordObserver {
   struct Cache {
     Mutex mu;
     SampledStack stack ABSL_GUARDED_BY(mu);
-    explicit Cache(uint64_t max_blocks) : stack(max_blocks) {}
+    Cache(uint64_t max_samples, UseOrder order) : stack(max_samples, order) {}
   };
   struct Place {  // a cache's place in the table, with its last activity
     std::shared_ptr<Cache> cache;
