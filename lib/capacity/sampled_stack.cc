@@ -41,8 +41,10 @@ double SampledStack::Reference(absl::Span<const uint64_t> ids, std::vector<Sampl
     if (Hash(ids[i]) > threshold_) continue;
     uint64_t depth = deepest == kAbsent ? kAbsent : stack_.DepthOf(ids[i]);
     if (depth != kAbsent && rate_now < 1.0) {
-      // 1 + the distinct blocks used since: the sampled ones among them stand for 1/rate each.
-      depth = 1 + static_cast<uint64_t>(std::llround(static_cast<double>(depth - 1) / rate_now));
+      // 1 + the distinct blocks used since: the sampled ones among them stand for 1/rate each (held
+      // below kAbsent however small the rate: ids can be chosen to hash low).
+      const double scaled = std::round(static_cast<double>(depth - 1) / rate_now);
+      depth = scaled >= 1e19 ? kAbsent - 1 : 1 + static_cast<uint64_t>(scaled);
     }
     deepest = std::max(deepest, depth);
     sampled.push_back(Sampled{static_cast<uint32_t>(i), deepest});

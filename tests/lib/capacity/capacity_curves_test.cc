@@ -130,6 +130,34 @@ TEST(SampledStackTest, MemoryStaysWithinItsBoundWhateverTheBlocks) {
   EXPECT_NEAR(total / count, static_cast<double>(kCycle), 0.05 * kCycle);
 }
 
+// The id whose SampledStack::Hash is `h` (splitmix64's finalizer inverted): how a client could pick
+// ids that hash low.
+uint64_t Unhash(uint64_t h) {
+  h ^= (h >> 31) ^ (h >> 62);
+  h *= 0x319642b2d24d8ec3ULL;
+  h ^= (h >> 27) ^ (h >> 54);
+  h *= 0x96de1b173f119089ULL;
+  return h ^ (h >> 30) ^ (h >> 60);
+}
+
+// Ids chosen to hash as low as can be drive the rate down to 64 / 2^64; the depths stay finite and
+// below kAbsent, and the stack within its bound.
+TEST(SampledStackTest, IdsThatHashLowCannotOverflowADepth) {
+  SampledStack stack(64);
+  std::vector<uint64_t> ids;
+  for (uint64_t h = 0; h < 1000; ++h) {
+    ids.push_back(Unhash(h));
+    ASSERT_EQ(SampledStack::Hash(ids.back()), h);
+  }
+  std::vector<SampledStack::Sampled> sampled;
+  stack.Reference(ids, sampled);
+  EXPECT_LE(stack.tracked(), 64u);
+  EXPECT_LT(stack.rate(), 1e-16);
+  stack.Reference(ids, sampled);
+  ASSERT_FALSE(sampled.empty());
+  for (const auto& s : sampled) EXPECT_LT(s.depth, SampledStack::kAbsent);
+}
+
 // A trace of sessions whose turns extend their prefix: chained ids, shared system prompts, partial
 // last blocks, and misses.
 std::vector<TraceRequest> SessionTrace(uint64_t seed, int requests, uint64_t block) {
