@@ -14,6 +14,7 @@
 #include "google/protobuf/stubs/logging.h"
 #include "kvledger/v1/ledger.pb.h"
 #include "lib/accounting/ledger.h"
+#include "lib/capacity/capacity_curves.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "lib/wire/record_proto.h"
 #include "lib/wire/wire_budget.h"
