@@ -100,9 +100,6 @@ CapacityCurves::Rung RungAt(const RecordFacts& facts, int64_t match, const Profi
   return rung;
 }
 
-uint64_t CapacityBlocks(uint64_t capacity, uint64_t block) {
-  return capacity == kUnlimited ? kUnlimited - 1 : capacity / block;
-}
 
 }  // namespace
 
@@ -112,7 +109,7 @@ CapacityCurves::ModelCurve CapacityCurves::Figures(const RecordFacts& facts, abs
   std::vector<int64_t> matches;  // the logical match at each capacity, non-decreasing
   for (uint64_t capacity : capacities_) {
     const auto matched = static_cast<uint64_t>(
-        std::upper_bound(prefix_depths.begin(), prefix_depths.end(), CapacityBlocks(capacity, block)) -
+        std::upper_bound(prefix_depths.begin(), prefix_depths.end(), DepthWithin(capacity, block)) -
         prefix_depths.begin());
     matches.push_back(static_cast<int64_t>(std::min(matched * block, static_cast<uint64_t>(facts.prompt_tokens))));
   }
@@ -178,7 +175,7 @@ CapacityCurves::ModelCurve CapacityCurves::SampledFigures(const RecordFacts& fac
     const std::array<double, 4> high = AsDoubles(RungAt(facts, to, profile, source, seconds));
     // The smallest capacity the block's depth reaches; every larger one gets its share too (summed below).
     size_t r = 0;
-    while (r < capacities_.size() && s.depth > CapacityBlocks(capacities_[r], block)) ++r;
+    while (r < capacities_.size() && s.depth > DepthWithin(capacities_[r], block)) ++r;
     for (size_t f = 0; f < adjust.size(); ++f) {
       const double share = (high[f] - low[f]) / rate;
       adjust[f] -= share;

@@ -41,6 +41,12 @@ std::string LadderRule(absl::Span<const uint64_t> finite);
 // empty ladder (no curves).
 absl::StatusOr<std::vector<uint64_t>> ParseCapacityLadder(absl::string_view text, absl::string_view flag);
 
+// The deepest stack depth, in blocks of `block_tokens`, that a cache of `capacity_tokens` holds:
+// floor(C / block_tokens); the unlimited one holds every depth but an absent block's (kUnlimited).
+inline uint64_t DepthWithin(uint64_t capacity_tokens, uint64_t block_tokens) {
+  return capacity_tokens == kUnlimited ? kUnlimited - 1 : capacity_tokens / block_tokens;
+}
+
 // The label value of a capacity: its tokens, or "+Inf".
 std::string CapacityLabel(uint64_t capacity_tokens);
 

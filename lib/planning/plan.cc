@@ -194,8 +194,7 @@ absl::StatusOr<std::vector<PlanResult>> PlanInOnePass(const std::vector<TraceReq
     stack.Reference(ids, depths);  // every block, its prefix depth: non-decreasing
     std::optional<Costed> last;  // capacities that match alike cost alike: one costing for the run
     for (PlanResult& result : results) {
-      // An absent block's depth is kUnlimited: past every capacity, the unlimited one too.
-      const uint64_t capacity = std::min(result.config.CapacityBlocks(0), kUnlimited - 1);
+      const uint64_t capacity = DepthWithin(result.config.capacity_tokens[0], first.block_tokens);
       TieredBlockCache::Match match;
       match.blocks = static_cast<size_t>(
           std::partition_point(depths.begin(), depths.end(),
