@@ -60,7 +60,7 @@ stage "sanitize (ASan + UBSan)" "$build_root/sanitize" configure_build_test "$bu
 # transports, so no uninstrumented gRPC code runs in the tested threads), the accounting and
 # model-registry tests (concurrent label claims, shuffled multi-threaded replays, capacity curves fed by
 # several threads) and the batch
-# deduplicator under concurrent claims. Every lock in the project is a kvledger::Mutex (std::mutex),
+# deduplicator under concurrent claims, and the bulk lane's thread. Every lock in the project is a kvledger::Mutex (std::mutex),
 # which TSan sees. The in-process gRPC service tests are not run under TSan: Debian's gRPC and
 # abseil are not instrumented, so every hand-off between gRPC's threads is reported as a race
 # (docs/security.md, "Sanitizers").
@@ -70,7 +70,7 @@ tsan_stage() {
     -DKVLEDGER_BUILD_BENCH=OFF >/dev/null || return 1
   cmake --build "$tsan" -j"$(nproc)" --target reporter_queue_test accounting_test capacity_test profiles_test server_test || return 1
   TSAN_OPTIONS="halt_on_error=1" ctest_in "$tsan" \
-    -R '^(ReporterQueueTest|AggregatorTest|LedgerTest|ModelRegistryTest|DeriveTest|BatchDeduplicatorTest|LiveRatesTest|DecayedRateTest|EngineStatsTest|FleetRatesTest|CapacityCurvesThreadsTest)\.'
+    -R '^(ReporterQueueTest|AggregatorTest|LedgerTest|ModelRegistryTest|DeriveTest|BatchDeduplicatorTest|LiveRatesTest|DecayedRateTest|EngineStatsTest|FleetRatesTest|CapacityCurvesThreadsTest|BulkLaneTest)\.'
 }
 stage "tsan" "$build_root/tsan" tsan_stage
 

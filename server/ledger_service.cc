@@ -89,33 +89,36 @@ WireLimits LimitsOf(const google::protobuf::Descriptor* type, size_t max_entries
   return limits;
 }
 
-// Serves a unary call whose request is `bytes`: admitted, parsed and handed to `handle` (which fills
-// its reply), or refused (`too_many(entries)` when it carries too many entries).
+// A unary call whose request is `bytes`: admitted, parsed and handed to `handle` (which fills its
+// reply), or refused (`too_many(entries)` when it carries too many entries); its status.
+template <typename Request, typename Response, typename TooMany, typename Handle>
+grpc::Status ApplyUnary(grpc::CallbackServerContext* context, const grpc::ByteBuffer& bytes, grpc::ByteBuffer* out,
+                        const WireLimits& limits, PerPeerBudget& budget, TooMany too_many, Handle handle) {
+  PartsHeld held;  // destroyed after `request`
+  Request request;
+  WireCount count;
+  absl::Status refused;
+  switch (Admit(bytes, limits, budget, PeerAddress(*context), held, &request, &count, &refused)) {
+    case Admission::kTooManyEntries:
+      return too_many(count.entries);
+    case Admission::kRefused:
+      return ToGrpcStatus(refused);
+    case Admission::kAdmitted:
+      break;
+  }
+  Response response;
+  grpc::Status status = handle(request, &response);
+  if (status.ok()) status = Reply(response, out);
+  return status;
+}
+
+// Serves a unary call at once (ApplyUnary).
 template <typename Request, typename Response, typename TooMany, typename Handle>
 grpc::ServerUnaryReactor* ServeUnary(grpc::CallbackServerContext* context, const grpc::ByteBuffer& bytes,
                                      grpc::ByteBuffer* out, const WireLimits& limits, PerPeerBudget& budget,
                                      TooMany too_many, Handle handle) {
   auto* reactor = context->DefaultReactor();
-  PartsHeld held;  // destroyed after `request`
-  Request request;
-  WireCount count;
-  absl::Status refused;
-  grpc::Status status;
-  switch (Admit(bytes, limits, budget, PeerAddress(*context), held, &request, &count, &refused)) {
-    case Admission::kTooManyEntries:
-      status = too_many(count.entries);
-      break;
-    case Admission::kRefused:
-      status = ToGrpcStatus(refused);
-      break;
-    case Admission::kAdmitted: {
-      Response response;
-      status = handle(request, &response);
-      if (status.ok()) status = Reply(response, out);
-      break;
-    }
-  }
-  reactor->Finish(status);
+  reactor->Finish(ApplyUnary<Request, Response>(context, bytes, out, limits, budget, too_many, handle));
   return reactor;
 }
 
@@ -274,6 +277,8 @@ LedgerServiceOptions LedgerServiceOptions::From(const ServerOptions& options) {
   o.dedup_entries = options.batch_dedup_entries;
   o.dedup_bytes = options.batch_dedup_bytes;
   o.dedup_age = absl::Seconds(options.batch_dedup_seconds);
+  o.bulk_call_bytes = options.bulk_call_bytes;
+  o.bulk_lane_bytes = options.bulk_lane_bytes;
   return o;
 }
 
@@ -300,6 +305,7 @@ LedgerService::LedgerService(RecordSinks sinks, const ModelRegistry& registry, c
       capacity_limits_(LimitsOf(v1::CapacityCurveRequest::descriptor(), 1)),
       parts_budget_(MakePartsBudget(options.parsing_parts)),
       dedup_(options.dedup_entries, options.dedup_bytes, options.dedup_age) {
+  if (options_.bulk_call_bytes > 0) bulk_ = std::make_unique<BulkLane>(options_.bulk_lane_bytes);
   if (options_.stream_idle_timeout > absl::ZeroDuration()) {
     reaper_ = std::thread([this] {
       while (!stop_reaper_.WaitForNotificationWithTimeout(absl::Seconds(1))) EndIdleStreams(absl::Now());
@@ -349,15 +355,39 @@ void LedgerService::EndOpenStreams() {
 
 grpc::ServerUnaryReactor* LedgerService::Record(grpc::CallbackServerContext* context,
                                                 const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
-  return ServeUnary<v1::Record, v1::RecordResponse>(
-      context, *request, response, record_limits_, parts_budget_, NoEntries,
-      [this, context](const v1::Record& record, v1::RecordResponse*) {
-        if (std::optional<grpc::Status> refused = Draining(context)) return *refused;
-        const bool synthetic = IsSynthetic(*context);
-        const Verdict verdict = (synthetic ? sinks_.synthetic : sinks_.real).Record(FactsFromProto(record));
-        if (synthetic && metrics_ != nullptr) metrics_->SyntheticRecords(verdict.ok() ? 1 : 0, verdict.ok() ? 0 : 1);
-        return ToGrpcStatus(context, verdict);
-      });
+  return Recording(context, *request, [this, context, request, response] {
+    return ApplyUnary<v1::Record, v1::RecordResponse>(
+        context, *request, response, record_limits_, parts_budget_, NoEntries,
+        [this, context](const v1::Record& record, v1::RecordResponse*) {
+          if (std::optional<grpc::Status> refused = Draining(context)) return *refused;
+          const bool synthetic = IsSynthetic(*context);
+          const Verdict verdict = (synthetic ? sinks_.synthetic : sinks_.real).Record(FactsFromProto(record));
+          if (synthetic && metrics_ != nullptr) metrics_->SyntheticRecords(verdict.ok() ? 1 : 0, verdict.ok() ? 0 : 1);
+          return ToGrpcStatus(context, verdict);
+        });
+  });
+}
+
+grpc::ServerUnaryReactor* LedgerService::Recording(grpc::CallbackServerContext* context,
+                                                   const grpc::ByteBuffer& request,
+                                                   absl::AnyInvocable<grpc::Status()> apply) {
+  auto* reactor = context->DefaultReactor();
+  const size_t bytes = request.Length();
+  if (bulk_ == nullptr || bytes < options_.bulk_call_bytes) {
+    reactor->Finish(apply());
+    return reactor;
+  }
+  const bool queued = bulk_->Submit(PeerAddress(*context), bytes, [reactor, apply = std::move(apply)]() mutable {
+    reactor->Finish(apply());
+  });
+  if (metrics_ != nullptr) metrics_->BulkCall(queued);
+  if (!queued) {
+    reactor->Finish(ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+        "this address's calls of ", options_.bulk_call_bytes, " bytes or more (--bulk_call_bytes) already fill its "
+        "quarter of the bulk lane (--bulk_lane_bytes ", options_.bulk_lane_bytes,
+        "): nothing of this call was applied; retry it"))));
+  }
+  return reactor;
 }
 
 std::optional<grpc::Status> LedgerService::Draining(grpc::CallbackServerContext* context) const {
@@ -412,13 +442,15 @@ grpc::Status LedgerService::ApplyBatch(const v1::RecordBatchRequest& batch, bool
 
 grpc::ServerUnaryReactor* LedgerService::RecordBatch(grpc::CallbackServerContext* context,
                                                      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
-  return ServeUnary<v1::RecordBatchRequest, v1::RecordBatchResponse>(
-      context, *request, response, batch_limits_, parts_budget_,
-      [this](size_t records) { return Oversized(records, "nothing of the batch was counted"); },
-      [this, context](const v1::RecordBatchRequest& batch, v1::RecordBatchResponse* outcome) {
-        if (std::optional<grpc::Status> refused = Draining(context)) return *refused;
-        return ApplyBatch(batch, IsSynthetic(*context), outcome);
-      });
+  return Recording(context, *request, [this, context, request, response] {
+    return ApplyUnary<v1::RecordBatchRequest, v1::RecordBatchResponse>(
+        context, *request, response, batch_limits_, parts_budget_,
+        [this](size_t records) { return Oversized(records, "nothing of the batch was counted"); },
+        [this, context](const v1::RecordBatchRequest& batch, v1::RecordBatchResponse* outcome) {
+          if (std::optional<grpc::Status> refused = Draining(context)) return *refused;
+          return ApplyBatch(batch, IsSynthetic(*context), outcome);
+        });
+  });
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* LedgerService::StreamRecords(grpc::CallbackServerContext* context,

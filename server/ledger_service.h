@@ -23,6 +23,7 @@
 #include "lib/accounting/live_rates.h"
 #include "lib/accounting/record_sink.h"
 #include "server/batch_dedup.h"
+#include "server/bulk_lane.h"
 #include "server/server_metrics.h"
 #include "server/server_options.h"
 #include "lib/wire/wire_budget.h"
@@ -47,6 +48,10 @@ struct LedgerServiceOptions {
   // Parts (nested messages and unknown fields) of all requests being parsed at once; more are
   // refused with RESOURCE_EXHAUSTED. At kPartBytes each: 256 MiB of parsed messages in flight.
   size_t parsing_parts = size_t{1} << 20;
+  // Record and RecordBatch calls of at least this many bytes are applied on the bulk lane
+  // (server/bulk_lane.h), which holds at most bulk_lane_bytes of them waiting (0: no lane).
+  size_t bulk_call_bytes = 0;
+  size_t bulk_lane_bytes = 0;
 
   static LedgerServiceOptions From(const ServerOptions& options);
 };
@@ -121,6 +126,9 @@ class LedgerService final : public RawLedgerService {
   // Engine statistics, once per batch_id (like ApplyBatch), then AccountEngineStats.
   grpc::Status ApplyEngineStats(const v1::EngineStatsRequest& request, v1::EngineStatsResponse* response);
   void AccountEngineStats(const v1::EngineStatsRequest& request, v1::EngineStatsResponse* response);
+  // Answers a recording call with `apply`'s status: on the bulk lane when the call is large, else at once.
+  grpc::ServerUnaryReactor* Recording(grpc::CallbackServerContext* context, const grpc::ByteBuffer& request,
+                                      absl::AnyInvocable<grpc::Status()> apply);
   // Nothing when serving; the refusal of a call while draining (see Drain).
   std::optional<grpc::Status> Draining(grpc::CallbackServerContext* context) const;
   const RecordSinks sinks_;
@@ -145,6 +153,8 @@ class LedgerService final : public RawLedgerService {
   void EndStreams(Which which);
   absl::Notification stop_reaper_;
   std::thread reaper_;
+  // Last, so destroyed first: its thread applies the calls still waiting while the rest is there.
+  std::unique_ptr<BulkLane> bulk_;  // null with bulk_call_bytes 0
 };
 
 }  // namespace kvledger

@@ -146,6 +146,14 @@ ServerMetrics::ServerMetrics(const std::string& version)
                              .Help("Records in the batches refused as oversized (none of them counted).")
                              .Register(registry_)
                              .Add({})),
+      bulk_family_(prometheus::BuildCounter()
+                       .Name("kvledger_bulk_lane_calls_total")
+                       .Help("Record and RecordBatch calls of --bulk_call_bytes or more, by outcome: queued on "
+                             "the bulk lane, or refused RESOURCE_EXHAUSTED (nothing applied) because their "
+                             "address's quarter of --bulk_lane_bytes was full.")
+                       .Register(registry_)),
+      bulk_queued_(bulk_family_.Add({{"outcome", "queued"}})),
+      bulk_refused_(bulk_family_.Add({{"outcome", "refused"}})),
       synthetic_family_(prometheus::BuildCounter()
                             .Name("kvledger_synthetic_records_total")
                             .Help("Records of calls marked kvledger-synthetic (kvledger bench, the examples) by "

@@ -64,6 +64,8 @@ class ServerMetrics {
     oversized_batches_.Increment();
     oversized_records_.Increment(static_cast<double>(records));
   }
+  // A call of --bulk_call_bytes or more went to the bulk lane (queued) or did not fit it (refused).
+  void BulkCall(bool queued) { (queued ? bulk_queued_ : bulk_refused_).Increment(); }
   // A load generator's records (kSyntheticMetadata): validated and answered, counted only here.
   void SyntheticRecords(uint64_t accepted, uint64_t rejected) {
     synthetic_accepted_.Increment(static_cast<double>(accepted));
@@ -95,6 +97,9 @@ class ServerMetrics {
   prometheus::Counter& deduplicated_batches_;
   prometheus::Counter& oversized_batches_;
   prometheus::Counter& oversized_records_;
+  prometheus::Family<prometheus::Counter>& bulk_family_;
+  prometheus::Counter& bulk_queued_;
+  prometheus::Counter& bulk_refused_;
   prometheus::Family<prometheus::Counter>& synthetic_family_;
   prometheus::Counter& synthetic_accepted_;
   prometheus::Counter& synthetic_rejected_;

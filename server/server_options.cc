@@ -113,6 +113,11 @@ absl::Status ServerOptions::Validate() const {
     if (!b.in_range) return BoundError(b.flag, b.value, b.min, b.max);
   }
   if (auto s = SamplesPerCache(capacity_memory_bytes, capacity_caches); !s.ok()) return s.status();
+  if (bulk_call_bytes > 0 && bulk_lane_bytes < uint64_t{4} * max_receive_message_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--bulk_lane_bytes = ", bulk_lane_bytes, ": must be at least 4 x --max_receive_message_bytes (",
+        uint64_t{4} * max_receive_message_bytes, "), so that a client's largest call fits its quarter of the lane"));
+  }
   if (tls_cert_file.empty() != tls_key_file.empty()) {
     return absl::InvalidArgumentError("--tls_cert_file and --tls_key_file: give both or neither");
   }

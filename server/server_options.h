@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "lib/accounting/record_facts.h"
+#include "lib/capacity/ladder.h"
 #include "lib/capacity/use_order.h"
 #include "lib/profiles/model_registry.h"
 #include "server/http/limits.h"
@@ -66,6 +67,14 @@
   X(capacity_memory_bytes, uint64_t, uint64_t{256} << 20, uint64_t{1} << 20, uint64_t{64} << 30,                \
     "capacity curves: bytes all caches' stacks may hold together, an equal share each of --capacity_caches; "     \
     "a cache's depths are exact within its share and sampled past it")                                          \
+  X(bulk_call_bytes, uint32_t, 65536, 0, 256u << 20,                                                             \
+    "a Record or RecordBatch call of at least this many bytes (records with block ids) is applied on the bulk "   \
+    "lane: one thread at a lower CPU priority taking each client address's calls in turn, so replaying ids "      \
+    "never starves smaller calls (0 = every call where it arrives)")                                             \
+  X(bulk_lane_bytes, uint64_t, uint64_t{64} << 20, uint64_t{1} << 20, uint64_t{4} << 30,                        \
+    "bytes of calls the bulk lane holds waiting, a quarter per client address (at least 4 x "                    \
+    "--max_receive_message_bytes); a call past it gets RESOURCE_EXHAUSTED, to be retried, before anything of it " \
+    "is applied")                                                                                                 \
   X(batch_dedup_entries, uint32_t, 524288, 0, 10000000,                                                            \
     "RecordBatch and RecordEngineStats batch ids remembered so a retried batch is not counted twice (0 = off)")    \
   X(batch_dedup_bytes, uint64_t, uint64_t{64} << 20, uint64_t{64} << 10, uint64_t{4} << 30,                      \
@@ -125,7 +134,7 @@ struct ServerOptions {
   // Capacity curves (docs/cost-model.md §14): the capacities, in tokens, at which records with prefix
   // block ids are replayed (a list or FROM:TO:POINTS, at most 16, besides the unlimited one; empty: no
   // curves), and the order a request's blocks are used in (lib/capacity/use_order.h).
-  std::string capacity_ladder = "65536:33554432:10";
+  std::string capacity_ladder = kDefaultCapacityLadder;
   std::string capacity_use_order = std::string(UseOrderName(UseOrder::kTailFirst));
   // The HTTP listener's bounds (server/http/limits.h), each a --http_NAME flag.
   HttpLimits http;

@@ -16,6 +16,14 @@
 
 namespace kvledger {
 
+// The live curves' ladder by default: 16 capacities from 64 Ki to 2 Gi tokens, each double the last.
+// One ladder in tokens for every model, so rungs add across models; chosen from the built-in
+// catalog's KV bytes per token (7.9 KiB to 384 KiB): for every model in it the ladder runs from a
+// fraction of one GPU's cache (64 Ki tokens of llama-3.1-8b: 8 GiB) to a store of 17 TB or more (2 Gi
+// tokens: 256 TiB of llama-3.1-8b; 17 TB of kimi-linear-48b-a3b, the fewest bytes a token), past 20 TB
+// for all but that one. docs/operations.md, "Capacity curves", has the table.
+inline constexpr char kDefaultCapacityLadder[] = "65536:2147483648:16";
+
 // A capacity (in tokens or blocks) that never evicts.
 inline constexpr uint64_t kUnlimited = std::numeric_limits<uint64_t>::max();
 // The most capacities one list or range expands to.

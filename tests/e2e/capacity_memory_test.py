@@ -1,10 +1,10 @@
 """The capacity curves' memory holds whatever the records with ids (docs/operations.md, "Capacity
-curves"): a real kvledger-server on its shipped defaults takes, from several gRPC clients at once,
-16 caches each sent far more distinct block ids than its share of --capacity_memory_bytes, and a
-record of 65,536 repeated ids; a second one with --capacity_caches=10000 takes 10,000 caches. Each
-server's peak resident set (VmHWM) must stay within its idle resident set plus
---capacity_memory_bytes plus the gRPC buffers of the calls in flight, and far inside the shipped
-Deployment's 1 GiB limit; every record is replayed (none untracked), the caches past their share are
+curves"): a real kvledger-server on its shipped defaults, its batch-id window filled first, takes,
+from several gRPC clients at once, 16 caches each sent far more distinct block ids than its share of
+--capacity_memory_bytes, and a record of 65,536 repeated ids; a second one with
+--capacity_caches=10000 takes 10,000 caches. Each server's peak resident set (VmHWM) must stay within
+its idle resident set plus --capacity_memory_bytes, the window's bytes and the gRPC buffers of the
+calls in flight, and inside three quarters of the shipped Deployment's 1 GiB limit; every record is replayed (none untracked), the caches past their share are
 costed from a sample, and the curve still rises with capacity.
 
 Usage: capacity_memory_test.py KVLEDGER_SERVER REPO_ROOT
@@ -84,23 +84,40 @@ def curve(server):
 
 class CapacityMemoryTest(unittest.TestCase):
     def start(self, *flags):
-        server = harness.Server(SERVER, "--capacity_ladder=65536:33554432:10", *flags,
-                                log_dir=tempfile.mkdtemp(prefix="kvledger-capmem-"))
+        server = harness.Server(SERVER, *flags, log_dir=tempfile.mkdtemp(prefix="kvledger-capmem-"))
         self.addCleanup(server.stop)
         return server, memory_kib(server.proc.pid, "VmRSS") * 1024
 
-    def check_peak(self, server, idle, label):
+    def check_peak(self, server, idle, label, dedup=0):
         peak = memory_kib(server.proc.pid, "VmHWM") * 1024
         print(f"MEASURED {label}: idle_rss_mb={idle / MIB:.0f} peak_rss_mb={peak / MIB:.0f}", flush=True)
-        # The stacks' budget, plus what gRPC holds for the calls in flight (four clients' 2 MB
-        # messages, parsed and copied) and the allocator's slack.
-        self.assertLess(peak, idle + BUDGET + 128 * MIB)
-        self.assertLess(peak, DEPLOYMENT_LIMIT // 2)
+        # The stacks' budget and the batch-id window's bytes, plus what gRPC holds for the calls in
+        # flight (four clients' 2 MB messages, parsed and copied) and the allocator's slack.
+        self.assertLess(peak, idle + BUDGET + dedup + 128 * MIB)
+        self.assertLess(peak, DEPLOYMENT_LIMIT * 3 // 4)
 
-    # Proves: 16 caches, each sent 4x its share of distinct ids by four clients at once, plus a record
-    # of 65,536 repeated ids, hold the server within its budget; all are replayed, most from a sample.
+    def fill_dedup_window(self, server):
+        """Fills the batch-id window to its default 64 MiB: batches of one accepted record and 100
+        rejected ones (the window keeps up to 100 rejections of a batch that counted something), under
+        ids of their own; returns its bytes."""
+        records = [kvledger.make_record(model="llama-3.1-8b", prompt_tokens=4096)]
+        records += [kvledger.make_record(model="llama-3.1-8b", prompt_tokens=4096, ttft_seconds=-1.0)] * 100
+        with grpc.insecure_channel(server.grpc_address) as channel:
+            stub = ledger_pb2_grpc.LedgerStub(channel)
+            for i in range(9000):
+                reply = stub.RecordBatch(ledger_pb2.RecordBatchRequest(records=records, batch_id=f"fill-{i:05}"),
+                                         timeout=60)
+                self.assertEqual((reply.accepted, reply.rejected), (1, 100))
+        samples = harness.parse_exposition(server.scrape())
+        return harness.sample(samples, "kvledger_batch_dedup_bytes")
+
+    # Proves: with the batch-id window full, 16 caches, each sent 4x its share of distinct ids by four
+    # clients at once, plus a record of 65,536 repeated ids, hold the server within its budgets; all
+    # are replayed, most from a sample.
     def test_sixteen_caches_past_their_share(self):
         server, idle = self.start()
+        dedup = self.fill_dedup_window(server)
+        self.assertGreater(dedup, 60 * MIB)  # full: the newest outcomes within --batch_dedup_bytes
         per_cache = 4 * 174_592 // IDS_PER_RECORD + 1  # records: four times a cache's share of blocks
         clients = [[] for _ in range(4)]
         for cache in range(16):
@@ -114,7 +131,7 @@ class CapacityMemoryTest(unittest.TestCase):
         self.assertEqual(int(model["requests"]), sent)
         self.assertEqual(int(model.get("untracked_requests", 0)), 0)
         self.assertGreater(int(model.get("sampled_requests", 0)), sent // 2)
-        self.check_peak(server, idle, "16_caches")
+        self.check_peak(server, idle, "16_caches_dedup_full", dedup)
 
     # Proves: with --capacity_caches=10000, 10,000 caches (each past its 258-block share) stay within
     # the same budget, every record replayed; each cache's second record is costed from its sample.

@@ -597,15 +597,27 @@ class FaultsTest(unittest.TestCase):
                     call(iter([body]) if stream else body, timeout=60)
                     errors.append(f"{method}: accepted")
                 except grpc.RpcError as e:
+                    if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "bulk lane" in e.details():
+                        continue  # the address's quarter of the bulk lane is full: refused before parsing
                     if e.code() != grpc.StatusCode.INVALID_ARGUMENT or expected not in e.details():
                         errors.append(f"{method}: {e.code()} {e.details()[:200]}")
+
+        def good_batch(stub):
+            """The 10,000 good records, retried while the bulk lane refuses them, as a Reporter does."""
+            for _ in range(600):
+                try:
+                    return stub.RecordBatch(ledger_pb2.RecordBatchRequest(records=[good_record()] * 10_000), timeout=60)
+                except grpc.RpcError as e:
+                    if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                        raise
+                    time.sleep(0.1)
+            raise AssertionError("the bulk lane refused the good batch for a minute")
 
         with PeakRss(server.proc.pid) as rss:
             threads = [threading.Thread(target=attack, args=attacks[i % len(attacks)]) for i in range(16)]
             for t in threads:
                 t.start()
-            stub = ledger_stub(server)
-            good = stub.RecordBatch(ledger_pb2.RecordBatchRequest(records=[good_record()] * 10_000), timeout=60)
+            good = good_batch(ledger_stub(server))
             for t in threads:
                 t.join()
         self.assertEqual(errors, [])

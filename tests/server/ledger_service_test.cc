@@ -114,6 +114,38 @@ TEST_F(LedgerServiceTest, BatchRejectsByIndex) {
   EXPECT_EQ(response.rejections(1).reason(), "invalid_tier");
 }
 
+// A batch of --bulk_call_bytes or more (records with block ids) is applied on the bulk lane and
+// answered when applied: its outcome, rejections by index, is the same as where it arrived, and
+// the records count once.
+TEST_F(LedgerServiceTest, LargeBatchIsAnsweredFromTheBulkLane) {
+  v1::RecordBatchRequest batch;
+  for (int r = 0; r < 40; ++r) {
+    v1::Record* record = batch.add_records();
+    *record = HalfHit();
+    record->set_block_tokens(16);
+    record->set_cache_id("engine-0");
+    for (uint64_t b = 0; b < 256; ++b) record->add_prefix_block_ids((static_cast<uint64_t>(r + 1) << 56) + b);
+  }
+  batch.mutable_records(7)->set_ttft_seconds(-1);
+  ASSERT_GE(batch.ByteSizeLong(), ServerOptions().bulk_call_bytes);
+  const uint64_t before = server_->accepted_records();
+  grpc::ClientContext context;
+  v1::RecordBatchResponse response;
+  ASSERT_TRUE(stub_->RecordBatch(&context, batch, &response).ok());
+  EXPECT_EQ(response.accepted(), 39u);
+  ASSERT_EQ(response.rejections_size(), 1);
+  EXPECT_EQ(response.rejections(0).index(), 7u);
+  EXPECT_EQ(server_->accepted_records(), before + 39);
+  double queued = -1;
+  for (const prometheus::MetricFamily& family : server_->metrics().registry().Collect()) {
+    if (family.name != "kvledger_bulk_lane_calls_total") continue;
+    for (const prometheus::ClientMetric& m : family.metric) {
+      if (m.label.at(0).value == "queued") queued = m.counter.value;
+    }
+  }
+  EXPECT_EQ(queued, 1);
+}
+
 // A stream of batches is summarized once, with rejection indices counted across the stream.
 TEST_F(LedgerServiceTest, StreamSummarizesAcrossBatches) {
   grpc::ClientContext context;
@@ -382,6 +414,13 @@ TEST(ServerOptionsTest, BadOptionsNameTheFlag) {
   options = ServerOptions();
   options.batch_dedup_seconds = 0;
   EXPECT_EQ(std::string(options.Validate().message()), "--batch_dedup_seconds = 0: must be in [1, 86400]");
+  options = ServerOptions();
+  options.max_receive_message_bytes = 32u << 20;
+  EXPECT_EQ(std::string(options.Validate().message()),
+            "--bulk_lane_bytes = 67108864: must be at least 4 x --max_receive_message_bytes (134217728), so that a "
+            "client's largest call fits its quarter of the lane");
+  options.bulk_call_bytes = 0;  // no lane: no rule
+  EXPECT_TRUE(options.Validate().ok());
 }
 
 }  // namespace
