@@ -1,7 +1,7 @@
-// The bulk lane (docs/operations.md, "Calls with block ids"): Record and RecordBatch calls of at least
-// --bulk_call_bytes — in practice records carrying prefix block ids, whose capacity-curve replay
-// costs server CPU per id — are applied by one thread of their own at a lower CPU priority, taking
-// the calls of each client address in turn, and answered when applied. Smaller calls never wait
+// The bulk lane (docs/operations.md, "Capacity curves"): Record and RecordBatch calls and stream
+// batches of at least --bulk_call_bytes — in practice records carrying prefix block ids, whose
+// capacity-curve replay costs server CPU per id — are applied by one thread of their own at the
+// lowest CPU priority, taking the calls of each client address in turn, and answered when applied. Smaller calls never wait
 // behind them: they are applied where they arrive, and the kernel runs their threads first. The
 // calls waiting hold at most `max_bytes` (a quarter of it per client address: the one per-address
 // budget, lib/base/per_peer_budget.h); a call past that is refused before anything of it is applied,

@@ -185,6 +185,67 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::
       FinishLocked(grpc::Status::OK);
       return;
     }
+    BulkLane* lane = service_.bulk_.get();
+    const size_t size = bytes_.Length();
+    if (lane == nullptr || size < service_.options_.bulk_call_bytes) {
+      ApplyReadLocked();
+      return;
+    }
+    // A large batch is applied on the bulk lane (server/bulk_lane.h); the next read starts after it.
+    in_lane_ = true;
+    const bool queued = lane->Submit(peer_, size, [this] {
+      MutexLock lane_lock(&mu_);
+      in_lane_ = false;
+      if (end_requested_) {  // ended while waiting: the batch was not counted, the summary says so
+        FinishLocked(grpc::Status::OK);
+        return;
+      }
+      ApplyReadLocked();
+    });
+    if (queued) {
+      if (service_.metrics_ != nullptr) service_.metrics_->BulkCall(BulkOutcome::kQueued);
+      return;
+    }
+    // The address's quarter of the lane is full: applied here rather than ending the stream (a stream
+    // cannot retry one batch), as before the lane.
+    in_lane_ = false;
+    if (service_.metrics_ != nullptr) service_.metrics_->BulkCall(BulkOutcome::kInline);
+    ApplyReadLocked();
+  }
+
+  bool IdleSince(absl::Time cutoff) {
+    MutexLock lock(&mu_);
+    return !finished_ && !in_lane_ && last_read_ < cutoff;
+  }
+
+  void EndWithSummary() {
+    MutexLock lock(&mu_);
+    if (in_lane_) {
+      end_requested_ = true;  // the lane's task ends it: the reactor must outlive that task
+      return;
+    }
+    if (!finished_) FinishLocked(grpc::Status::OK);
+  }
+
+  void OnDone() override {
+    if (service_.metrics_ != nullptr) service_.metrics_->StreamClosed();
+    {
+      MutexLock lock(&service_.streams_mu_);
+      service_.streams_.erase(this);
+      done_ = true;
+      if (pins_ > 0) return;  // EndStreams is using it and deletes it when done
+    }
+    delete this;
+  }
+
+  // Pins keep the reactor alive while EndStreams works on it outside streams_mu_.
+  int pins_ = 0;       // guarded by service_.streams_mu_
+  bool done_ = false;  // guarded by service_.streams_mu_
+
+ private:
+  // Parses and applies the batch read into bytes_, adds its outcome to the summary and reads the next
+  // (or ends the stream with the refusal).
+  void ApplyReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     PartsHeld held;  // released once the batch is applied
     v1::RecordBatchRequest& batch = batch_;  // parsed into again: its records' memory is reused
     WireCount count;
@@ -219,32 +280,6 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::
     StartRead(&bytes_);
   }
 
-  bool IdleSince(absl::Time cutoff) {
-    MutexLock lock(&mu_);
-    return !finished_ && last_read_ < cutoff;
-  }
-
-  void EndWithSummary() {
-    MutexLock lock(&mu_);
-    if (!finished_) FinishLocked(grpc::Status::OK);
-  }
-
-  void OnDone() override {
-    if (service_.metrics_ != nullptr) service_.metrics_->StreamClosed();
-    {
-      MutexLock lock(&service_.streams_mu_);
-      service_.streams_.erase(this);
-      done_ = true;
-      if (pins_ > 0) return;  // EndStreams is using it and deletes it when done
-    }
-    delete this;
-  }
-
-  // Pins keep the reactor alive while EndStreams works on it outside streams_mu_.
-  int pins_ = 0;       // guarded by service_.streams_mu_
-  bool done_ = false;  // guarded by service_.streams_mu_
-
- private:
   // The summary goes out with an OK status only; an error carries its counts in its message.
   void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     finished_ = true;
@@ -266,6 +301,8 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::
   uint64_t records_seen_ = 0;
   Mutex mu_;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool in_lane_ ABSL_GUARDED_BY(mu_) = false;        // a batch waits on the bulk lane
+  bool end_requested_ ABSL_GUARDED_BY(mu_) = false;  // EndWithSummary came while it waited
   absl::Time last_read_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -380,7 +417,7 @@ grpc::ServerUnaryReactor* LedgerService::Recording(grpc::CallbackServerContext* 
   const bool queued = bulk_->Submit(PeerAddress(*context), bytes, [reactor, apply = std::move(apply)]() mutable {
     reactor->Finish(apply());
   });
-  if (metrics_ != nullptr) metrics_->BulkCall(queued);
+  if (metrics_ != nullptr) metrics_->BulkCall(queued ? BulkOutcome::kQueued : BulkOutcome::kRefused);
   if (!queued) {
     reactor->Finish(ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
         "this address's calls of ", options_.bulk_call_bytes, " bytes or more (--bulk_call_bytes) already fill its "

@@ -148,12 +148,14 @@ ServerMetrics::ServerMetrics(const std::string& version)
                              .Add({})),
       bulk_family_(prometheus::BuildCounter()
                        .Name("kvledger_bulk_lane_calls_total")
-                       .Help("Record and RecordBatch calls of --bulk_call_bytes or more, by outcome: queued on "
-                             "the bulk lane, or refused RESOURCE_EXHAUSTED (nothing applied) because their "
-                             "address's quarter of --bulk_lane_bytes was full.")
+                       .Help("Record and RecordBatch calls and stream batches of --bulk_call_bytes or more, by "
+                             "outcome: queued on the bulk lane; or, their address's quarter of --bulk_lane_bytes "
+                             "full, refused RESOURCE_EXHAUSTED with nothing applied (a call) or applied where it "
+                             "arrived (inline: a stream batch).")
                        .Register(registry_)),
       bulk_queued_(bulk_family_.Add({{"outcome", "queued"}})),
       bulk_refused_(bulk_family_.Add({{"outcome", "refused"}})),
+      bulk_inline_(bulk_family_.Add({{"outcome", "inline"}})),
       synthetic_family_(prometheus::BuildCounter()
                             .Name("kvledger_synthetic_records_total")
                             .Help("Records of calls marked kvledger-synthetic (kvledger bench, the examples) by "

@@ -33,6 +33,8 @@
 
 namespace kvledger {
 
+enum class BulkOutcome { kQueued, kRefused, kInline };
+
 // grpc_code label values: the names gRPC's other implementations print ("OK", "InvalidArgument", ...).
 const char* GrpcCodeName(grpc::StatusCode code);
 
@@ -64,8 +66,12 @@ class ServerMetrics {
     oversized_batches_.Increment();
     oversized_records_.Increment(static_cast<double>(records));
   }
-  // A call of --bulk_call_bytes or more went to the bulk lane (queued) or did not fit it (refused).
-  void BulkCall(bool queued) { (queued ? bulk_queued_ : bulk_refused_).Increment(); }
+  // A call or stream batch of --bulk_call_bytes or more went to the bulk lane, or did not fit it: a
+  // unary call is refused, a stream batch applied where it arrived.
+  void BulkCall(BulkOutcome outcome) {
+    (outcome == BulkOutcome::kQueued ? bulk_queued_ : outcome == BulkOutcome::kRefused ? bulk_refused_ : bulk_inline_)
+        .Increment();
+  }
   // A load generator's records (kSyntheticMetadata): validated and answered, counted only here.
   void SyntheticRecords(uint64_t accepted, uint64_t rejected) {
     synthetic_accepted_.Increment(static_cast<double>(accepted));
@@ -100,6 +106,7 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>& bulk_family_;
   prometheus::Counter& bulk_queued_;
   prometheus::Counter& bulk_refused_;
+  prometheus::Counter& bulk_inline_;
   prometheus::Family<prometheus::Counter>& synthetic_family_;
   prometheus::Counter& synthetic_accepted_;
   prometheus::Counter& synthetic_rejected_;

@@ -68,9 +68,9 @@
     "capacity curves: bytes all caches' stacks may hold together, an equal share each of --capacity_caches; "     \
     "a cache's depths are exact within its share and sampled past it")                                          \
   X(bulk_call_bytes, uint32_t, 65536, 0, 256u << 20,                                                             \
-    "a Record or RecordBatch call of at least this many bytes (records with block ids) is applied on the bulk "   \
-    "lane: one thread at a lower CPU priority taking each client address's calls in turn, so replaying ids "      \
-    "never starves smaller calls (0 = every call where it arrives)")                                             \
+    "a Record or RecordBatch call or stream batch of at least this many bytes (records with block ids) is "      \
+    "applied on the bulk lane: one thread at the lowest CPU priority taking each client address's calls in "     \
+    "turn, so replaying ids never starves smaller calls (0 = every call where it arrives)")                      \
   X(bulk_lane_bytes, uint64_t, uint64_t{64} << 20, uint64_t{1} << 20, uint64_t{4} << 30,                        \
     "bytes of calls the bulk lane holds waiting, a quarter per client address (at least 4 x "                    \
     "--max_receive_message_bytes); a call past it gets RESOURCE_EXHAUSTED, to be retried, before anything of it " \

@@ -114,10 +114,8 @@ TEST_F(LedgerServiceTest, BatchRejectsByIndex) {
   EXPECT_EQ(response.rejections(1).reason(), "invalid_tier");
 }
 
-// A batch of --bulk_call_bytes or more (records with block ids) is applied on the bulk lane and
-// answered when applied: its outcome, rejections by index, is the same as where it arrived, and
-// the records count once.
-TEST_F(LedgerServiceTest, LargeBatchIsAnsweredFromTheBulkLane) {
+// 40 records of 256 block ids each, the 8th invalid: more than --bulk_call_bytes.
+v1::RecordBatchRequest LargeBatch() {
   v1::RecordBatchRequest batch;
   for (int r = 0; r < 40; ++r) {
     v1::Record* record = batch.add_records();
@@ -127,6 +125,25 @@ TEST_F(LedgerServiceTest, LargeBatchIsAnsweredFromTheBulkLane) {
     for (uint64_t b = 0; b < 256; ++b) record->add_prefix_block_ids((static_cast<uint64_t>(r + 1) << 56) + b);
   }
   batch.mutable_records(7)->set_ttft_seconds(-1);
+  return batch;
+}
+
+// kvledger_bulk_lane_calls_total{outcome="queued"}.
+double LaneQueued(KvledgerServer& server) {
+  for (const prometheus::MetricFamily& family : server.metrics().registry().Collect()) {
+    if (family.name != "kvledger_bulk_lane_calls_total") continue;
+    for (const prometheus::ClientMetric& m : family.metric) {
+      if (m.label.at(0).value == "queued") return m.counter.value;
+    }
+  }
+  return -1;
+}
+
+// A batch of --bulk_call_bytes or more (records with block ids) is applied on the bulk lane and
+// answered when applied: its outcome, rejections by index, is the same as where it arrived, and
+// the records count once.
+TEST_F(LedgerServiceTest, LargeBatchIsAnsweredFromTheBulkLane) {
+  const v1::RecordBatchRequest batch = LargeBatch();
   ASSERT_GE(batch.ByteSizeLong(), ServerOptions().bulk_call_bytes);
   const uint64_t before = server_->accepted_records();
   grpc::ClientContext context;
@@ -136,14 +153,28 @@ TEST_F(LedgerServiceTest, LargeBatchIsAnsweredFromTheBulkLane) {
   ASSERT_EQ(response.rejections_size(), 1);
   EXPECT_EQ(response.rejections(0).index(), 7u);
   EXPECT_EQ(server_->accepted_records(), before + 39);
-  double queued = -1;
-  for (const prometheus::MetricFamily& family : server_->metrics().registry().Collect()) {
-    if (family.name != "kvledger_bulk_lane_calls_total") continue;
-    for (const prometheus::ClientMetric& m : family.metric) {
-      if (m.label.at(0).value == "queued") queued = m.counter.value;
-    }
-  }
-  EXPECT_EQ(queued, 1);
+  EXPECT_EQ(LaneQueued(*server_), 1);
+}
+
+// A stream's large batch waits on the bulk lane and the stream reads its next batch only once it is
+// applied: the summary counts both in order, rejection indices across the stream.
+TEST_F(LedgerServiceTest, StreamBatchOnTheBulkLaneKeepsItsOrder) {
+  grpc::ClientContext context;
+  v1::RecordBatchResponse response;
+  auto writer = stub_->StreamRecords(&context, &response);
+  ASSERT_TRUE(writer->Write(LargeBatch()));
+  v1::RecordBatchRequest small;
+  *small.add_records() = HalfHit();
+  *small.add_records() = HalfHit();
+  small.mutable_records(1)->set_prompt_tokens(0);
+  ASSERT_TRUE(writer->Write(small));
+  writer->WritesDone();
+  ASSERT_TRUE(writer->Finish().ok());
+  EXPECT_EQ(response.accepted(), 40u);
+  ASSERT_EQ(response.rejections_size(), 2);
+  EXPECT_EQ(response.rejections(0).index(), 7u);
+  EXPECT_EQ(response.rejections(1).index(), 41u);
+  EXPECT_EQ(LaneQueued(*server_), 1);
 }
 
 // A stream of batches is summarized once, with rejection indices counted across the stream.
