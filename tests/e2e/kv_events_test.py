@@ -285,5 +285,75 @@ class KvEventsInputTest(unittest.TestCase):
                          collections.Counter({"all_blocks_cleared": 1, "gap": 1, "engine_restart": 1}))
 
 
+    # Proves: a hostile publisher's shapes are named and bounded, and the next good batch counts: a map
+    # event whose type is a list, a negative sequence number, a replay socket answering two-frame
+    # messages, a sequence jump of 2^40 (not asked for), a replay socket that keeps answering (stopped
+    # by its byte and time bounds), more stores than the cache holds, 10,000 AllBlocksCleared.
+    def test_a_hostile_publisher_is_named_and_bounded(self):
+        import time  # noqa: PLC0415
+        import zmq  # noqa: PLC0415
+        p = self.publisher
+        p.publish(standin.event_batch([{"type": ["BlockStored"], "block_hashes": []}]))
+        self.assertEqual(self.next_records(), [])
+        self.assertIn("events[0].type = ['BlockStored']: must be BlockStored", self.log.getvalue())
+        p.send_raw([b"", (-3).to_bytes(8, "big", signed=True), standin.event_batch([])])
+        self.assertEqual(self.next_records(), [])
+        self.assertIn("sequence -3: must be >= 0", self.log.getvalue())
+        # A replay socket of our own: two-frame answers, then answers without end.
+        router = zmq.Context.instance().socket(zmq.ROUTER)
+        port = router.bind_to_random_port("tcp://127.0.0.1")
+        self.subscriber._replay_endpoint = f"tcp://127.0.0.1:{port}"
+        answers = {"shape": "two frames"}
+
+        def answer():
+            while router.poll(3000):
+                peer, _, _ = router.recv_multipart()
+                end = time.monotonic() + 30
+                while time.monotonic() < end and answers["shape"] != "done":
+                    if answers["shape"] == "two frames":
+                        router.send_multipart([peer, b"", b"x"])
+                        break
+                    try:  # 1 MiB payloads for sequence 0, as long as it listens
+                        router.send_multipart([peer, b"", (0).to_bytes(8, "big"), b"\0" * (1 << 20)], zmq.NOBLOCK)
+                    except zmq.Again:
+                        time.sleep(0.001)
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+        p.publish(standin.event_batch([]), send=False)
+        p.publish(standin.event_batch([]))
+        self.assertEqual(self.next_records(), [])
+        self.assertIn("a replay answer of 2 parts: must be (empty, 8-byte sequence, payload)", self.log.getvalue())
+        answers["shape"] = "endless"
+        p.publish(standin.event_batch([]), send=False)
+        started = time.monotonic()
+        p.publish(standin.event_batch([]))
+        self.assertEqual(self.next_records(), [])
+        self.assertLess(time.monotonic() - started, kv_events.MAX_REPLAY_SECONDS + 5)
+        self.assertIn(f"passed {kv_events.MAX_REPLAY_BYTES} bytes: stopped", self.log.getvalue())
+        answers["shape"] = "done"
+        # A jump of 2^40 batches: not asked for, a gap said at once.
+        p.send_raw([b"", (self.subscriber.expected + (1 << 40)).to_bytes(8, "big"), standin.event_batch([])])
+        self.assertEqual(self.next_records(), [])
+        self.assertEqual(self.replay.resets["gap"], 3)
+        thread.join(10)  # it stops once no request came for 3 s
+        router.close(linger=0)
+        # Stores without removals: past what the cache can hold the state is emptied, said once.
+        stored = kv_events.MAX_PRESENT_FACTOR * self.replay.capacity_blocks + kv_events.MAX_PRESENT_SLACK
+        step = 1 << 16
+        for first in range(0, stored + step, step):
+            self.replay.apply(kv_events.decode_batch(
+                standin.event_batch([standin.block_stored(list(range(first, first + step)), None, [], 1)]))[1])
+        self.assertEqual(self.replay.resets["cache_overflow"], 1)
+        self.assertLessEqual(len(self.replay.present), stored)
+        # 10,000 clears cost little: the ghost list is sized to what it holds.
+        cpu = time.process_time()
+        self.replay.apply([{"type": "AllBlocksCleared"}] * 10_000)
+        self.assertLess(time.process_time() - cpu, 5)
+        self.assertEqual(self.replay.resets["all_blocks_cleared"], 10_000)
+        p.send_raw([b"", self.subscriber.expected.to_bytes(8, "big"),
+                    standin.event_batch([standin.block_stored([1 << 50], None, [0], BLOCK)])])
+        self.assertEqual(len(self.next_records()), 1)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

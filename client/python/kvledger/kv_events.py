@@ -43,6 +43,19 @@ NEVER_SEEN = (1 << 64) - 1
 MAX_DISTANCES = 65536
 END_SEQ = -1
 _MASK = (1 << 64) - 1
+# What one publisher may cost, whatever it sends (docs/security.md, "KV events"):
+MAX_FRAME_BYTES = 16 << 20      # a larger message is dropped by ZMQ (the connection resets: a gap)
+MAX_GAP_BATCHES = 100_000       # a gap longer than this is not asked for (vLLM keeps 10,000 batches)
+MAX_REPLAY_BYTES = 256 << 20    # the replayed payloads one gap may hold
+MAX_REPLAY_SECONDS = 10.0       # how long one gap's replay may take
+# Blocks the replay takes as in the cache at most: MAX_PRESENT_FACTOR x --capacity-blocks, plus room
+# for one request of MAX_PRESENT_SLACK blocks (SGLang's one-token pages); more (stores without their
+# removals) empties its state, said and counted as "cache_overflow". About 150 bytes a block.
+MAX_PRESENT_FACTOR = 4
+MAX_PRESENT_SLACK = 1 << 20
+# Records waiting for the server at most (a record of a 128 K-token prompt at 16-token blocks is
+# 64 KiB: 256 MiB at the worst): past it the Reporter drops new ones and counts them.
+MAX_QUEUED_RECORDS = 4096
 # The fields of each event as older vLLM and SGLang encode them (array_like: the tag, then these).
 _ARRAY_FIELDS = {
     "BlockStored": ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium"),
@@ -73,7 +86,7 @@ def _event(raw, index):
         event = dict(zip(names, raw[1:]))
     elif isinstance(raw, dict):
         kind = raw.get("type")
-        if kind not in _ARRAY_FIELDS:
+        if not isinstance(kind, str) or kind not in _ARRAY_FIELDS:
             raise KvEventsError(f"events[{index}].type = {kind!r}: must be BlockStored, BlockRemoved or "
                                 "AllBlocksCleared")
         event = dict(raw)
@@ -122,9 +135,13 @@ class GhostList:
         self.max_blocks = max_blocks
         self.clear()
 
+    _MIN_TIMES = 1024
+
     def clear(self):
         self._time = collections.OrderedDict()  # block -> its removal time, oldest removal first
-        self._tree = [0] * (2 * self.max_blocks + 2)
+        # Sized to what is remembered (renumbered into a larger one as that grows), so that emptying it
+        # costs little whatever max_blocks is.
+        self._tree = [0] * (min(self._MIN_TIMES, 2 * self.max_blocks) + 2)
         self._now = 0
 
     def __len__(self):
@@ -156,7 +173,7 @@ class GhostList:
         self.discard(block)
         if self._now + 1 >= len(self._tree):  # times run out: number the remembered ones 1..n again
             order = list(self._time)
-            self._tree = [0] * len(self._tree)
+            self._tree = [0] * (min(max(self._MIN_TIMES, 2 * len(order)), 2 * self.max_blocks) + 2)
             self._time.clear()
             self._now = 0
             for b in order:
@@ -235,6 +252,10 @@ class EventReplay:
         for block in hashes:
             place = self.ghost.position(block)
             distances.append(0 if block in self.present else NEVER_SEEN if place is None else place)
+        if len(self.present) + len(hashes) > MAX_PRESENT_FACTOR * self.capacity_blocks + MAX_PRESENT_SLACK:
+            self.reset("cache_overflow")  # more blocks stored than the cache holds: removals were lost
+            if parent is not None:
+                start = None  # its chain's positions went with the reset
         for i, block in enumerate(hashes):
             self.present.add(block)
             self.ghost.discard(block)
@@ -262,6 +283,7 @@ class Subscriber:
         self.replay, self.log = replay, log
         self._context = zmq.Context.instance()
         self._sub = self._context.socket(zmq.SUB)
+        self._sub.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
         self._sub.connect(endpoint)
         self._sub.setsockopt(zmq.SUBSCRIBE, topic.encode())
         self._replay_endpoint = replay_endpoint
@@ -279,6 +301,8 @@ class Subscriber:
         if len(frames) != 3 or len(frames[1]) != 8:
             return self._bad(f"a frame of {len(frames)} parts: must be (topic, 8-byte sequence, payload)")
         seq = int.from_bytes(frames[1], "big", signed=True)
+        if seq < 0:
+            return self._bad(f"sequence {seq}: must be >= 0")
         records = []
         if self.expected is None and seq > 0 and self._replay_endpoint:
             records += self._fill(0, seq, catch_up=True)  # started late: from the engine's buffer
@@ -299,26 +323,13 @@ class Subscriber:
         return self.replay.apply(events)
 
     def _fill(self, first, upto, catch_up=False):
-        got = {}
-        if self._replay_endpoint:
-            dealer = self._context.socket(self._zmq.DEALER)
-            dealer.setsockopt(self._zmq.LINGER, 0)
-            dealer.connect(self._replay_endpoint)
-            dealer.send_multipart([b"", first.to_bytes(8, "big")])
-            while dealer.poll(2000):
-                _, seq_bytes, payload = dealer.recv_multipart()
-                seq = int.from_bytes(seq_bytes, "big", signed=True)
-                if seq == END_SEQ:
-                    break
-                if first <= seq < upto:
-                    got[seq] = payload
-            dealer.close()
+        got = self._replayed(first, upto) if self._replay_endpoint and upto - first <= MAX_GAP_BATCHES else {}
         if catch_up:  # whatever the buffer still holds, in order, from where it starts
             records = []
             for seq in sorted(got):
                 records += self._apply(seq, got[seq])
             return records
-        if sorted(got) != list(range(first, upto)):
+        if len(got) != upto - first:  # every key is in [first, upto): all there, or a gap stays
             self.replay.reset("gap")
             self._say(f"batches {first}..{upto - 1} missing ({len(got)} replayed): the ghost list starts again")
             return []
@@ -326,6 +337,33 @@ class Subscriber:
         for seq in range(first, upto):
             records += self._apply(seq, got[seq])
         return records
+
+    def _replayed(self, first, upto):
+        """{sequence: payload} the replay socket sends for [first, upto), within MAX_REPLAY_BYTES and
+        MAX_REPLAY_SECONDS; a malformed answer ends it."""
+        import time  # noqa: PLC0415
+        got, size, deadline = {}, 0, time.monotonic() + MAX_REPLAY_SECONDS
+        dealer = self._context.socket(self._zmq.DEALER)
+        dealer.setsockopt(self._zmq.LINGER, 0)
+        dealer.setsockopt(self._zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+        dealer.connect(self._replay_endpoint)
+        dealer.send_multipart([b"", first.to_bytes(8, "big")])
+        while len(got) < upto - first and dealer.poll(int(max(0, min(2.0, deadline - time.monotonic())) * 1000)):
+            frames = dealer.recv_multipart()
+            if len(frames) != 3 or len(frames[1]) != 8:
+                self._bad(f"a replay answer of {len(frames)} parts: must be (empty, 8-byte sequence, payload)")
+                break
+            seq = int.from_bytes(frames[1], "big", signed=True)
+            if seq == END_SEQ:
+                break
+            size += len(frames[2])
+            if size > MAX_REPLAY_BYTES:
+                self._say(f"the replay of batches {first}..{upto - 1} passed {MAX_REPLAY_BYTES} bytes: stopped")
+                break
+            if first <= seq < upto:
+                got[seq] = frames[2]
+        dealer.close()
+        return got
 
     def _bad(self, message):
         self.errors += 1
@@ -361,7 +399,7 @@ def main(argv=None):
                          args.medium)
     subscriber = Subscriber(replay, args.endpoint, args.replay_endpoint, args.topic)
     end = None if args.seconds is None else time.monotonic() + args.seconds
-    with Reporter(args.target, affinity_key=args.cache_id or None, max_queue_size=1 << 16) as reporter:
+    with Reporter(args.target, affinity_key=args.cache_id or None, max_queue_size=MAX_QUEUED_RECORDS) as reporter:
         while end is None or time.monotonic() < end:
             for record in subscriber.poll(200):
                 reporter.report(**record)
