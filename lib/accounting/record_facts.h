@@ -47,6 +47,13 @@ const char* TierLabelList();  // "none, device, host, disk, remote, mixed or unk
 // cache_capacity_blocks (0: in it; kNeverSeenDistance: never seen).
 inline constexpr uint64_t kNeverSeenDistance = ~uint64_t{0};
 
+// A record rebuilt from a cache's events (it carries prefix_block_reuse_distances: kvledger.kv_events
+// makes one per stored run of blocks) rather than reported for a served request: it feeds the
+// capacity curves only (lib/accounting/record_observer.h), never the served-request figures.
+inline bool IsRebuilt(const RecordFacts& facts) {
+  return !facts.prefix_block_reuse_distances.empty();
+}
+
 }  // namespace kvledger
 
 #endif  // KVLEDGER_LIB_ACCOUNTING_RECORD_FACTS_H_

@@ -3,7 +3,8 @@
 conversation trace through an LRU cache of C blocks with `kvledger plan`'s rules and publishes, per
 request, BlockStored (the blocks from its first miss on, chained to its cached prefix) and
 BlockRemoved (what that evicted). The subscriber turns the events into records of reuse distances,
-the Python Reporter sends them to a real server, and the server's curve at 1.5 C, 2 C and 4 C equals
+the Python Reporter sends them to a real server (which counts them in its curves only, not as served
+requests), and the server's curve at 1.5 C, 2 C and 4 C equals
 `kvledger plan` at those capacities within 0.01 (at C and above it is exact but for the requests
 that hit every block, which publish nothing), and stays below it under C (a ghost list cannot see
 smaller caches). Batches the PUB socket drops are filled from the replay socket. Bad frames, a
@@ -147,6 +148,11 @@ class KvEventsCurveTest(unittest.TestCase):
             self.assertAlmostEqual(live[capacity], expected[capacity], delta=0.01, msg=capacity)
             self.assertAlmostEqual(attention[capacity], expected_attention[capacity], delta=0.01, msg=capacity)
         self.assertLess(live[LADDER[0]], expected[LADDER[0]])  # below C: the hits read as misses
+        # The records were rebuilt from events, not served requests: the curves count them, nothing else.
+        self.assertEqual(int(curve["requests"]), len(records))
+        samples = harness.parse_exposition(server.scrape())
+        self.assertEqual(sum(v for (name, _), v in samples.items() if name == "kvledger_requests_total"), 0)
+        self.assertEqual(sum(v for (name, _), v in samples.items() if name == "kvledger_prompt_tokens_total"), 0)
 
 
 class KvEventsInputTest(unittest.TestCase):

@@ -12,7 +12,8 @@ parent) becomes one record: its prompt (the cached prefix, whose position the ch
 stored tokens), today's match (that prefix), and per block its reuse distance beyond the cache
 (`prefix_block_reuse_distances`: 0 for the prefix, d for a ghost hit, 2^64 - 1 for a block never
 seen). The server turns those into its capacity curves, exact from C up, through the same counters as
-records with block ids — for an engine that publishes one BlockStored per request. vLLM v1 with chunked
+records with block ids — for an engine that publishes one BlockStored per request — and counts them
+nowhere else (they are not served requests). vLLM v1 with chunked
 prefill or decode-block caching (its defaults) publishes one per chunk and per block_size generated
 tokens, chained to the request's own earlier blocks; read here as new requests, those count the
 request's own prefix as hits and the curve reads far too high (docs/cost-model.md §14). SGLang's

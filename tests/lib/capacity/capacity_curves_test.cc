@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "lib/capacity/capacity_curves.h"
 #include "lib/accounting/ledger.h"
+#include "lib/accounting/live_rates.h"
 #include "lib/capacity/reuse_stack.h"
 #include "lib/capacity/sampled_stack.h"
 #include "lib/accounting/validation.h"
@@ -442,6 +443,35 @@ TEST(CapacityCurvesTest, ReuseDistancesAreValidated) {
   facts.prefix_block_reuse_distances = {};
   EXPECT_EQ(ValidateFields(facts).rejection().message,
             "cache_capacity_blocks = 100: needs prefix_block_reuse_distances (the cache they were measured in)");
+}
+
+// A record rebuilt from a cache's events (reuse distances) is not a served request: through the
+// Ledger it reaches the capacity curves and nothing else (no request or token counted, no live rate
+// moved: LiveRates does not take rebuilt records); a record with block ids counts in both.
+TEST(CapacityCurvesTest, RebuiltRecordsFeedTheCurvesOnly) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  ModelRegistry registry(catalog, 4, UnknownModelPolicy::kReject);
+  Aggregator aggregator(registry.slots().slot_count());
+  LiveRates rates(registry.slots().slot_count(), 300);
+  auto curves = CapacityCurves::Create({1024}, registry.slots().slot_count());
+  ASSERT_TRUE(curves.ok());
+  Ledger ledger(registry, aggregator, &rates, LabelClaims::kClaim, {curves->get()});
+  const std::vector<uint64_t> distances = {0, 3}, ids = {1, 2};
+  RecordFacts rebuilt = FactsAtMatch("llama-3.1-8b", 1024, std::nullopt, 512);
+  rebuilt.prefix_block_reuse_distances = distances;
+  rebuilt.block_tokens = 512;
+  rebuilt.cache_capacity_blocks = 1;
+  ASSERT_TRUE(ledger.Record(rebuilt).ok());
+  EXPECT_TRUE(aggregator.Snapshot().cells.empty());
+  ASSERT_EQ((*curves)->Snapshot().size(), 1u);
+  EXPECT_EQ((*curves)->Snapshot()[0].requests, 1u);
+  RecordFacts served = FactsAtMatch("llama-3.1-8b", 1024, std::nullopt, 512);
+  served.prefix_block_ids = ids;
+  served.block_tokens = 512;
+  ASSERT_TRUE(ledger.Record(served).ok());
+  ASSERT_EQ(aggregator.Snapshot().cells.size(), 1u);
+  EXPECT_EQ(aggregator.Snapshot().cells[0].totals.requests(), 1u);
+  EXPECT_EQ((*curves)->Snapshot()[0].requests, 2u);
 }
 
 TEST(CapacityCurvesTest, RefusesALadderPastItsLimit) {
