@@ -291,10 +291,9 @@ class KvEventsInputTest(unittest.TestCase):
                          collections.Counter({"all_blocks_cleared": 1, "gap": 1, "engine_restart": 1}))
 
 
-    # Proves: a hostile publisher's shapes are named and bounded, and the next good batch counts: a map
-    # event whose type is a list, a negative sequence number, a replay socket answering two-frame
-    # messages, a sequence jump of 2^40 (not asked for), a replay socket that keeps answering (stopped
-    # by its byte and time bounds), more stores than the cache holds, 10,000 AllBlocksCleared.
+    # Proves: a hostile publisher's frames are named and bounded: a map event whose type is a list, a
+    # negative sequence number, a replay socket answering two-frame messages, a replay socket that
+    # keeps answering (stopped by its byte and time bounds), a sequence jump of 2^40 (not asked for).
     def test_a_hostile_publisher_is_named_and_bounded(self):
         import time  # noqa: PLC0415
         import zmq  # noqa: PLC0415
@@ -343,6 +342,13 @@ class KvEventsInputTest(unittest.TestCase):
         self.assertEqual(self.replay.resets["gap"], 3)
         thread.join(10)  # it stops once no request came for 3 s
         router.close(linger=0)
+
+    # Proves: a publisher's state is bounded whatever it stores or clears, and the next good batch
+    # counts: more stores than the cache holds empty the replay state (said once); 10,000
+    # AllBlocksCleared cost little.
+    def test_stores_and_clears_are_bounded(self):
+        import time  # noqa: PLC0415
+        p = self.publisher
         # Stores without removals: past what the cache can hold the state is emptied, said once.
         stored = kv_events.MAX_PRESENT_FACTOR * self.replay.capacity_blocks + kv_events.MAX_PRESENT_SLACK
         step = 1 << 16
