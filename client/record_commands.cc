@@ -51,6 +51,7 @@ struct RecordFlags {
   std::map<std::string, std::optional<int64_t>> ints;
   std::map<std::string, std::optional<double>> doubles;
   std::map<std::string, std::string> strings;
+  std::map<std::string, bool> switches;  // bool fields: given or not
 
   const std::optional<int64_t>& Int(const std::string& field) { return ints[field]; }
 
@@ -74,6 +75,8 @@ struct RecordFlags {
         flags.Double(flag.c_str(), &doubles[field], help.c_str(), required);
       } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING && !f->is_repeated()) {
         flags.String(flag.c_str(), &strings[field], help.c_str(), required);
+      } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_BOOL) {
+        flags.Switch(flag.c_str(), &switches[field], help.c_str());
       }
     }
   }
@@ -90,6 +93,7 @@ struct RecordFlags {
       if (value) set->SetDouble(&r, record->FindFieldByName(field), *value);
     }
     for (const auto& [field, value] : strings) set->SetString(&r, record->FindFieldByName(field), value);
+    for (const auto& [field, value] : switches) set->SetBool(&r, record->FindFieldByName(field), value);
     if (absl::Status s = SetTier(r, tier, FlagName); !s.ok()) return s;
     for (const auto& [field, text] : number_lists) {
       for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {

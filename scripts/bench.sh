@@ -29,6 +29,7 @@ echo
 echo "## Reporter: Report() latency beside its floor (C++, then Python)"
 "$build/bench/reporter_latency"
 /usr/bin/python3 "$root/bench/reporter_latency.py"
+/usr/bin/python3 "$root/bench/connector_cost.py"
 echo
 echo "## gRPC service vs no-op baseline"
 /usr/bin/python3 "$root/bench/compare_servers.py" "$build" "$@"

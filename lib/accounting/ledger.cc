@@ -38,13 +38,13 @@ Verdict Ledger::Record(const RecordFacts& facts) {
   const LabelSlot label = model->label                     ? *model->label
                           : claims_ == LabelClaims::kClaim ? registry_.ClaimLabel(facts.model, figures->profile)
                                                            : LabelSlot{registry_.slots().other_slot(), true};
-  // A record rebuilt from a cache's events is not a served request: the capacity curves only.
-  const bool rebuilt = IsRebuilt(facts);
-  if (!rebuilt) aggregator_.Add(label.slot, *figures, label.folded);
+  // A record rebuilt from a cache's events, or marked curves_only, feeds the capacity curves only.
+  const bool curves_only = IsCurvesOnly(facts);
+  if (!curves_only) aggregator_.Add(label.slot, *figures, label.folded);
   // Observers are per model: a record folded into "other" would mix models.
   if (!label.folded) {
     for (RecordObserver* observer : observers_) {
-      if (!rebuilt || observer->TakesRebuilt()) observer->Observe(label.slot, facts, *figures, source);
+      if (!curves_only || observer->TakesCurvesOnly()) observer->Observe(label.slot, facts, *figures, source);
     }
   }
   return Verdict();

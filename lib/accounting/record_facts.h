@@ -47,11 +47,12 @@ const char* TierLabelList();  // "none, device, host, disk, remote, mixed or unk
 // cache_capacity_blocks (0: in it; kNeverSeenDistance: never seen).
 inline constexpr uint64_t kNeverSeenDistance = ~uint64_t{0};
 
-// A record rebuilt from a cache's events (it carries prefix_block_reuse_distances: kvledger.kv_events
-// makes one per stored run of blocks) rather than reported for a served request: it feeds the
-// capacity curves only (lib/accounting/record_observer.h), never the served-request figures.
-inline bool IsRebuilt(const RecordFacts& facts) {
-  return !facts.prefix_block_reuse_distances.empty();
+// A record for the capacity curves only (lib/accounting/record_observer.h), never the served-request
+// figures: one rebuilt from a cache's events (it carries prefix_block_reuse_distances: kvledger.kv_events
+// makes one per stored run of blocks), or one marked curves_only (a request another integration of the
+// same engine reports, e.g. vLLM's KV connector beside its stat logger).
+inline bool IsCurvesOnly(const RecordFacts& facts) {
+  return facts.curves_only || !facts.prefix_block_reuse_distances.empty();
 }
 
 }  // namespace kvledger

@@ -18,9 +18,9 @@ class RecordObserver {
   // per model would mix models), its figures, and the estimates they were derived from. Thread-safe.
   virtual void Observe(uint32_t slot, const RecordFacts& facts, const RecordFigures& figures,
                        const EstimateSource& source) = 0;
-  // Whether it also takes records rebuilt from a cache's events (IsRebuilt): only the capacity
-  // curves do; they are not served requests, so no other figure counts them.
-  virtual bool TakesRebuilt() const { return false; }
+  // Whether it also takes records for the capacity curves only (IsCurvesOnly): only the capacity
+  // curves do; no other figure counts them (they are not served requests, or repeat one).
+  virtual bool TakesCurvesOnly() const { return false; }
 };
 
 }  // namespace kvledger

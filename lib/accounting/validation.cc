@@ -119,6 +119,25 @@ Verdict ValidateReuseDistances(const RecordFacts& f) {
   return Verdict();
 }
 
+// The output's blocks and the curves-only mark, which only make sense beside a prompt's blocks.
+Verdict ValidateCurvesOnlyInputs(const RecordFacts& f) {
+  const size_t outputs = f.output_block_ids.size();
+  if (outputs > 0 && f.prefix_block_ids.empty()) {
+    return Verdict(RejectReason::kInvalidOutputBlockIds, "output_block_ids",
+                   absl::StrCat("output_block_ids: ", outputs, " ids: need prefix_block_ids (the prompt they follow)"));
+  }
+  if (outputs > kMaxPrefixBlockIds) {
+    return Verdict(RejectReason::kInvalidOutputBlockIds, "output_block_ids",
+                   absl::StrCat("output_block_ids: ", outputs, " ids: must be at most ", kMaxPrefixBlockIds));
+  }
+  if (f.curves_only && f.prefix_block_ids.empty() && f.prefix_block_reuse_distances.empty()) {
+    return Verdict(RejectReason::kInvalidCurvesOnly, "curves_only",
+                   "curves_only = true: needs prefix_block_ids (a record for the capacity curves only carries "
+                   "its blocks)");
+  }
+  return Verdict();
+}
+
 // The capacity curves' inputs (docs/cost-model.md §14).
 Verdict ValidateBlockIds(const RecordFacts& f) {
   if (f.cache_id.size() > kMaxCacheIdBytes || !PrintableWithoutSpaces(f.cache_id)) {
@@ -131,6 +150,7 @@ Verdict ValidateBlockIds(const RecordFacts& f) {
                    absl::StrCat("block_tokens = ", *f.block_tokens, ": must be in [1, ", kMaxBlockTokens, "]"));
   }
   if (auto s = ValidateReuseDistances(f); !s.ok()) return s;
+  if (auto s = ValidateCurvesOnlyInputs(f); !s.ok()) return s;
   const size_t ids = f.prefix_block_ids.size();
   if (ids == 0) return Verdict();
   if (!f.block_tokens) {

@@ -235,7 +235,7 @@ CapacityCurves::ModelCurve CapacityCurves::Replay(Cache& cache, const RecordFact
   {
     MutexLock lock(&cache.mu);
     const uint64_t before = cache.stack.forgotten();
-    rate = cache.stack.Reference(facts.prefix_block_ids, sampled);
+    rate = cache.stack.Reference(facts.prefix_block_ids, sampled, facts.output_block_ids);
     forgotten = cache.stack.forgotten() - before;
   }
   ModelCurve delta;

@@ -84,7 +84,7 @@ class CapacityCurves final : public RecordObserver {
                const EstimateSource& source) override {
     Observe(slot, facts, *figures.profile, source);
   }
-  bool TakesRebuilt() const override { return true; }
+  bool TakesCurvesOnly() const override { return true; }
 
   // The models with a replayed or untracked record, by slot.
   std::vector<ModelCurve> Snapshot() const;

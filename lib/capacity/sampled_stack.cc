@@ -33,7 +33,8 @@ double SampledStack::rate() const {
   return threshold_ == ~uint64_t{0} ? 1.0 : (static_cast<double>(threshold_) + 1.0) / 18446744073709551616.0;
 }
 
-double SampledStack::Reference(absl::Span<const uint64_t> ids, std::vector<Sampled>& sampled) {
+double SampledStack::Reference(absl::Span<const uint64_t> ids, std::vector<Sampled>& sampled,
+                               absl::Span<const uint64_t> outputs) {
   sampled.clear();
   const double rate_now = rate();
   uint64_t deepest = 0;
@@ -49,15 +50,23 @@ double SampledStack::Reference(absl::Span<const uint64_t> ids, std::vector<Sampl
     deepest = std::max(deepest, depth);
     sampled.push_back(Sampled{static_cast<uint32_t>(i), deepest});
   }
-  ForEachInUseOrder(order_, sampled.size(), [&](size_t k) {
-    const uint64_t id = ids[sampled[k].position];
-    if (stack_.Touch(id) && max_samples_ != kUnlimitedSamples) {  // newly held: the heap may drop it
-      heap_.emplace_back(Hash(id), id);
-      std::push_heap(heap_.begin(), heap_.end());
-    }
-  });
+  // The prompt's blocks and then the output's, as one chain, in the use order.
+  thread_local std::vector<uint64_t> used;  // per thread, as the callers' scratch: not per cache
+  used.clear();
+  for (const Sampled& s : sampled) used.push_back(ids[s.position]);
+  for (const uint64_t id : outputs) {
+    if (Hash(id) <= threshold_) used.push_back(id);
+  }
+  ForEachInUseOrder(order_, used.size(), [&](size_t k) { Use(used[k]); });
   Shrink();
   return rate_now;
+}
+
+void SampledStack::Use(uint64_t id) {
+  if (stack_.Touch(id) && max_samples_ != kUnlimitedSamples) {  // newly held: the heap may drop it
+    heap_.emplace_back(Hash(id), id);
+    std::push_heap(heap_.begin(), heap_.end());
+  }
 }
 
 void SampledStack::Shrink() {

@@ -41,9 +41,11 @@ class SampledStack {
                         // request's sampled blocks up to this one; kAbsent from the first absent one on
   };
   // The request's sampled blocks, in order, with their prefix depths as they stand before it; then
-  // they become the most recently used in the stack's UseOrder. Returns the sampling rate they were taken at (1: every block,
-  // depths exact).
-  double Reference(absl::Span<const uint64_t> ids, std::vector<Sampled>& sampled);
+  // they, and the sampled blocks its output filled (`outputs`, never looked up: they follow the
+  // prompt's), become the most recently used in the stack's UseOrder. Returns the sampling rate they
+  // were taken at (1: every block, depths exact).
+  double Reference(absl::Span<const uint64_t> ids, std::vector<Sampled>& sampled,
+                   absl::Span<const uint64_t> outputs = {});
 
   double rate() const;
   uint64_t tracked() const { return stack_.tracked(); }
@@ -55,6 +57,7 @@ class SampledStack {
 
  private:
   void Shrink();  // lowers the threshold until at most max_samples blocks are held
+  void Use(uint64_t id);  // makes a sampled block the most recent (newly held: into the hash heap)
 
   const uint64_t max_samples_;
   const UseOrder order_;

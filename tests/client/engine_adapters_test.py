@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import types
 import unittest
 
 SERVER, ROOT = sys.argv[1], os.path.abspath(sys.argv[2])
@@ -26,6 +27,7 @@ from engine_shapes import openai_response, sglang_meta_info, sglang_timed_meta_i
 from kvledger import adapters  # noqa: E402
 from kvledger.v1 import advice_pb2, ledger_pb2, ledger_pb2_grpc, record_pb2  # noqa: E402
 from vllm.config import CacheConfig, KVTransferConfig, ModelConfig, VllmConfig  # noqa: E402
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole  # noqa: E402
 from vllm.v1.engine import FinishReason  # noqa: E402
 from vllm.v1.metrics import stats as vllm_stats  # noqa: E402
 from vllm.v1.metrics.loggers import StatLoggerBase  # noqa: E402
@@ -326,6 +328,32 @@ class VllmLoggerTest(ServerTest):
                     tier=record_pb2.TIER_HOST, logical_match_tokens=4096)]), timeout=10)
         self.assertEqual(advice.candidates[0].bandwidth.basis, record_pb2.BASIS_LIVE)
         self.assertEqual(advice.candidates[0].bandwidth.samples, 1)  # one summed observation per round
+
+    # Proves: beside kvledger's own KV connector (which loads nothing) the stat logger still reports hits
+    # as "device", and the connector's curves-only record of the same request counts in the capacity
+    # curves alone: the two integrations count each request once.
+    def test_beside_kvledgers_own_connector(self):
+        os.environ["KVLEDGER_TARGET"] = self.server.grpc_address
+        self.addCleanup(os.environ.pop, "KVLEDGER_TARGET", None)
+        import kvledger.vllm as plugin  # noqa: PLC0415
+        from kvledger import vllm_connector  # noqa: PLC0415
+        config = VllmConfig(ModelConfig(), CacheConfig(block_size=16), KVTransferConfig(kv_connector="KvledgerConnector"))
+        self.assertFalse(plugin.loads_kv(config.kv_transfer_config))
+        self.assertTrue(plugin.loads_kv(KVTransferConfig(kv_connector="MultiConnector")))
+        logger = plugin.KvledgerStatLogger(config, engine_index=0)
+        self.addCleanup(logger.reporter.close, 1)
+        connector = vllm_connector.KvledgerConnector(config, KVConnectorRole.SCHEDULER)
+        self.addCleanup(connector.shutdown)
+        iteration = IterationStats()
+        iteration.finished_requests = [finished(cached=2048, request_id="r1")]
+        logger.record(SchedulerStats(), iteration)
+        request = types.SimpleNamespace(request_id="r1", num_prompt_tokens=4096, num_cached_tokens=2048,
+                                        num_output_tokens=16, block_hashes=[i.to_bytes(32, "big") for i in range(1, 258)])
+        connector.request_finished(request, list(range(257)))
+        self.assertTrue(logger.reporter.flush(30) and connector.reporter.flush(30))
+        self.assertEqual(self.value("kvledger_requests_total", model=MODEL, tier="device"), 1)
+        self.assertIsNone(self.value("kvledger_requests_total", model=MODEL, tier="unknown"))
+        self.assertEqual(self.value("kvledger_capacity_requests_total", model=MODEL), 1)
 
     # Proves (6): a vLLM whose FinishedRequestStats lacks num_cached_tokens is warned about at start,
     # and log() writes a summary with sends, drops and skips by reason at most once a minute.

@@ -66,7 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const kvledger::Verdict verdict = world->ledger.Record(facts);
     if (verdict.ok() != explained.ok()) std::abort();  // Explain and Record must agree
     if (verdict.ok()) {
-      if (!kvledger::IsRebuilt(facts)) ++world->accepted;
+      if (!kvledger::IsCurvesOnly(facts)) ++world->accepted;
       if (!facts.prefix_block_ids.empty() || !facts.prefix_block_reuse_distances.empty()) ++world->accepted_with_ids;
     } else {
       if (verdict.rejection().reason != explained.rejection().reason) std::abort();

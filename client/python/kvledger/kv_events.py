@@ -1,8 +1,9 @@
 """What a larger cache would have served, from the KV cache events an engine publishes
 (docs/cost-model.md §14, "From an engine's KV events"). Run one beside each engine:
 
-    python3 -m kvledger.kv_events --endpoint tcp://127.0.0.1:5557 --replay-endpoint tcp://127.0.0.1:5558 \\
-        --model llama-3.1-8b --capacity-blocks 16384 --target kvledger:50051 --cache-id engine-0
+    python3 -m kvledger.kv_events --one-store-per-request --endpoint tcp://127.0.0.1:5557 \\
+        --replay-endpoint tcp://127.0.0.1:5558 --model llama-3.1-8b --capacity-blocks 16384 \\
+        --target kvledger:50051 --cache-id engine-0
 
 The engine's cache of C blocks publishes the blocks it stores and removes, never its hits. The blocks
 it removed, most recent first (a *ghost list*), are exactly the LRU stack below the cache: a block
@@ -15,9 +16,10 @@ seen). The server turns those into its capacity curves, exact from C up, through
 records with block ids — for an engine that publishes one BlockStored per request — and counts them
 nowhere else (they are not served requests). vLLM v1 with chunked
 prefill or decode-block caching (its defaults) publishes one per chunk and per block_size generated
-tokens, chained to the request's own earlier blocks; read here as new requests, those count the
-request's own prefix as hits and the curve reads far too high (docs/cost-model.md §14). SGLang's
-per-page stream is not read right either.
+tokens, chained to the request's own earlier blocks, and nothing on the wire tells those from new
+requests (docs/cost-model.md §14); SGLang publishes one per page. So the command does not run unless
+given --one-store-per-request (an engine with chunked prefill off and one output token), and says why:
+for vLLM, kvledger.vllm_connector sends the engine's own blocks instead.
 
 The wire format is vLLM's (vllm/distributed/kv_events.py; SGLang uses it too): ZMQ multipart
 frames (topic, sequence number as 8 bytes big-endian, msgpack payload); the payload an EventBatch
@@ -57,6 +59,13 @@ MAX_PRESENT_SLACK = 1 << 20
 # Records waiting for the server at most (a record of a 128 K-token prompt at 16-token blocks is
 # 64 KiB: 256 MiB at the worst): past it the Reporter drops new ones and counts them.
 MAX_QUEUED_RECORDS = 4096
+# Why the subscriber does not run unless told the engine publishes one store per request.
+NOT_ONE_STORE_PER_REQUEST = (
+    "--one-store-per-request not given: vLLM v1 publishes a request's blocks in one BlockStored per prefill "
+    "chunk and per block_size generated tokens, SGLang one per page, with no request id, so its events "
+    "cannot be tied to requests and a curve from them would be wrong (docs/cost-model.md §14); for vLLM, "
+    "kvledger.vllm_connector sends each request's blocks. Give the flag only for an engine that publishes "
+    "one BlockStored per request (chunked prefill off, no output block cached: a prefill-only instance)")
 # The fields of each event as older vLLM and SGLang encode them (array_like: the tag, then these).
 _ARRAY_FIELDS = {
     "BlockStored": ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium"),
@@ -391,9 +400,14 @@ def main(argv=None):
                         help="removed blocks remembered, about 200 bytes each (default 4 x --capacity-blocks: curves "
                              "up to 5 times the cache are exact)")
     parser.add_argument("--seconds", type=float, default=None, help="stop after this long (default: never)")
+    parser.add_argument("--one-store-per-request", action="store_true",
+                        help="say that the engine publishes one BlockStored per request (chunked prefill off and no "
+                             "output block cached, e.g. a prefill-only instance); without it nothing runs")
     args = parser.parse_args(argv)
     if args.capacity_blocks < 1:
         parser.error(f"--capacity-blocks = {args.capacity_blocks}: must be >= 1")
+    if not args.one_store_per_request:
+        parser.error(NOT_ONE_STORE_PER_REQUEST)
     import time  # noqa: PLC0415
     from kvledger.reporter import Reporter  # noqa: PLC0415
     replay = EventReplay(args.model, args.capacity_blocks, args.cache_id, args.max_blocks or 4 * args.capacity_blocks,

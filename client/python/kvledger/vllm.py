@@ -13,7 +13,8 @@ that VLLM_PLUGINS names when that variable is set. Configure it with environment
                       reason is logged once at WARNING with the server's message and the fix.
 
 The tier is not configurable: it follows from vLLM's configuration (adapters.from_vllm). Without a
-KV connector every hit is the GPU prefix cache ("device"); with one, vLLM counts connector hits
+KV connector (or with kvledger's own, kvledger.vllm_connector, which loads nothing) every hit is the
+GPU prefix cache ("device"); with one that loads, vLLM counts connector hits
 together with local ones, so a hit is "unknown" and its prefill time, which may contain the load,
 is not used as a compute time. Transfer statistics of the connector (scheduler_stats.
 kv_connector_stats) are sent as aggregate observations instead: bytes and seconds per tier, which
@@ -36,7 +37,7 @@ import time
 from kvledger.adapters import SkippedRequest, from_vllm, profile_name
 from kvledger.reporter import Reporter
 
-__all__ = ["KvledgerStatLogger", "transfer_observations"]
+__all__ = ["KvledgerStatLogger", "loads_kv", "transfer_observations"]
 _cls = None
 _log = logging.getLogger("kvledger.vllm")
 
@@ -93,6 +94,15 @@ def transfer_observations(kv_connector_stats):
     return found
 
 
+def loads_kv(kv_transfer_config):
+    """Whether vLLM runs a KV connector that may load tokens, which vLLM then counts as hits with its own:
+    any connector but kvledger's (kvledger.vllm_connector loads nothing, so beside it alone every hit is
+    still the GPU prefix cache). A MultiConnector counts as one that loads."""
+    if kv_transfer_config is None:
+        return False
+    return getattr(kv_transfer_config, "kv_connector", None) != "KvledgerConnector"
+
+
 def _make_class():
     from vllm.v1.metrics.loggers import StatLoggerBase  # noqa: PLC0415 - deliberately lazy
 
@@ -109,7 +119,7 @@ def _make_class():
             self.model = os.environ.get("KVLEDGER_MODEL") or profile_name(str(served))
             self.served_model = str(served)
             self.warned = set()  # rejection reasons already logged
-            self.connector = getattr(vllm_config, "kv_transfer_config", None) is not None
+            self.connector = loads_kv(getattr(vllm_config, "kv_transfer_config", None))
             self.block_size = getattr(getattr(vllm_config, "cache_config", None), "block_size", None)
             self.engine_index = engine_index
             self.sent = 0

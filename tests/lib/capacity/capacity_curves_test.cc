@@ -474,6 +474,63 @@ TEST(CapacityCurvesTest, RebuiltRecordsFeedTheCurvesOnly) {
   EXPECT_EQ((*curves)->Snapshot()[0].requests, 2u);
 }
 
+// A record marked curves_only (a request another integration reports) reaches the curves only, as a
+// rebuilt one does; without prefix_block_ids the mark is refused, naming the field.
+TEST(CapacityCurvesTest, CurvesOnlyRecordsFeedTheCurvesOnly) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  ModelRegistry registry(catalog, 4, UnknownModelPolicy::kReject);
+  Aggregator aggregator(registry.slots().slot_count());
+  auto curves = CapacityCurves::Create({1024}, registry.slots().slot_count());
+  ASSERT_TRUE(curves.ok());
+  Ledger ledger(registry, aggregator, nullptr, LabelClaims::kClaim, {curves->get()});
+  const std::vector<uint64_t> ids = {1, 2};
+  RecordFacts facts = FactsAtMatch("llama-3.1-8b", 1024, std::nullopt, 512);
+  facts.curves_only = true;
+  EXPECT_EQ(ValidateFields(facts).rejection().message,
+            "curves_only = true: needs prefix_block_ids (a record for the capacity curves only carries its blocks)");
+  EXPECT_EQ(ValidateFields(facts).rejection().reason, RejectReason::kInvalidCurvesOnly);
+  facts.prefix_block_ids = ids;
+  facts.block_tokens = 512;
+  ASSERT_TRUE(ledger.Record(facts).ok());
+  EXPECT_TRUE(aggregator.Snapshot().cells.empty());
+  ASSERT_EQ((*curves)->Snapshot().size(), 1u);
+  EXPECT_EQ((*curves)->Snapshot()[0].requests, 1u);
+}
+
+// The blocks a request's output filled take their place in the stack after the prompt's, tail first
+// (the last output block deepest), and are never looked up: against a brute-force LRU list.
+TEST(SampledStackTest, OutputBlocksTakeTheirPlaceAndAreNeverLookedUp) {
+  std::mt19937_64 rng(7);
+  SampledStack stack(100000);
+  BruteLru brute;
+  std::vector<SampledStack::Sampled> sampled;
+  for (int request = 0; request < 2000; ++request) {
+    std::vector<uint64_t> ids(1 + rng() % 5), outputs(rng() % 4);
+    for (uint64_t& id : ids) id = rng() % 300;
+    for (uint64_t& id : outputs) id = 1000 + rng() % 300;
+    stack.Reference(ids, sampled, outputs);
+    ASSERT_EQ(sampled.size(), ids.size());  // the outputs are not looked up
+    uint64_t deepest = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      deepest = std::max(deepest, brute.Depth(ids[i]));
+      ASSERT_EQ(sampled[i].depth, deepest) << "request " << request << " block " << i;
+    }
+    for (auto it = outputs.rbegin(); it != outputs.rend(); ++it) brute.Touch(*it);
+    for (auto it = ids.rbegin(); it != ids.rend(); ++it) brute.Touch(*it);
+  }
+  // By hand: 1; then 7 with outputs 8, 9 (used 9, 8, 7); then 1 again sits under 7, 8, 9: depth 4.
+  SampledStack small(100);
+  small.Reference(std::vector<uint64_t>{1}, sampled);
+  small.Reference(std::vector<uint64_t>{7}, sampled, std::vector<uint64_t>{8, 9});
+  small.Reference(std::vector<uint64_t>{1}, sampled);
+  EXPECT_THAT(Depths(sampled), ::testing::ElementsAre(4));
+  const std::vector<uint64_t> three = {1, 2, 3};
+  RecordFacts facts = FactsAtMatch("llama-3.1-8b", 1000, std::nullopt, 0);
+  facts.output_block_ids = three;
+  EXPECT_EQ(ValidateFields(facts).rejection().message,
+            "output_block_ids: 3 ids: need prefix_block_ids (the prompt they follow)");
+}
+
 TEST(CapacityCurvesTest, RefusesALadderPastItsLimit) {
   std::vector<uint64_t> ladder;
   for (uint64_t c = 1; c <= kMaxLadderCapacities + 1; ++c) ladder.push_back(c * 1000);
