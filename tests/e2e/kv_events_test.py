@@ -199,6 +199,20 @@ class KvEventsInputTest(unittest.TestCase):
             self.assertEqual(self.next_records(), [])
             self.assertIsNone(self.replay.ghost.position(1))
 
+    # Proves: vLLM's group_idx is honoured: events of another KV cache group (a hybrid model's other kind
+    # of layer) are skipped and counted, untagged events are group 0, and a bad group_idx is named.
+    def test_other_kv_cache_groups_are_skipped(self):
+        stored = dict(standin.block_stored([5, 6], None, list(range(1024)), BLOCK), group_idx=1)
+        removed = dict(standin.block_removed([5]), group_idx=1)
+        self.publisher.publish(standin.event_batch([stored, removed]))
+        self.assertEqual(self.next_records(), [])
+        self.assertEqual(self.replay.other_group, 2)
+        self.publisher.publish(standin.event_batch([dict(stored, group_idx=0)]))
+        (record,) = self.next_records()
+        self.assertEqual(record["prefix_block_reuse_distances"], [kv_events.NEVER_SEEN] * 2)
+        with self.assertRaisesRegex(kv_events.KvEventsError, r"events\[0\]\.group_idx = -1: must be an integer >= 0"):
+            kv_events.decode_batch(standin.event_batch([dict(stored, group_idx=-1)]))
+
     # Proves: a prompt of more blocks than a record may carry (SGLang's one-token pages make 600,000
     # reachable) becomes a record of its leading MAX_DISTANCES blocks, counted as capped, that fits in
     # a message; its continuation, past the cap, carries the cap's zeros only.

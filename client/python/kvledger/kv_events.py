@@ -103,6 +103,9 @@ def _event(raw, index):
     else:
         raise KvEventsError(f"events[{index}] = {str(raw)[:64]}: must be an array or a map")
     event["type"] = kind
+    group = event.get("group_idx")
+    if group is not None and (not isinstance(group, int) or isinstance(group, bool) or group < 0):
+        raise KvEventsError(f"events[{index}].group_idx = {group!r}: must be an integer >= 0")
     if kind != "AllBlocksCleared":
         hashes = event.get("block_hashes")
         if not isinstance(hashes, (list, tuple)):
@@ -203,9 +206,12 @@ class GhostList:
 class EventReplay:
     """One engine cache's events in order → records (dicts of Record fields)."""
 
-    def __init__(self, model, capacity_blocks, cache_id="", max_blocks=None, medium="GPU"):
+    def __init__(self, model, capacity_blocks, cache_id="", max_blocks=None, medium="GPU", group_idx=0):
         max_blocks = max_blocks or 4 * capacity_blocks
         self.medium = medium  # events of another tier (an offloading engine's CPU blocks) are not this cache's
+        # vLLM tags each event with its KV cache group (group_idx; a hybrid model has one per kind of
+        # layer, each with its own blocks): one group's blocks are one cache. Untagged events are group 0.
+        self.group_idx = group_idx
         self.model, self.capacity_blocks, self.cache_id = model, capacity_blocks, cache_id
         self.ghost = GhostList(max_blocks)
         self.present = set()  # stored and not removed since: in the cache
@@ -214,6 +220,7 @@ class EventReplay:
         self.resets = collections.Counter()  # why the state was emptied
         self.unknown_parent = 0               # BlockStored events whose prefix length was unknown
         self.other_medium = 0                 # events of another tier, skipped
+        self.other_group = 0                  # events of another KV cache group, skipped
         self.capped = 0                       # records cut to their leading MAX_DISTANCES blocks
 
     def reset(self, why):
@@ -229,6 +236,9 @@ class EventReplay:
             kind = event["type"]
             if event.get("medium") not in (None, self.medium):
                 self.other_medium += 1
+                continue
+            if kind != "AllBlocksCleared" and (event.get("group_idx") or 0) != self.group_idx:
+                self.other_group += 1
                 continue
             if kind == "AllBlocksCleared":
                 self.reset("all_blocks_cleared")
@@ -395,6 +405,9 @@ def main(argv=None):
     parser.add_argument("--cache-id", default="", help="this engine's cache id (also the Reporter's affinity key)")
     parser.add_argument("--medium", default="GPU",
                         help="the tier whose events are read (an offloading engine also publishes CPU; default GPU)")
+    parser.add_argument("--group-idx", type=int, default=0,
+                        help="the KV cache group whose blocks are read (vLLM's group_idx; a hybrid model has one per "
+                             "kind of layer; default 0, and events without one are group 0)")
     parser.add_argument("--target", default="127.0.0.1:50051", help="kvledger-server HOST:PORT")
     parser.add_argument("--max-blocks", type=int, default=None,
                         help="removed blocks remembered, about 200 bytes each (default 4 x --capacity-blocks: curves "
@@ -410,8 +423,10 @@ def main(argv=None):
         parser.error(NOT_ONE_STORE_PER_REQUEST)
     import time  # noqa: PLC0415
     from kvledger.reporter import Reporter  # noqa: PLC0415
+    if args.group_idx < 0:
+        parser.error(f"--group-idx = {args.group_idx}: must be >= 0")
     replay = EventReplay(args.model, args.capacity_blocks, args.cache_id, args.max_blocks or 4 * args.capacity_blocks,
-                         args.medium)
+                         args.medium, args.group_idx)
     subscriber = Subscriber(replay, args.endpoint, args.replay_endpoint, args.topic)
     end = None if args.seconds is None else time.monotonic() + args.seconds
     with Reporter(args.target, affinity_key=args.cache_id or None, max_queue_size=MAX_QUEUED_RECORDS) as reporter:
