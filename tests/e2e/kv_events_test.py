@@ -17,6 +17,7 @@ import collections
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -153,6 +154,68 @@ class KvEventsCurveTest(unittest.TestCase):
         samples = harness.parse_exposition(server.scrape())
         self.assertEqual(sum(v for (name, _), v in samples.items() if name == "kvledger_requests_total"), 0)
         self.assertEqual(sum(v for (name, _), v in samples.items() if name == "kvledger_prompt_tokens_total"), 0)
+
+
+class KvEventsCommandTest(unittest.TestCase):
+    # Proves: `python3 -m kvledger.kv_events --metrics-address` serves its own figures in Prometheus's
+    # format (promtool checks them): batches read, one filled from the replay socket, events by type,
+    # those of another tier and KV cache group skipped, records sent to the server, the lag behind the
+    # engine's clock.
+    def test_the_command_serves_its_own_figures(self):
+        tmp = tempfile.mkdtemp(prefix="kvledger-kv-events-cmd-")
+        server = harness.Server(SERVER, log_dir=tmp)
+        self.addCleanup(server.stop)
+        publisher = standin.ZmqEventPublisher("tcp://127.0.0.1:*", "tcp://127.0.0.1:*")
+        self.addCleanup(publisher.close)
+        replay = ReplayService(publisher)
+        replay.start()
+        self.addCleanup(replay.join, 5)  # after stop is set (cleanups run last first), before the publisher closes
+        self.addCleanup(replay.stop.set)
+        log = open(os.path.join(tmp, "kv_events.log"), "w+")
+        self.addCleanup(log.close)
+        command = subprocess.Popen(
+            [sys.executable, "-m", "kvledger.kv_events", "--one-store-per-request", "--endpoint", publisher.endpoint(),
+             "--replay-endpoint", publisher.replay_endpoint(), "--model", MODEL, "--capacity-blocks", "4",
+             "--cache-id", "engine-0", "--target", server.grpc_address, "--metrics-address", "127.0.0.1:0"],
+            stderr=log, env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "client", "python")))
+        self.addCleanup(command.wait, 30)
+        self.addCleanup(command.kill)
+
+        def address():
+            log.seek(0)
+            found = re.search(r"metrics at (http://[0-9.:]+/metrics)", log.read())
+            return found and found.group(1)
+        url = harness.poll("the subscriber's metrics address", address, deadline=30)
+
+        def scrape():
+            with urllib.request.urlopen(url, timeout=10) as r:
+                return harness.parse_exposition(r.read().decode())
+
+        def value(name, **labels):
+            return scrape().get((name, frozenset(labels.items())))
+
+        def connected():
+            publisher.publish(standin.event_batch([]))
+            return (value("kvledger_kv_events_batches_total") or 0) > 0
+        harness.poll("the subscriber connected", connected, deadline=30)
+        before = value("kvledger_kv_events_batches_total")
+        publisher.publish(standin.event_batch([standin.block_stored([1, 2], None, list(range(1024)), BLOCK)]))
+        publisher.publish(standin.event_batch([standin.block_removed([2], medium="CPU")]), send=False)  # a gap
+        publisher.publish(standin.event_batch([dict(standin.block_removed([1]), group_idx=1),
+                                               standin.block_stored([3], 2, list(range(512)), BLOCK)]))
+        harness.poll("every batch read", lambda: value("kvledger_kv_events_batches_total") == before + 3)
+        harness.poll("both records sent", lambda: value("kvledger_kv_events_records_total", outcome="sent") == 2)
+        self.assertEqual(value("kvledger_kv_events_replayed_batches_total"), 1)
+        self.assertEqual(value("kvledger_kv_events_unfilled_gaps_total"), 0)
+        self.assertEqual(value("kvledger_kv_events_events_total", type="BlockStored"), 2)
+        self.assertEqual(value("kvledger_kv_events_events_total", type="BlockRemoved"), 2)
+        self.assertEqual(value("kvledger_kv_events_skipped_events_total", reason="other_medium"), 1)
+        self.assertEqual(value("kvledger_kv_events_skipped_events_total", reason="other_group"), 1)
+        self.assertLess(value("kvledger_kv_events_lag_seconds"), 60)
+        with urllib.request.urlopen(url, timeout=10) as r:
+            text = r.read().decode()
+        check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
 
 
 class KvEventsInputTest(unittest.TestCase):

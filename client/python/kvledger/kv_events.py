@@ -221,6 +221,7 @@ class EventReplay:
         self.unknown_parent = 0               # BlockStored events whose prefix length was unknown
         self.other_medium = 0                 # events of another tier, skipped
         self.other_group = 0                  # events of another KV cache group, skipped
+        self.events = collections.Counter()   # events read, by type
         self.capped = 0                       # records cut to their leading MAX_DISTANCES blocks
 
     def reset(self, why):
@@ -234,6 +235,7 @@ class EventReplay:
         records = []
         for event in events:
             kind = event["type"]
+            self.events[kind] += 1
             if event.get("medium") not in (None, self.medium):
                 self.other_medium += 1
                 continue
@@ -309,6 +311,11 @@ class Subscriber:
         self._replay_endpoint = replay_endpoint
         self.expected = None  # the next sequence number
         self.errors = 0       # frames that were not KV event batches (named on stderr)
+        self.batches = 0      # batches applied (as they came, or replayed)
+        self.replayed = 0     # of them, filled from the replay socket
+        self.unfilled_gaps = 0
+        self.restarts = 0
+        self.last_batch_ts = None  # the engine's time of the last batch applied (its EventBatch.ts)
 
     def close(self):
         self._sub.close(linger=0)
@@ -327,6 +334,7 @@ class Subscriber:
         if self.expected is None and seq > 0 and self._replay_endpoint:
             records += self._fill(0, seq, catch_up=True)  # started late: from the engine's buffer
         elif self.expected is not None and seq < self.expected:
+            self.restarts += 1
             self.replay.reset("engine_restart")
             self._say(f"sequence {seq} after {self.expected - 1}: the engine restarted; the ghost list starts again")
         elif self.expected is not None and seq > self.expected:
@@ -337,19 +345,24 @@ class Subscriber:
     def _apply(self, seq, payload):
         self.expected = seq + 1
         try:
-            _, events = decode_batch(payload)
+            ts, events = decode_batch(payload)
         except KvEventsError as e:
             return self._bad(f"batch {seq}: {e}")
+        self.batches += 1
+        if isinstance(ts, (int, float)) and not isinstance(ts, bool):
+            self.last_batch_ts = float(ts)
         return self.replay.apply(events)
 
     def _fill(self, first, upto, catch_up=False):
         got = self._replayed(first, upto) if self._replay_endpoint and upto - first <= MAX_GAP_BATCHES else {}
+        self.replayed += len(got)
         if catch_up:  # whatever the buffer still holds, in order, from where it starts
             records = []
             for seq in sorted(got):
                 records += self._apply(seq, got[seq])
             return records
         if len(got) != upto - first:  # every key is in [first, upto): all there, or a gap stays
+            self.unfilled_gaps += 1
             self.replay.reset("gap")
             self._say(f"batches {first}..{upto - 1} missing ({len(got)} replayed): the ghost list starts again")
             return []
@@ -394,6 +407,83 @@ class Subscriber:
         print(f"kvledger.kv_events: {message}", file=self.log, flush=True)
 
 
+def _snapshot(counter):
+    for _ in range(3):  # the reading thread may meet a key being added: read again
+        try:
+            return dict(counter)
+        except RuntimeError:
+            continue
+    return {}
+
+
+def exposition(subscriber, reporter_stats=None, now=None):
+    """The subscriber's own figures in Prometheus's text format (one engine cache per process)."""
+    import time  # noqa: PLC0415
+    replay, now = subscriber.replay, time.time() if now is None else now
+    lines = []
+
+    def family(name, kind, help_text, samples):
+        lines.append(f"# HELP kvledger_kv_events_{name} {help_text}")
+        lines.append(f"# TYPE kvledger_kv_events_{name} {kind}")
+        for labels, value in samples:
+            label_text = ",".join(f'{k}="{v}"' for k, v in labels)
+            lines.append(f"kvledger_kv_events_{name}{{{label_text}}} {value}" if labels else
+                         f"kvledger_kv_events_{name} {value}")
+
+    family("batches_total", "counter", "Event batches applied, as they came or filled from the replay socket.",
+           [((), subscriber.batches)])
+    family("replayed_batches_total", "counter", "Batches filled from the engine's replay socket.",
+           [((), subscriber.replayed)])
+    family("unfilled_gaps_total", "counter", "Gaps in the sequence the replay socket did not fill (each a reset).",
+           [((), subscriber.unfilled_gaps)])
+    family("bad_frames_total", "counter", "Frames or batches that were not KV event batches, skipped.",
+           [((), subscriber.errors)])
+    events = _snapshot(replay.events)
+    family("events_total", "counter", "Events read, by type.",
+           [((("type", t),), events.get(t, 0)) for t in _ARRAY_FIELDS])
+    family("skipped_events_total", "counter", "Events of another tier or KV cache group, skipped.",
+           [((("reason", "other_medium"),), replay.other_medium), ((("reason", "other_group"),), replay.other_group)])
+    resets = _snapshot(replay.resets)
+    family("resets_total", "counter", "Times the replay state was emptied, by why.",
+           [((("reason", r),), resets.get(r, 0))
+            for r in ("gap", "engine_restart", "all_blocks_cleared", "cache_overflow")])
+    family("unknown_parent_stores_total", "counter", "Stores whose prefix was stored before the replay began.",
+           [((), replay.unknown_parent)])
+    family("remembered_blocks", "gauge", "Removed blocks the ghost list remembers.", [((), len(replay.ghost))])
+    if subscriber.last_batch_ts is not None:
+        family("lag_seconds", "gauge", "Now minus the engine's time of the last batch applied.",
+               [((), round(max(0.0, now - subscriber.last_batch_ts), 3))])
+    if reporter_stats is not None:
+        family("records_total", "counter", "Records handed to the Reporter, by what became of them.",
+               [((("outcome", k),), reporter_stats.get(k, 0)) for k in ("sent", "dropped", "rejected")])
+    return "\n".join(lines) + "\n"
+
+
+def serve_metrics(address, render):
+    """Serves `render()` at http://ADDRESS/metrics from a daemon thread; returns the server (its
+    server_address is the bound one: port 0 picks a free port)."""
+    import http.server  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+    host, _, port = address.rpartition(":")
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the stdlib's name)
+            body = render().encode() if self.path.split("?")[0] == "/metrics" else b"not found\n"
+            self.send_response(200 if self.path.split("?")[0] == "/metrics" else 404)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer((host.strip("[]") or "0.0.0.0", int(port)), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python3 -m kvledger.kv_events", description=__doc__.split("\n\n")[0])
     parser.add_argument("--endpoint", required=True, help="the engine's KV events PUB address, e.g. tcp://127.0.0.1:5557")
@@ -413,6 +503,8 @@ def main(argv=None):
                         help="removed blocks remembered, about 200 bytes each (default 4 x --capacity-blocks: curves "
                              "up to 5 times the cache are exact)")
     parser.add_argument("--seconds", type=float, default=None, help="stop after this long (default: never)")
+    parser.add_argument("--metrics-address", default=None,
+                        help="HOST:PORT to serve this subscriber's own figures at /metrics (default: not served)")
     parser.add_argument("--one-store-per-request", action="store_true",
                         help="say that the engine publishes one BlockStored per request (chunked prefill off and no "
                              "output block cached, e.g. a prefill-only instance); without it nothing runs")
@@ -430,6 +522,10 @@ def main(argv=None):
     subscriber = Subscriber(replay, args.endpoint, args.replay_endpoint, args.topic)
     end = None if args.seconds is None else time.monotonic() + args.seconds
     with Reporter(args.target, affinity_key=args.cache_id or None, max_queue_size=MAX_QUEUED_RECORDS) as reporter:
+        if args.metrics_address:
+            metrics = serve_metrics(args.metrics_address, lambda: exposition(subscriber, reporter.stats()))
+            print(f"kvledger.kv_events: metrics at http://{args.metrics_address.rpartition(':')[0]}:"
+                  f"{metrics.server_address[1]}/metrics", file=sys.stderr, flush=True)
         while end is None or time.monotonic() < end:
             for record in subscriber.poll(200):
                 reporter.report(**record)
