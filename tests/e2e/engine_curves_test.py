@@ -177,7 +177,19 @@ class EngineCurvesTest(unittest.TestCase):
     # 0.01, in both encodings, with vLLM's order in a step (removals before stores, several requests a
     # batch); and that it does not run without being told the engine publishes so, naming why.
     def test_events_path_true_on_one_store_per_request_and_refused_otherwise(self):
-        lines, capacity, limit = trace_lines("mooncake-conversation"), 1024, 4000
+        for (trace, limit, capacity), array_like in zip(SHAPES, (False, True, False)):
+            with self.subTest(trace=trace, array_like=array_like):
+                self.check_events_path(trace, limit, capacity, array_like)
+        refused = subprocess.run([sys.executable, "-m", "kvledger.kv_events", "--endpoint", "tcp://127.0.0.1:9",
+                                  "--model", MODEL, "--capacity-blocks", "1024"], capture_output=True, text=True,
+                                 timeout=60, env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "client", "python")))
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("--one-store-per-request not given: vLLM v1 publishes a request's blocks in one BlockStored per "
+                      "prefill chunk", refused.stderr)
+        self.assertIn("kvledger.vllm_connector", refused.stderr)
+
+    def check_events_path(self, trace, limit, capacity, array_like):
+        lines = trace_lines(trace)
         engine = dict(enable_chunked_prefill=False, max_num_batched_tokens=1 << 20, max_num_seqs=8)
         factors = (1, 2, 4, 8)
         ladder = [f * capacity * BLOCK for f in factors]
@@ -188,44 +200,41 @@ class EngineCurvesTest(unittest.TestCase):
             for r in requests:
                 model.add_request(r)
             truth[f] = vllm_engine.token_hit_and_attention(model.run())
-        for array_like in (False, True):
-            server = harness.Server(SERVER, "--capacity_ladder=" + ",".join(map(str, ladder)), log_dir=self.tmp)
-            try:
-                batches = []
-                requests = vllm_engine.trace_requests(lines, BLOCK, limit=limit, max_blocks=CONTEXT_BLOCKS,
-                                                      output_tokens=1)
-                model = vllm_engine.Engine(capacity, BLOCK, publish=batches.append, **engine)
-                for r in requests:
-                    model.add_request(r)
-                model.run()
-                replay = kv_events.EventReplay(MODEL, capacity, cache_id="engine-0", max_blocks=8 * capacity)
-                sent = 0
-                with kvledger.Reporter(server.grpc_address, max_queue_size=8192) as reporter:
-                    for events in batches:
-                        _, decoded = kv_events.decode_batch(encoded(events, array_like))
-                        for record in replay.apply(decoded):
-                            self.assertTrue(reporter.report(**record))
-                            sent += 1
-                    self.assertTrue(reporter.flush(120))
-                    self.assertEqual(reporter.stats()["rejected"], 0)
-                points = self.curve(server, sent)
-                rows = [(f, truth[f], (points[str(t)]["token_hit_ratio"], points[str(t)]["attention_avoided_ratio"]))
-                        for f, t in zip(factors, ladder)]
-                print(f"events path, one store per request, array_like={array_like}: " + "; ".join(
-                    f"{f} C hit {t[0]:.4f} {v[0] - t[0]:+.4f} attention {t[1]:.4f} {v[1] - t[1]:+.4f}"
-                    for f, t, v in rows), file=sys.stderr)
-                for f, t, v in rows:
-                    self.assertAlmostEqual(v[0], t[0], delta=0.01, msg=f"{f} C token hit")
-                    self.assertAlmostEqual(v[1], t[1], delta=0.01, msg=f"{f} C attention avoided")
-            finally:
-                server.stop()
-        refused = subprocess.run([sys.executable, "-m", "kvledger.kv_events", "--endpoint", "tcp://127.0.0.1:9",
-                                  "--model", MODEL, "--capacity-blocks", "1024"], capture_output=True, text=True,
-                                 timeout=60, env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "client", "python")))
-        self.assertEqual(refused.returncode, 2)
-        self.assertIn("--one-store-per-request not given: vLLM v1 publishes a request's blocks in one BlockStored per "
-                      "prefill chunk", refused.stderr)
-        self.assertIn("kvledger.vllm_connector", refused.stderr)
+        server = harness.Server(SERVER, "--capacity_ladder=" + ",".join(map(str, ladder)), log_dir=self.tmp)
+        try:
+            batches = []
+            requests = vllm_engine.trace_requests(lines, BLOCK, limit=limit, max_blocks=CONTEXT_BLOCKS,
+                                                  output_tokens=1)
+            model = vllm_engine.Engine(capacity, BLOCK, publish=batches.append, **engine)
+            for r in requests:
+                model.add_request(r)
+            model.run()
+            replay = kv_events.EventReplay(MODEL, capacity, cache_id="engine-0", max_blocks=8 * capacity)
+            sent = 0
+            with kvledger.Reporter(server.grpc_address, max_queue_size=8192) as reporter:
+                for events in batches:
+                    _, decoded = kv_events.decode_batch(encoded(events, array_like))
+                    for record in replay.apply(decoded):
+                        self.assertTrue(reporter.report(**record))
+                        sent += 1
+                self.assertTrue(reporter.flush(120))
+                self.assertEqual(reporter.stats()["rejected"], 0)
+            points = self.curve(server, sent)
+            rows = [(f, truth[f], (points[str(t)]["token_hit_ratio"], points[str(t)]["attention_avoided_ratio"]))
+                    for f, t in zip(factors, ladder)]
+            print(f"events path, one store per request, {trace}, array_like={array_like}: " + "; ".join(
+                f"{f} C hit {t[0]:.4f} {v[0] - t[0]:+.4f} attention {t[1]:.4f} {v[1] - t[1]:+.4f}"
+                for f, t, v in rows), file=sys.stderr)
+            # A request whose every block hit stores nothing and is missing from the curve, which so reads
+            # low: on the synthetic trace, whose few long shared prefixes are hit whole, by 0.0100 at C
+            # (docs/cost-model.md §14); elsewhere within 0.01.
+            low = 0.015 if trace == "mooncake-synthetic" else 0.01
+            for f, t, v in rows:
+                for what, truth_value, value in zip(("token hit", "attention avoided"), t, v):
+                    self.assertLessEqual(value, truth_value + 0.01, msg=f"{trace} {f} C {what}")
+                    self.assertGreaterEqual(value, truth_value - low, msg=f"{trace} {f} C {what}")
+        finally:
+            server.stop()
 
     # Proves: a request the connector cannot send is counted by its reason and not sent: no block hashes
     # (prefix caching off), a prompt under one block, a request id finished twice.
