@@ -14,6 +14,7 @@ import functools
 import json
 import lzma
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -263,6 +264,9 @@ class EngineCurvesTest(unittest.TestCase):
             self.assertEqual(connector.reporter.stats()["rejected"], 0)
             self.assertIn("skipped: duplicate_request_id 1, no_block_hashes 1, no_full_prompt_block 1",
                           connector.summary())
+            # The step's metadata goes to vLLM's workers by pickle: found again by name.
+            metadata = pickle.loads(pickle.dumps(connector.build_connector_meta(None)))
+            self.assertIsInstance(metadata, vllm_connector.KvledgerConnectorMetadata)
             connector.shutdown()
         finally:
             server.stop()

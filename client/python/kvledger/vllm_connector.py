@@ -107,14 +107,21 @@ def _make_class():
     from vllm.distributed.kv_transfer.kv_connector.v1.base import (  # noqa: PLC0415 - deliberately lazy
         KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole)
 
-    class _NoMetadata(KVConnectorMetadata):
-        pass
+    class KvledgerConnectorMetadata(KVConnectorMetadata):
+        """Nothing for the workers. vLLM sends it to them with each step, so it is found by name in this
+        module when unpickled (module __getattr__)."""
+
+    KvledgerConnectorMetadata.__module__ = __name__
+    KvledgerConnectorMetadata.__qualname__ = "KvledgerConnectorMetadata"
 
     class KvledgerConnector(KVConnectorBase_V1):
         """Reports finished requests' blocks (scheduler side); the worker side does nothing."""
 
         def __init__(self, vllm_config, role, kv_cache_config=None):
-            super().__init__(vllm_config, role, kv_cache_config)
+            try:
+                super().__init__(vllm_config, role, kv_cache_config)
+            except TypeError:  # vLLM before kv_cache_config was passed to connectors
+                super().__init__(vllm_config, role)
             model_config = getattr(vllm_config, "model_config", None)
             served = getattr(model_config, "served_model_name", None) or getattr(model_config, "model", "unknown")
             served = served[0] if isinstance(served, (list, tuple)) else served
@@ -152,7 +159,7 @@ def _make_class():
 
         def build_connector_meta(self, scheduler_output):
             self._maybe_summarize()
-            return _NoMetadata()
+            return KvledgerConnectorMetadata()
 
         def request_finished(self, request, block_ids):
             if self.reporter is None:
@@ -189,13 +196,16 @@ def _make_class():
             if self.reporter is not None:
                 self.reporter.close(timeout_seconds=5)
 
-    return KvledgerConnector
+    KvledgerConnector.__module__ = __name__
+    KvledgerConnector.__qualname__ = "KvledgerConnector"
+    return {"KvledgerConnector": KvledgerConnector, "KvledgerConnectorMetadata": KvledgerConnectorMetadata}
 
 
 def __getattr__(name):
     global _cls
-    if name == "KvledgerConnector":
+    if name in ("KvledgerConnector", "KvledgerConnectorMetadata"):
         if _cls is None:
             _cls = _make_class()
-        return _cls
+            globals().update(_cls)
+        return _cls[name]
     raise AttributeError(name)
