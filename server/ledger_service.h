@@ -109,6 +109,8 @@ class LedgerService final : public RawLedgerService {
   // Ends, with their summaries, the open streams that sent nothing for options.stream_idle_timeout.
   // Called once a second by the service's own reaper thread; public for tests.
   void EndIdleStreams(absl::Time now);
+  // The bulk lane (null without one); for tests, which hold it busy to see a call wait on it.
+  BulkLane* bulk_lane_for_tests() { return bulk_.get(); }
 
   class StreamReactor;  // one open StreamRecords call
 

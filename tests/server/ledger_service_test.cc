@@ -3,8 +3,15 @@
 
 #include "tests/testing/records.h"
 
+#include <atomic>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
+#include "lib/accounting/record_sink.h"
+#include "lib/profiles/model_registry.h"
+#include "lib/profiles/profile_catalog.h"
 #include "gtest/gtest.h"
 #include "kvledger/v1/ledger.grpc.pb.h"
 #include "server/kvledger_server.h"
@@ -175,6 +182,56 @@ TEST_F(LedgerServiceTest, StreamBatchOnTheBulkLaneKeepsItsOrder) {
   EXPECT_EQ(response.rejections(0).index(), 7u);
   EXPECT_EQ(response.rejections(1).index(), 41u);
   EXPECT_EQ(LaneQueued(*server_), 1);
+}
+
+// Counts the records it is handed.
+class CountingSink : public RecordSink {
+ public:
+  Verdict Record(const RecordFacts&) override {
+    ++records;
+    return Verdict();
+  }
+  std::atomic<int> records{0};
+};
+
+// A stream ended (for shutdown) while its large batch waits on the bulk lane: the lane's task ends it
+// with its summary and counts nothing of the batch, and the reactor outlives that task. The lane is
+// held busy by a task of the test's, so the batch surely waits.
+TEST(LedgerServiceLaneTest, StreamEndedWhileItsBatchWaitsOnTheLaneCountsNothingOfIt) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  ModelRegistry registry(catalog, 4, UnknownModelPolicy::kReject);
+  CountingSink real, synthetic;
+  LedgerServiceOptions options = LedgerServiceOptions::From(ServerOptions());
+  ASSERT_GT(options.bulk_call_bytes, 0u);
+  LedgerService service(RecordSinks{real, synthetic}, registry, options);
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(port, 0);
+  absl::Notification busy, release;
+  ASSERT_TRUE(service.bulk_lane_for_tests()->Submit("test", 1, [&] {
+    busy.Notify();
+    release.WaitForNotification();
+  }));
+  busy.WaitForNotification();
+  auto stub = v1::Ledger::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  v1::RecordBatchResponse response;
+  auto writer = stub->StreamRecords(&context, &response);
+  ASSERT_TRUE(writer->Write(LargeBatch()));
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (service.bulk_lane_for_tests()->stats().queued < 2 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_EQ(service.bulk_lane_for_tests()->stats().queued, 2u);  // the test's task, then the batch
+  service.EndOpenStreams();
+  release.Notify();
+  const grpc::Status status = writer->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.accepted(), 0u);
+  EXPECT_EQ(real.records, 0);
+  server->Shutdown();
 }
 
 // A stream of batches is summarized once, with rejection indices counted across the stream.
