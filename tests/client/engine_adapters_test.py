@@ -107,6 +107,20 @@ class OpenAITest(ServerTest):
         self.assertEqual((timed.output_tokens, timed.decode_seconds), (5, 0.4))
         self.assertFalse(timed.HasField("queue_seconds"))
 
+    # Proves: a gateway with the prompt's token ids adds the capacity curves' ids to the same record:
+    # one id per full block (vLLM caches full blocks only), and the record counts in the curves too.
+    def test_prompt_token_ids_give_the_curves_ids(self):
+        hit = openai_response(prompt_tokens=1200, cached_tokens=1024)
+        tokens = list(range(1200))
+        record = adapters.from_openai(hit, model=MODEL, prompt_token_ids=tokens, block_tokens=16, cache_id="engine-0")
+        self.assertEqual(list(record.prefix_block_ids), kvledger.blocks.prefix_block_ids(tokens, 16)[:75])
+        self.assertEqual((record.block_tokens, record.cache_id, record.logical_match_tokens), (16, "engine-0", 1024))
+        self.send([record])
+        self.assertEqual(self.value("kvledger_capacity_requests_total", model=MODEL), 1)
+        self.assertEqual(self.value("kvledger_requests_total", model=MODEL, tier="unknown"), 1)
+        with self.assertRaisesRegex(ValueError, "needs block_tokens"):
+            adapters.from_openai(hit, model=MODEL, prompt_token_ids=tokens)
+
     # Proves: a gateway's prediction rides along with the engine's answer, and a stale one shows as
     # over-predicted tokens on /metrics.
     def test_prediction_from_a_gateway(self):

@@ -20,6 +20,7 @@ profile name.
 """
 import re
 
+from kvledger.blocks import prefix_block_ids
 from kvledger.records import make_record
 
 # vLLM's FinishReason (vllm/v1/engine/__init__.py) by value; str() of the enum gives these names.
@@ -286,7 +287,8 @@ def from_sglang(meta_info, *, model, request_id=None, ttft_seconds=None, streame
 
 
 def from_openai(response, *, model, cached_tokens_reported=False, tier=None, request_id=None,
-                ttft_seconds=None, predicted_match_tokens=None, decode_seconds=None):
+                ttft_seconds=None, predicted_match_tokens=None, decode_seconds=None, prompt_token_ids=None,
+                block_tokens=None, cache_id=None, salt=b""):
     """From an OpenAI-compatible chat/completions response (a dict or the openai client's object),
     for gateways in front of any engine:
 
@@ -303,6 +305,9 @@ def from_openai(response, *, model, cached_tokens_reported=False, tier=None, req
       streaming gateway, kept only with at least 2 output tokens. A response carries no queue time.
     - predicted_match_tokens: a prefix-aware router's (or gateway's) predicted hit for the replica
       it chose; kvledger compares it with the engine's cached tokens (docs/integration.md, "Routers").
+    - prompt_token_ids with block_tokens (the engine's block size) and cache_id (the engine the request
+      went to): the capacity curves' prefix_block_ids, kvledger.blocks.prefix_block_ids over the prompt's
+      full blocks (vLLM caches full blocks only), with `salt` where the engine keeps prompts apart.
     """
     usage = _require(response, "usage", "response")
     prompt = int(_require(usage, "prompt_tokens", "response.usage"))
@@ -316,12 +321,19 @@ def from_openai(response, *, model, cached_tokens_reported=False, tier=None, req
         cached = 0
     cached = int(cached)
     hit_tier = tier or "unknown"
+    ids = None
+    if prompt_token_ids is not None:
+        if not block_tokens:
+            raise ValueError("prompt_token_ids needs block_tokens, the engine's block size")
+        ids = prefix_block_ids(prompt_token_ids, block_tokens, salt=salt, full_blocks_only=True) or None
     return make_record(request_id=request_id or _field(response, "id"), model=model,
                        tier=hit_tier if cached > 0 else "none", prompt_tokens=prompt,
                        logical_match_tokens=cached, ttft_seconds=ttft_seconds,
                        predicted_match_tokens=predicted_match_tokens,
                        output_tokens=_output_tokens(usage),
-                       decode_seconds=_decode(_output_tokens(usage), decode_seconds))
+                       decode_seconds=_decode(_output_tokens(usage), decode_seconds),
+                       prefix_block_ids=ids, block_tokens=block_tokens if ids else None,
+                       cache_id=cache_id if ids else None)
 
 
 def _output_tokens(usage):
