@@ -3,7 +3,8 @@
 //   BM_ReadLines   getline over the file (the floor: I/O and line splitting)
 //   BM_ReadTrace   the strict parse into requests (ReadTrace)
 //   BM_Plan/N      one capacity of N device tokens simulated and costed (Plan), the trace in memory
-//   BM_TenCapacities/0 and /1   ten capacities: one Plan each, and PlanAll's one pass
+//   BM_TenCapacities/0/T and /1/T   ten capacities: one Plan each, and PlanAll's one pass; T = 1
+//                                   puts a host tier of four times the device below each
 // Usage: planning_bench TRACE.jsonl [benchmark flags]
 #include <cmath>
 #include <fstream>
@@ -55,7 +56,8 @@ void BM_Plan(benchmark::State& state) {
 BENCHMARK(BM_Plan)->Arg(1'000'000)->Arg(10'000'000)->Arg(100'000'000)->Unit(benchmark::kMillisecond);
 
 // Ten device capacities (512 K to 65.5 M tokens, log-spaced) of one trace: range(0) 0 runs Plan once
-// per capacity (the baseline), 1 PlanAll's one pass over one stack.
+// per capacity (the baseline), 1 PlanAll's one pass over one stack; range(1) 1 adds a host tier of
+// four times the device below each (Plan: TieredBlockCache, block by block).
 void BM_TenCapacities(benchmark::State& state) {
   std::ifstream in(trace_path);
   const TraceReadResult read = ReadTrace(in, TraceReadOptions{});
@@ -63,6 +65,10 @@ void BM_TenCapacities(benchmark::State& state) {
   std::vector<PlanConfig> configs(10);
   for (size_t i = 0; i < configs.size(); ++i) {
     configs[i].capacity_tokens[0] = static_cast<uint64_t>(512000 * std::pow(128.0, static_cast<double>(i) / 9));
+    if (state.range(1) == 1) {
+      configs[i].capacity_tokens[1] = 4 * configs[i].capacity_tokens[0];
+      configs[i].bandwidth[1] = 2e10;
+    }
   }
   for (auto _ : state) {
     if (state.range(0) == 0) {
@@ -74,7 +80,7 @@ void BM_TenCapacities(benchmark::State& state) {
     }
   }
 }
-BENCHMARK(BM_TenCapacities)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TenCapacities)->Args({0, 0})->Args({1, 0})->Args({0, 1})->Args({1, 1})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace kvledger

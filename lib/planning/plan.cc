@@ -159,11 +159,14 @@ void AddCosted(const Costed& c, PlanResult& result) {
   for (size_t t = 0; t < kPlanTierCount; ++t) result.matched_tokens_from[t] += c.from[t];
 }
 
-// Whether `configs` can share one pass: a device tier alone, and nothing but its capacity differs.
+// Whether `configs` can share one pass over one stack: nothing but the tiers' capacities and
+// bandwidths differs, and with a tier below the device the blocks are used tail first (then each
+// block's own depth is its prefix depth, which says its tier: MatchAtDepths).
 bool OnePass(const std::vector<PlanConfig>& configs) {
   for (const PlanConfig& c : configs) {
     const PlanConfig& first = configs.front();
-    if (c.HasTier(1) || c.block_tokens != first.block_tokens || c.use_order != first.use_order ||
+    if ((c.HasTier(1) && c.use_order != UseOrder::kTailFirst) || c.block_tokens != first.block_tokens ||
+        c.use_order != first.use_order ||
         c.context_tokens != first.context_tokens || c.compute.has_value() != first.compute.has_value()) {
       return false;
     }
@@ -174,6 +177,27 @@ bool OnePass(const std::vector<PlanConfig>& configs) {
     }
   }
   return true;
+}
+
+// The match `config`'s tiers make of a request's prefix depths, non-decreasing along its blocks (tail-first
+// use). Exclusive LRU tiers, each holding what the one above evicts, with every used block going back to
+// the top, are one LRU stack cut at the running sums of their capacities: tier t holds the depths past
+// the tiers above it, up to its own capacity more (what TieredBlockCache simulates block by block).
+TieredBlockCache::Match MatchAtDepths(const std::vector<SampledStack::Sampled>& depths, const PlanConfig& config) {
+  TieredBlockCache::Match match;
+  uint64_t bound = 0;  // the deepest depth the tiers so far hold
+  for (size_t t = 0; t < kPlanTierCount && config.HasTier(t); ++t) {
+    const uint64_t blocks = config.CapacityBlocks(t);
+    bound = blocks == kUnlimited || bound >= kUnlimited - 1 - blocks ? kUnlimited - 1 : bound + blocks;
+    const auto through = static_cast<size_t>(
+        std::partition_point(depths.begin(), depths.end(),
+                             [bound](const SampledStack::Sampled& d) { return d.depth <= bound; }) -
+        depths.begin());
+    match.per_tier.push_back(through - match.blocks);
+    if (through > match.blocks) match.last_tier = t;
+    match.blocks = through;
+  }
+  return match;
 }
 
 absl::StatusOr<std::vector<PlanResult>> PlanInOnePass(const std::vector<TraceRequest>& trace, const Profile& profile,
@@ -192,22 +216,18 @@ absl::StatusOr<std::vector<PlanResult>> PlanInOnePass(const std::vector<TraceReq
     }
     ids.assign(request.hash_ids.begin(), request.hash_ids.end());
     stack.Reference(ids, depths);  // every block, its prefix depth: non-decreasing
-    std::optional<Costed> last;  // capacities that match alike cost alike: one costing for the run
+    std::optional<Costed> last;  // device-only capacities that match alike cost alike: one costing
     for (PlanResult& result : results) {
-      const uint64_t capacity = DepthWithin(result.config.capacity_tokens[0], first.block_tokens);
-      TieredBlockCache::Match match;
-      match.blocks = static_cast<size_t>(
-          std::partition_point(depths.begin(), depths.end(),
-                               [capacity](const SampledStack::Sampled& d) { return d.depth <= capacity; }) -
-          depths.begin());
-      match.per_tier = {match.blocks};
+      const TieredBlockCache::Match match = MatchAtDepths(depths, result.config);
       const auto blocks = static_cast<int64_t>(match.blocks * first.block_tokens);
-      if (!last || last->facts.logical_match_tokens != std::min(blocks, request.input_length)) {
+      const bool device_only = !result.config.HasTier(1);
+      if (!device_only || !last || last->facts.logical_match_tokens != std::min(blocks, request.input_length)) {
         auto costed = Cost(request, match, profile, source, result.config);
         if (!costed.ok()) return costed.status();
         last = *std::move(costed);
       }
       AddCosted(*last, result);
+      if (!device_only) last.reset();  // its figures hold its tiers' reload: not another config's
     }
   }
   for (PlanResult& result : results) {

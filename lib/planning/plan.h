@@ -108,10 +108,12 @@ using PlannedRecordVisitor = std::function<void(const TraceRequest&, const Recor
 absl::StatusOr<PlanResult> Plan(const std::vector<TraceRequest>& trace, const Profile& profile,
                                 const PlanConfig& config, const PlannedRecordVisitor& each = nullptr);
 
-// Plan() of every config, in order, with the same results. Configs with a device tier alone that
-// differ only in its capacity share one pass over one exact reuse stack (lib/capacity): by LRU's
-// inclusion property a request's match at every capacity comes from its blocks' stack depths; others
-// are simulated one by one.
+// Plan() of every config, in order, with the same results. Configs that differ only in their tiers'
+// capacities and bandwidths share one pass over one exact reuse stack (lib/capacity): by LRU's
+// inclusion property a request's match at every capacity comes from its blocks' stack depths, and
+// exclusive tiers are that stack cut at the running sums of their capacities (with host or disk tiers
+// only where blocks are used tail first, when a block's own depth is its prefix depth). Others are
+// simulated one by one.
 absl::StatusOr<std::vector<PlanResult>> PlanAll(const std::vector<TraceRequest>& trace, const Profile& profile,
                                                 const std::vector<PlanConfig>& configs);
 

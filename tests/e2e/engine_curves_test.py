@@ -238,7 +238,7 @@ class EngineCurvesTest(unittest.TestCase):
             server.stop()
 
     # Proves: a request the connector cannot send is counted by its reason and not sent: no block hashes
-    # (prefix caching off), a prompt under one block, a request id finished twice.
+    # (prefix caching off), a prompt under one block, a request id finished twice, one never scheduled.
     def test_requests_it_cannot_send_are_named(self):
         server = harness.Server(SERVER, log_dir=self.tmp)
         try:
@@ -252,9 +252,10 @@ class EngineCurvesTest(unittest.TestCase):
             connector.request_finished(request("a", 2 * BLOCK + 7, hashes), [])
             connector.request_finished(request("b", 2 * BLOCK, []), [])
             connector.request_finished(request("c", BLOCK - 1, hashes[:1]), [])
+            connector.request_finished(request("d", 2 * BLOCK, hashes, cached=-1), [])  # aborted while waiting
             self.assertEqual(connector.sent, 1)
             self.assertEqual(dict(connector.skipped), {"duplicate_request_id": 1, "no_block_hashes": 1,
-                                                       "no_full_prompt_block": 1})
+                                                       "no_full_prompt_block": 1, "never_scheduled": 1})
             record = vllm_connector.record_of(request("a", 2 * BLOCK + 7, hashes, BLOCK), MODEL, BLOCK, "x")
             self.assertEqual(record["prefix_block_ids"], [int.from_bytes(h, "big") & ((1 << 64) - 1)
                                                           for h in hashes[:2]])
@@ -262,8 +263,8 @@ class EngineCurvesTest(unittest.TestCase):
             self.assertTrue(record["curves_only"])
             self.assertTrue(connector.reporter.flush(30))
             self.assertEqual(connector.reporter.stats()["rejected"], 0)
-            self.assertIn("skipped: duplicate_request_id 1, no_block_hashes 1, no_full_prompt_block 1",
-                          connector.summary())
+            self.assertIn("skipped: duplicate_request_id 1, never_scheduled 1, no_block_hashes 1, "
+                          "no_full_prompt_block 1", connector.summary())
             # The step's metadata goes to vLLM's workers by pickle: found again by name.
             metadata = pickle.loads(pickle.dumps(connector.build_connector_meta(None)))
             self.assertIsInstance(metadata, vllm_connector.KvledgerConnectorMetadata)

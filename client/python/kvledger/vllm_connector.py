@@ -28,9 +28,9 @@ latencies beside it without counting it twice.
 It runs in vLLM's scheduler loop: request_finished converts the hashes and queues one record to a
 kvledger.Reporter (which sends from its own thread, drops past its queue and counts what it drops); it
 never waits on the network. Requests it cannot send are counted by reason and logged in a summary at
-most once a minute: "no_block_hashes" (prefix caching off), "no_full_prompt_block" (a prompt shorter
-than one block: nothing to look up), "duplicate_request_id" (a request id finished twice among the last
-65,536).
+most once a minute: "no_block_hashes" (prefix caching off), "never_scheduled" (aborted before its
+lookup), "no_full_prompt_block" (a prompt shorter than one block: nothing to look up),
+"duplicate_request_id" (a request id finished twice among the last 65,536).
 """
 import collections
 import hashlib
@@ -79,6 +79,8 @@ def record_of(request, model, block_size, cache_id, block_ids=None):
     hashes = getattr(request, "block_hashes", None) or ()
     if not hashes:
         raise SkippedRequest("no_block_hashes")
+    if int(getattr(request, "num_cached_tokens", 0)) < 0:  # -1 until first scheduled: never looked up
+        raise SkippedRequest("never_scheduled")
     prompt = int(request.num_prompt_tokens)
     prompt_blocks = min(prompt // block_size, len(hashes))
     if prompt_blocks == 0:

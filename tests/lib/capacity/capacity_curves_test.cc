@@ -181,14 +181,16 @@ std::vector<TraceRequest> SessionTrace(uint64_t seed, int requests, uint64_t blo
   return trace;
 }
 
-// PlanAll's one pass over one stack equals Plan run at each capacity, field for field, in either use
-// order, with a context that leaves requests out; with a host tier it simulates each config.
+// PlanAll's one pass over one stack equals Plan (TieredBlockCache, block by block) at each config,
+// field for field, in either use order, with a context that leaves requests out; with host and disk
+// tiers below the device (tail-first: one pass; prompt order: each config simulated), reload seconds
+// included.
 TEST(PlanAllTest, OnePassEqualsOnePlanPerCapacity) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   const Profile& profile = *catalog.Find("llama-3.1-8b");
   const std::vector<TraceRequest> trace = SessionTrace(11, 2000, 64);
   for (UseOrder order : {UseOrder::kTailFirst, UseOrder::kPrompt}) {
-    for (bool host : {false, true}) {
+    for (int lower : {0, 1, 2}) {  // tiers below the device
       std::vector<PlanConfig> configs;
       for (uint64_t capacity : {64u, 1000u, 4096u, 20000u}) {
         PlanConfig config;
@@ -196,7 +198,10 @@ TEST(PlanAllTest, OnePassEqualsOnePlanPerCapacity) {
         config.use_order = order;
         config.context_tokens = 700;
         config.capacity_tokens[0] = capacity;
-        if (host) config.capacity_tokens[1] = 8192;
+        if (lower >= 1) config.capacity_tokens[1] = capacity == 1000u ? kUnlimited : 8192 + capacity;
+        if (lower >= 2 && capacity != 1000u) config.capacity_tokens[2] = 3 * capacity;
+        config.bandwidth[1] = 2e10 + static_cast<double>(capacity);
+        config.bandwidth[2] = 3e9;
         configs.push_back(config);
       }
       configs.back().capacity_tokens[0] = kUnlimited;
@@ -206,7 +211,7 @@ TEST(PlanAllTest, OnePassEqualsOnePlanPerCapacity) {
       for (size_t i = 0; i < configs.size(); ++i) {
         auto one = Plan(trace, profile, configs[i]);
         ASSERT_TRUE(one.ok());
-        SCOPED_TRACE(::testing::Message() << UseOrderName(order) << " host " << host << " config " << i);
+        SCOPED_TRACE(::testing::Message() << UseOrderName(order) << " lower tiers " << lower << " config " << i);
         const PlanResult& a = (*all)[i];
         EXPECT_GT(a.beyond_context.requests, 0u);
         EXPECT_EQ(a.beyond_context.requests, one->beyond_context.requests);
@@ -217,6 +222,8 @@ TEST(PlanAllTest, OnePassEqualsOnePlanPerCapacity) {
           EXPECT_EQ(a.by_tier[t].attention_avoided_flops, one->by_tier[t].attention_avoided_flops) << t;
           EXPECT_EQ(a.by_tier[t].prefill_avoided_flops, one->by_tier[t].prefill_avoided_flops) << t;
           EXPECT_EQ(a.by_tier[t].reused_bytes, one->by_tier[t].reused_bytes) << t;
+          EXPECT_EQ(a.by_tier[t].compared, one->by_tier[t].compared) << t;
+          EXPECT_EQ(a.by_tier[t].reload_seconds, one->by_tier[t].reload_seconds) << t;
         }
         EXPECT_EQ(a.capacity_bytes, one->capacity_bytes);
       }
