@@ -193,15 +193,7 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::
     }
     // A large batch is applied on the bulk lane (server/bulk_lane.h); the next read starts after it.
     in_lane_ = true;
-    const bool queued = lane->Submit(peer_, size, [this] {
-      MutexLock lane_lock(&mu_);
-      in_lane_ = false;
-      if (end_requested_) {  // ended while waiting: the batch was not counted, the summary says so
-        FinishLocked(grpc::Status::OK);
-        return;
-      }
-      ApplyReadLocked();
-    });
+    const bool queued = lane->Submit(peer_, size, [this] { ApplyFromTheLane(); });
     if (queued) {
       if (service_.metrics_ != nullptr) service_.metrics_->BulkCall(BulkOutcome::kQueued);
       return;
@@ -225,6 +217,31 @@ class LedgerService::StreamReactor final : public grpc::ServerReadReactor<grpc::
       return;
     }
     if (!finished_) FinishLocked(grpc::Status::OK);
+  }
+
+  // The lane's task: applies the batch that waited (or, ended meanwhile, only sends the summary). It
+  // runs on the lane's thread, where gRPC may run OnDone as soon as Finish is called: pinned as
+  // EndStreams pins, so the reactor is deleted only once the task has let go of it.
+  void ApplyFromTheLane() {
+    {
+      MutexLock lock(&service_.streams_mu_);
+      ++pins_;
+    }
+    {
+      MutexLock lane_lock(&mu_);
+      in_lane_ = false;
+      if (end_requested_) {  // ended while waiting: the batch was not counted, the summary says so
+        FinishLocked(grpc::Status::OK);
+      } else {
+        ApplyReadLocked();
+      }
+    }
+    bool finished;
+    {
+      MutexLock lock(&service_.streams_mu_);
+      finished = --pins_ == 0 && done_;
+    }
+    if (finished) delete this;
   }
 
   void OnDone() override {
