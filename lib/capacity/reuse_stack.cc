@@ -37,11 +37,17 @@ void ReuseStack::Mark(uint32_t time, int delta) {
 }
 
 void ReuseStack::Renumber() {
+  // Each tracked block is marked once, at its last time, where id_at_ names it. The marks come back
+  // from the tree by undoing its one-pass build (below), last index first, with no hash lookup.
+  const auto size = static_cast<uint32_t>(fenwick_.empty() ? 0 : fenwick_.size() - 1);
+  for (uint32_t i = size; i > 0; --i) {
+    const uint64_t parent = uint64_t{i} + (i & (~i + 1));
+    if (parent <= size) fenwick_[parent] -= fenwick_[i];
+  }
   std::vector<uint64_t> order;  // tracked blocks, least recently used first
   order.reserve(index_.size());
   for (uint32_t t = 1; t <= now_; ++t) {
-    const auto it = index_.find(id_at_[t]);
-    if (it != index_.end() && it->second == t) order.push_back(id_at_[t]);
+    if (fenwick_[t] != 0) order.push_back(id_at_[t]);
   }
   const uint64_t wanted = std::max<uint64_t>(kMinTimes, 2 * (order.size() + 2));
   const auto times = static_cast<uint32_t>(std::min<uint64_t>(wanted, uint64_t{1} << 31));

@@ -12,9 +12,10 @@ BlockStored event (the blocks one request computed, chained to the request's cac
 parent) becomes one record: its prompt (the cached prefix, whose position the chain gives, plus the
 stored tokens), today's match (that prefix), and per block its reuse distance beyond the cache
 (`prefix_block_reuse_distances`: 0 for the prefix, d for a ghost hit, 2^64 - 1 for a block never
-seen). The server turns those into its capacity curves, exact from C up, through the same counters as
-records with block ids — for an engine that publishes one BlockStored per request — and counts them
-nowhere else (they are not served requests). vLLM v1 with chunked
+seen). The server turns those into its capacity curves from C up (within 0.01 of a model of vLLM's
+engine on the shipped traces, low by the requests that hit every block, which store nothing), through
+the same counters as records with block ids — for an engine that publishes one BlockStored per
+request — and counts them nowhere else (they are not served requests). vLLM v1 with chunked
 prefill or decode-block caching (its defaults) publishes one per chunk and per block_size generated
 tokens, chained to the request's own earlier blocks, and nothing on the wire tells those from new
 requests (docs/cost-model.md §14); SGLang publishes one per page. So the command does not run unless
