@@ -70,7 +70,7 @@ tsan_stage() {
     -DKVLEDGER_BUILD_BENCH=OFF >/dev/null || return 1
   cmake --build "$tsan" -j"$(nproc)" --target reporter_queue_test accounting_test capacity_test profiles_test server_test || return 1
   TSAN_OPTIONS="halt_on_error=1" ctest_in "$tsan" \
-    -R '^(ReporterQueueTest|AggregatorTest|LedgerTest|ModelRegistryTest|DeriveTest|BatchDeduplicatorTest|LiveRatesTest|DecayedRateTest|EngineStatsTest|FleetRatesTest|CapacityCurvesThreadsTest|BulkLaneTest|LedgerServiceLaneTest)\.'
+    -R '^(ReporterQueueTest|AggregatorTest|LedgerTest|ModelRegistryTest|DeriveTest|BatchDeduplicatorTest|LiveRatesTest|DecayedRateTest|EngineStatsTest|FleetRatesTest|CapacityCurvesThreadsTest|BulkLaneTest)\.'
 }
 stage "tsan" "$build_root/tsan" tsan_stage
 

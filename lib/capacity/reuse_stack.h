@@ -23,6 +23,14 @@ class ReuseStack {
   bool Touch(uint64_t id);              // `id` becomes the most recently used; true when it was not held
   void Forget(uint64_t id);             // `id` is held no more (nothing if it is not)
 
+  // The same by a held block's slot, which stays its own until it is forgotten: a caller that looks a
+  // block up and later uses it (a request's lookup, then its use) pays one hash lookup, not two.
+  static constexpr uint32_t kNoSlot = std::numeric_limits<uint32_t>::max();
+  uint32_t SlotOf(uint64_t id) const;  // kNoSlot when not held
+  uint64_t DepthAt(uint32_t slot) const { return Depth(slot_time_[slot]); }
+  uint32_t Hold(uint64_t id, bool* inserted);  // its slot, held from now on (a new one: not yet used)
+  void TouchAt(uint32_t slot);                 // the held block becomes the most recently used
+
   uint64_t tracked() const { return index_.size(); }
   // Bytes this stack holds (its tables' capacity), for the memory the docs state.
   uint64_t MemoryBytes() const;
@@ -34,8 +42,10 @@ class ReuseStack {
 
   uint32_t now_ = 0;                          // the last time handed out (times start at 1)
   std::vector<int32_t> fenwick_;              // 1-based: marks per time (one per tracked block)
-  std::vector<uint64_t> id_at_;               // the block last used at each time (valid where marked)
-  absl::flat_hash_map<uint64_t, uint32_t> index_;  // block -> its last time
+  std::vector<uint32_t> slot_at_;             // the slot last used at each time (valid where marked)
+  std::vector<uint32_t> slot_time_;           // each slot's last time (0: not used yet, or free)
+  std::vector<uint32_t> free_slots_;          // slots of forgotten blocks, to reuse
+  absl::flat_hash_map<uint64_t, uint32_t> index_;  // block -> its slot
 };
 
 }  // namespace kvledger

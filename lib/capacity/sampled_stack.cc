@@ -36,11 +36,17 @@ double SampledStack::rate() const {
 double SampledStack::Reference(absl::Span<const uint64_t> ids, std::vector<Sampled>& sampled,
                                absl::Span<const uint64_t> outputs) {
   sampled.clear();
+  // The prompt's sampled blocks and then the output's, as one chain, with the slot each prompt block
+  // was found in (one hash lookup for both its depth and its use), in the order they are used below.
+  thread_local std::vector<std::pair<uint64_t, uint32_t>> used;  // per thread, as the callers' scratch
+  used.clear();
   const double rate_now = rate();
   uint64_t deepest = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (Hash(ids[i]) > threshold_) continue;
-    uint64_t depth = deepest == kAbsent ? kAbsent : stack_.DepthOf(ids[i]);
+    // Past an absent block the prefix is absent whatever this one's depth: its use looks it up then.
+    const uint32_t slot = deepest == kAbsent ? ReuseStack::kNoSlot : stack_.SlotOf(ids[i]);
+    uint64_t depth = slot == ReuseStack::kNoSlot ? kAbsent : stack_.DepthAt(slot);
     if (depth != kAbsent && rate_now < 1.0) {
       // 1 + the distinct blocks used since: the sampled ones among them stand for 1/rate each (held
       // below kAbsent however small the rate: ids can be chosen to hash low).
@@ -49,21 +55,21 @@ double SampledStack::Reference(absl::Span<const uint64_t> ids, std::vector<Sampl
     }
     deepest = std::max(deepest, depth);
     sampled.push_back(Sampled{static_cast<uint32_t>(i), deepest});
+    used.emplace_back(ids[i], slot);
   }
-  // The prompt's blocks and then the output's, as one chain, in the use order.
-  thread_local std::vector<uint64_t> used;  // per thread, as the callers' scratch: not per cache
-  used.clear();
-  for (const Sampled& s : sampled) used.push_back(ids[s.position]);
   for (const uint64_t id : outputs) {
-    if (Hash(id) <= threshold_) used.push_back(id);
+    if (Hash(id) <= threshold_) used.emplace_back(id, ReuseStack::kNoSlot);
   }
-  ForEachInUseOrder(order_, used.size(), [&](size_t k) { Use(used[k]); });
+  ForEachInUseOrder(order_, used.size(), [&](size_t k) { Use(used[k].first, used[k].second); });
   Shrink();
   return rate_now;
 }
 
-void SampledStack::Use(uint64_t id) {
-  if (stack_.Touch(id) && max_samples_ != kUnlimitedSamples) {  // newly held: the heap may drop it
+void SampledStack::Use(uint64_t id, uint32_t slot) {
+  bool inserted = false;
+  if (slot == ReuseStack::kNoSlot) slot = stack_.Hold(id, &inserted);  // new, or met twice in the request
+  stack_.TouchAt(slot);
+  if (inserted && max_samples_ != kUnlimitedSamples) {  // newly held: the heap may drop it
     heap_.emplace_back(Hash(id), id);
     std::push_heap(heap_.begin(), heap_.end());
   }

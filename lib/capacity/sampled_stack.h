@@ -57,7 +57,9 @@ class SampledStack {
 
  private:
   void Shrink();  // lowers the threshold until at most max_samples blocks are held
-  void Use(uint64_t id);  // makes a sampled block the most recent (newly held: into the hash heap)
+  // Makes a sampled block the most recent, by the slot its lookup found it in (kNoSlot: not held then;
+  // newly held: into the hash heap).
+  void Use(uint64_t id, uint32_t slot);
 
   const uint64_t max_samples_;
   const UseOrder order_;
