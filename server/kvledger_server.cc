@@ -19,6 +19,7 @@
 #include "lib/base/quote.h"
 #include "lib/profiles/model_registry.h"
 #include "lib/profiles/profile_catalog.h"
+#include "lib/advice/advisor.h"
 #include "server/fleet_poller.h"
 #include "server/http_api.h"
 #include "server/http/listener.h"
@@ -253,16 +254,23 @@ absl::Status DeclareSeries(const ServerOptions& options, const ModelRegistry& re
   return absl::OkStatus();
 }
 
-// --capacity_ladder and its bounds: the live capacity curves, or none for an empty ladder.
-absl::StatusOr<std::unique_ptr<CapacityCurves>> StartCurves(const ServerOptions& options, size_t slot_count) {
+// --capacity_ladder, --capacity_tiers and their bounds: the live capacity curves, or none for an empty
+// ladder. A tier's measured bandwidth is the one Advise answers with (the fleet's, else this replica's).
+// `fleet` is read at each call: the fleet's rates start after the curves.
+absl::StatusOr<std::unique_ptr<CapacityCurves>> StartCurves(const ServerOptions& options, const ModelRegistry& registry,
+                                                            const LiveRates* rates,
+                                                            const std::unique_ptr<FleetRates>* fleet) {
   auto ladder = options.CapacityLadder();
   if (!ladder.ok()) return ladder.status();
   if (ladder->empty()) return nullptr;
-  return CapacityCurves::Create(*std::move(ladder), slot_count,
-                                CurveLimits{options.capacity_caches,
-                                            *SamplesPerCache(options.capacity_memory_bytes, options.capacity_caches),
-                                            static_cast<double>(options.capacity_cache_idle_seconds),
-                                            *options.CapacityUseOrder()});
+  CurveLimits limits{options.capacity_caches, *SamplesPerCache(options.capacity_memory_bytes, options.capacity_caches),
+                     static_cast<double>(options.capacity_cache_idle_seconds), *options.CapacityUseOrder()};
+  limits.tiers.sizes = *options.CapacityTiers();
+  limits.tiers.device_tokens = options.capacity_device_tokens;
+  limits.tiers.measured_bandwidth = [&registry, rates, fleet](absl::string_view model, Tier kind) {
+    return ReloadBandwidthUsed(registry, std::string(model), kind, rates, fleet->get()).rate;
+  };
+  return CapacityCurves::Create(*std::move(ladder), registry.slots().slot_count(), std::move(limits));
 }
 
 }  // namespace
@@ -300,7 +308,7 @@ absl::StatusOr<std::unique_ptr<KvledgerServer>> KvledgerServer::Start(const Serv
   state->rates = std::make_unique<LiveRates>(state->registry->slots().slot_count(), options.advice_half_life_seconds,
                                              MonotonicSeconds, LiveRates::kDefaultRefitSeconds,
                                              options.live_compute_model);
-  if (auto curves = StartCurves(options, state->registry->slots().slot_count()); curves.ok()) {
+  if (auto curves = StartCurves(options, *state->registry, state->rates.get(), &state->fleet); curves.ok()) {
     state->curves = *std::move(curves);
   } else {
     return curves.status();

@@ -51,6 +51,7 @@ struct Scrape {
   std::optional<LiveRates::Sums> totals;  // with rates
   std::optional<std::vector<CapacityCurves::ModelCurve>> curves;
   std::vector<std::string> capacity_labels;  // with curves, one per rung
+  std::vector<Labels> tier_labels;           // with curves, {tier, tier_bytes} per tier size
   const ModelRegistry* registry = nullptr;
   const LiveRates* live = nullptr;    // with rates
   const FleetRates* fleet = nullptr;  // may be null
@@ -269,6 +270,19 @@ void FillCurveRungs(const Scrape& s, MetricFamily& f) {
   }
 }
 
+// The second tiers (docs/cost-model.md §15): one value per model and tier size.
+template <size_t kField, bool kSeconds = false>
+void FillTierRungs(const Scrape& s, MetricFamily& f) {
+  for (const auto& c : *s.curves) {
+    for (size_t t = 0; t < c.tier_rungs.size() && t < s.tier_labels.size(); ++t) {
+      const Uint128 v = c.tier_rungs[t][kField];
+      Labels labels = {s.Model(c.model_slot)};
+      labels.insert(labels.end(), s.tier_labels[t].begin(), s.tier_labels[t].end());
+      f.metric.push_back(CounterMetric(std::move(labels), kSeconds ? NanoUnitsToDouble(v) : Uint128ToDouble(v)));
+    }
+  }
+}
+
 constexpr ServedFamily kServedFamilies[] = {
     {"kvledger_records_rejected_total", "Records rejected, by reason.", MetricType::Counter, FillRejected},
     {"kvledger_model_label_folded_records_total",
@@ -375,6 +389,40 @@ constexpr ServedFamily kServedFamilies[] = {
      "kvledger_capacity_seconds_known_requests_total.",
      MetricType::Counter, FillCurveRungs<&CapacityCurves::Rung::recompute_avoided_nanos, true>,
      ServedFamily::kCurves},
+    {"kvledger_capacity_tier_no_device_requests_total",
+     "Records with prefix block ids not costed with the second tiers: no device capacity to stand them below "
+     "(no cache_capacity_blocks, and --capacity_device_tokens 0).",
+     MetricType::Counter, FillCurveCount<&CapacityCurves::ModelCurve::tier_no_device>, ServedFamily::kCurves},
+    {"kvledger_capacity_tier_match_tokens_total",
+     "Prefix tokens a second tier of tier_bytes below each cache's device would have held that the device did not.",
+     MetricType::Counter, FillTierRungs<kTierMatchTokens>, ServedFamily::kCurves},
+    {"kvledger_capacity_tier_attention_avoided_flops_total",
+     "Attention FLOPs reusing those tokens avoids, at the boundary the model resumes at.", MetricType::Counter,
+     FillTierRungs<kTierAttentionFlops>, ServedFamily::kCurves},
+    {"kvledger_capacity_tier_prefill_avoided_flops_total", "Prefill FLOPs reusing those tokens avoids.",
+     MetricType::Counter, FillTierRungs<kTierPrefillFlops>, ServedFamily::kCurves},
+    {"kvledger_capacity_tier_hit_requests_total", "Records the second tier would have held part of.",
+     MetricType::Counter, FillTierRungs<kTierHitRequests>, ServedFamily::kCurves},
+    {"kvledger_capacity_tier_seconds_known_requests_total",
+     "Of those, the records with a live compute model: the seconds below are over them.", MetricType::Counter,
+     FillTierRungs<kTierSecondsKnown>, ServedFamily::kCurves},
+    {"kvledger_capacity_tier_recompute_avoided_seconds_total",
+     "Prefill seconds the tier's reloads would have avoided, where reloading is faster than recomputing (the "
+     "break-even threshold on).",
+     MetricType::Counter, FillTierRungs<kTierRecomputeNanos, true>, ServedFamily::kCurves},
+    {"kvledger_capacity_tier_reload_seconds_total",
+     "Seconds those reloads would have taken: the tier's wait plus their KV bytes over its bandwidth (net seconds "
+     "avoided = recompute avoided - reload).",
+     MetricType::Counter, FillTierRungs<kTierReloadNanos, true>, ServedFamily::kCurves},
+    {"kvledger_capacity_tier_slower_requests_total",
+     "Records whose reload from the tier would be slower than recomputing it: the threshold recomputes them.",
+     MetricType::Counter, FillTierRungs<kTierSlowerRequests>, ServedFamily::kCurves},
+    {"kvledger_capacity_tier_slower_tokens_total", "The tokens the tier holds for those records.",
+     MetricType::Counter, FillTierRungs<kTierSlowerTokens>, ServedFamily::kCurves},
+    {"kvledger_capacity_tier_slower_excess_seconds_total",
+     "Seconds reloading those records regardless would have cost (reload - recompute): the time the tier costs "
+     "with the threshold off.",
+     MetricType::Counter, FillTierRungs<kTierSlowerExcessNanos, true>, ServedFamily::kCurves},
 };
 
 // An ostream target that appends straight to the piece being filled, so a family's text is not
@@ -415,6 +463,9 @@ void MetricsExposition::CollectEach(const std::function<void(MetricFamily&)>& em
   if (curves_ != nullptr) {
     s.curves = curves_->Snapshot();
     for (uint64_t capacity : curves_->capacities()) s.capacity_labels.push_back(CapacityLabel(capacity));
+    for (const TierSize& size : curves_->limits().tiers.sizes) {
+      s.tier_labels.push_back({{"tier", TierLabel(size.kind)}, {"tier_bytes", TierBytesLabel(size.bytes)}});
+    }
   }
   s.cell_labels.reserve(s.snapshot.cells.size());
   for (const auto& cell : s.snapshot.cells) s.cell_labels.push_back({s.Model(cell.model_slot), {"tier", TierLabel(cell.tier)}});

@@ -61,6 +61,10 @@ ABSL_FLAG(std::string, capacity_ladder, kDefaults.capacity_ladder,
 ABSL_FLAG(std::string, capacity_use_order, kDefaults.capacity_use_order,
           "Capacity curves: the order a request's blocks are used in after their lookup: tail-first, as vLLM and "
           "SGLang release them, or prompt, as simple LRU simulators replay a trace (kvledger plan --use-order)");
+ABSL_FLAG(std::string, capacity_tiers, kDefaults.capacity_tiers,
+          "Second-tier what-if: tier sizes costed below each cache's device, KIND:SIZE[:BYTES_PER_SECOND"
+          "[:WAIT_SECONDS]],... with KIND host, disk or remote and SIZE in bytes (1TiB, 512GB); the bandwidth is "
+          "the measured one where records reload from that tier; empty: none");
 ABSL_FLAG(std::string, web_config_file, "",
           "The HTTP port's TLS and basic auth, in the Prometheus exporter-toolkit web config format "
           "(tls_server_config, basic_auth_users with bcrypt hashes)");
@@ -197,6 +201,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.fleet_job = absl::GetFlag(FLAGS_fleet_job);
   options.capacity_ladder = absl::GetFlag(FLAGS_capacity_ladder);
   options.capacity_use_order = absl::GetFlag(FLAGS_capacity_use_order);
+  options.capacity_tiers = absl::GetFlag(FLAGS_capacity_tiers);
   if (auto s = BoundsFromFlags(options); !s.ok()) return s;
   if (auto s = options.Validate(); !s.ok()) return s;
   return options;

@@ -75,6 +75,10 @@ absl::StatusOr<std::vector<uint64_t>> ServerOptions::CapacityLadder() const {
   return ParseCapacityLadder(capacity_ladder, "--capacity_ladder");
 }
 
+absl::StatusOr<std::vector<TierSize>> ServerOptions::CapacityTiers() const {
+  return ParseTierLadder(capacity_tiers, "--capacity_tiers");
+}
+
 absl::StatusOr<UseOrder> ServerOptions::CapacityUseOrder() const {
   return ParseUseOrder("--capacity_use_order", capacity_use_order);
 }
@@ -109,6 +113,7 @@ absl::Status ServerOptions::Validate() const {
   if (auto s = DeclaredSeries(); !s.ok()) return s.status();
   if (auto s = CapacityLadder(); !s.ok()) return s.status();
   if (auto s = CapacityUseOrder(); !s.ok()) return s.status();
+  if (auto s = CapacityTiers(); !s.ok()) return s.status();
   for (const ServerBound& b : Bounds()) {
     if (!b.in_range) return BoundError(b.flag, b.value, b.min, b.max);
   }

@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "lib/accounting/record_facts.h"
 #include "lib/capacity/ladder.h"
+#include "lib/capacity/second_tier.h"
 #include "lib/capacity/use_order.h"
 #include "lib/profiles/model_registry.h"
 #include "server/http/limits.h"
@@ -67,6 +68,9 @@
   X(capacity_memory_bytes, uint64_t, uint64_t{256} << 20, uint64_t{1} << 20, uint64_t{64} << 30,                \
     "capacity curves: bytes all caches' stacks may hold together, an equal share each of --capacity_caches; "     \
     "a cache's depths are exact within its share and sampled past it")                                          \
+  X(capacity_device_tokens, uint64_t, 0, 0, uint64_t{1} << 50,                                                    \
+    "second-tier what-if: a device cache's capacity in tokens where a record gives none (cache_capacity_blocks); " \
+    "0 = tiers only below caches whose records give it")                                                        \
   X(bulk_call_bytes, uint32_t, 65536, 0, 256u << 20,                                                             \
     "a Record or RecordBatch call or stream batch of at least this many bytes (records with block ids) is "      \
     "applied on the bulk lane: one thread at the lowest CPU priority taking each client address's calls in "     \
@@ -136,6 +140,9 @@ struct ServerOptions {
   // curves), and the order a request's blocks are used in (lib/capacity/use_order.h).
   std::string capacity_ladder = kDefaultCapacityLadder;
   std::string capacity_use_order = std::string(UseOrderName(UseOrder::kTailFirst));
+  // The second tiers costed below each cache's device (docs/cost-model.md §15):
+  // KIND:SIZE[:BYTES_PER_SECOND[:WAIT_SECONDS]],... (lib/capacity/second_tier.h); empty: none.
+  std::string capacity_tiers = kDefaultTierLadder;
   // The HTTP listener's bounds (server/http/limits.h), each a --http_NAME flag.
   HttpLimits http;
   // The server's other bounds, each a flag of its name (KVLEDGER_SERVER_BOUNDS above).
@@ -154,6 +161,8 @@ struct ServerOptions {
   absl::StatusOr<std::vector<uint64_t>> CapacityLadder() const;
   // capacity_use_order as an order; INVALID_ARGUMENT naming the flag.
   absl::StatusOr<UseOrder> CapacityUseOrder() const;
+  // capacity_tiers as tier sizes; INVALID_ARGUMENT naming the flag.
+  absl::StatusOr<std::vector<TierSize>> CapacityTiers() const;
 };
 
 // Whether `value` lies in [min, max] (a negative one never does).

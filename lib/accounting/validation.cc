@@ -94,12 +94,14 @@ Verdict ValidateReuseDistances(const RecordFacts& f) {
   const auto bad = [](std::string message) {
     return Verdict(RejectReason::kInvalidPrefixBlockReuseDistances, "prefix_block_reuse_distances", std::move(message));
   };
+  const bool blocks_given = n > 0 || !f.prefix_block_ids.empty();
   if (f.cache_capacity_blocks && (*f.cache_capacity_blocks < 1 || *f.cache_capacity_blocks > kMaxCacheCapacityBlocks ||
-                                  n == 0)) {
+                                  !blocks_given)) {
     return Verdict(RejectReason::kInvalidCacheCapacityBlocks, "cache_capacity_blocks",
                    absl::StrCat("cache_capacity_blocks = ", *f.cache_capacity_blocks,
-                                n == 0 ? ": needs prefix_block_reuse_distances (the cache they were measured in)"
-                                       : ": must be in [1, 2^40]"));
+                                blocks_given ? ": must be in [1, 2^40]"
+                                             : ": needs prefix_block_ids or prefix_block_reuse_distances (the cache "
+                                               "they were looked up or measured in)"));
   }
   if (n == 0) return Verdict();
   if (!f.prefix_block_ids.empty()) {

@@ -412,6 +412,13 @@ std::optional<uint64_t> ReloadBreakEvenTokens(const ModelRegistry& registry, con
   return BreakEvenTokens(resolution, tier, *bandwidth.rate, *compute);
 }
 
+RateUsed ReloadBandwidthUsed(const ModelRegistry& registry, const std::string& model, Tier tier, const LiveRates* rates,
+                             const FleetRates* fleet) {
+  const absl::StatusOr<Resolution> resolution = registry.Resolve(model);
+  if (!resolution.ok()) return RateUsed{};
+  return Rates(*resolution, model, rates, fleet).Bandwidth(tier);
+}
+
 absl::StatusOr<Advice> Advise(const AdviceRequestInput& request, const ModelRegistry& registry,
                               const LiveRates* rates, const FleetRates* fleet) {
   if (request.candidates.size() > kMaxAdviceCandidates) {

@@ -131,6 +131,11 @@ std::optional<uint64_t> BreakEvenTokens(const absl::StatusOr<Resolution>& model,
 std::optional<uint64_t> ReloadBreakEvenTokens(const ModelRegistry& registry, const std::string& model, Tier tier,
                                               const LiveRates* rates, const FleetRates* fleet);
 
+// The reload bandwidth of `tier` for `model` that Advise answers with: the fleet's, else this
+// replica's live one, else the profile's stated figure; rate unset when none is known.
+RateUsed ReloadBandwidthUsed(const ModelRegistry& registry, const std::string& model, Tier tier, const LiveRates* rates,
+                             const FleetRates* fleet);
+
 // The refusal of a request with more than kMaxAdviceCandidates candidates (also given before one is
 // parsed, by the server).
 std::string TooManyCandidatesMessage(size_t candidates);

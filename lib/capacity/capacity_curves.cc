@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/accounting/figure_schema.h"
+#include "lib/cost_model/model_shape.h"
 
 namespace kvledger {
 namespace {
@@ -28,6 +29,20 @@ void AddCurve(const CapacityCurves::ModelCurve& from, CapacityCurves::ModelCurve
     to.rungs[i].prefill_avoided_flops += from.rungs[i].prefill_avoided_flops;
     to.rungs[i].recompute_avoided_nanos += from.rungs[i].recompute_avoided_nanos;
   }
+  to.tier_no_device += from.tier_no_device;
+  to.tier_rungs.resize(std::max(to.tier_rungs.size(), from.tier_rungs.size()));
+  for (size_t i = 0; i < from.tier_rungs.size(); ++i) {
+    for (size_t f = 0; f < kTierFieldCount; ++f) to.tier_rungs[i][f] += from.tier_rungs[i][f];
+  }
+}
+
+// Moves the whole units of an estimate's running `carry` into a counter that only rises.
+void MoveWhole(double& carry, double add, Uint128& counter) {
+  carry += add;
+  if (carry < 1) return;
+  const double whole = std::floor(carry);
+  counter += static_cast<Uint128>(whole);
+  carry -= whole;
 }
 
 }  // namespace
@@ -188,21 +203,25 @@ CapacityCurves::ModelCurve CapacityCurves::SampledFigures(const RecordFacts& fac
   return delta;
 }
 
-void CapacityCurves::Add(uint32_t slot, const ModelCurve& delta, const Estimate& estimate) {
+void CapacityCurves::Add(uint32_t slot, const ModelCurve& delta, const Estimate& estimate,
+                         const TierEstimate& tier_estimate) {
   Slot& totals = slots_[slot];
   MutexLock lock(&totals.mu);
   AddCurve(delta, totals.curve);
-  if (estimate.empty()) return;
-  totals.carry.resize(capacities_.size(), {0, 0, 0, 0});
-  totals.curve.rungs.resize(capacities_.size());
-  for (size_t r = 0; r < capacities_.size(); ++r) {
-    for (size_t f = 0; f < 4; ++f) {
-      double& carry = totals.carry[r][f];
-      carry += estimate[r][f];
-      if (carry < 1) continue;
-      const double whole = std::floor(carry);
-      Field(totals.curve.rungs[r], f) += static_cast<Uint128>(whole);
-      carry -= whole;
+  if (!estimate.empty()) {
+    totals.carry.resize(capacities_.size(), {0, 0, 0, 0});
+    totals.curve.rungs.resize(capacities_.size());
+    for (size_t r = 0; r < capacities_.size(); ++r) {
+      for (size_t f = 0; f < 4; ++f) MoveWhole(totals.carry[r][f], estimate[r][f], Field(totals.curve.rungs[r], f));
+    }
+  }
+  if (!tier_estimate.empty()) {
+    totals.tier_carry.resize(tier_estimate.size(), {});
+    totals.curve.tier_rungs.resize(tier_estimate.size(), TierRung{});
+    for (size_t t = 0; t < tier_estimate.size(); ++t) {
+      for (size_t f = 0; f < kTierFieldCount; ++f) {
+        MoveWhole(totals.tier_carry[t][f], tier_estimate[t][f], totals.curve.tier_rungs[t][f]);
+      }
     }
   }
 }
@@ -226,8 +245,139 @@ std::vector<uint64_t> DepthsFromDistances(const RecordFacts& facts) {
 
 }  // namespace
 
+namespace {
+
+// A prefix's figures at one match, as a second tier weighs them.
+struct AtMatch {
+  Uint128 tokens = 0, attention = 0, prefill = 0, bytes = 0;
+  std::optional<double> recompute_seconds;  // with a live compute model only, as the curves' seconds
+};
+
+AtMatch ValuesAt(const RecordFacts& facts, int64_t match, const Profile& profile, const EstimateSource& source) {
+  const RecordFigures f =
+      Derive(FactsAtMatch(facts.model, facts.prompt_tokens, facts.output_tokens, match), profile, source);
+  AtMatch at{f.logical_match_tokens, f.ReusedAttentionFlops(), f.ReusedPrefillFlops(), f.reused_bytes, std::nullopt};
+  if (source.live) at.recompute_seconds = f.estimated_recompute_seconds;
+  return at;
+}
+
+// The prompt tokens a cache holding the depths up to `deepest` matches, from non-decreasing prefix depths.
+int64_t MatchWithin(absl::Span<const uint64_t> depths, uint64_t deepest, uint64_t block, int64_t prompt) {
+  const auto blocks = static_cast<uint64_t>(std::upper_bound(depths.begin(), depths.end(), deepest) - depths.begin());
+  return static_cast<int64_t>(std::min(blocks * block, static_cast<uint64_t>(prompt)));
+}
+
+// What the engine does with a tier's part of a request (its bytes and recompute seconds), into `out`
+// (TierField order, one request's worth; `tokens` the part's tokens).
+template <typename T>
+void Choose(double tokens, double bytes, double recompute_seconds, double bandwidth, double wait, T& out) {
+  const TierReload c = ChooseTierReload(bytes, recompute_seconds, bandwidth, wait);
+  out[kTierSecondsKnown] = 1;
+  if (c.slower) {
+    out[kTierSlowerRequests] = 1;
+    out[kTierSlowerTokens] = static_cast<typename T::value_type>(tokens);
+    out[kTierSlowerExcessNanos] = static_cast<typename T::value_type>(std::llround(c.ExcessSeconds() * 1e9));
+  } else {
+    out[kTierRecomputeNanos] = static_cast<typename T::value_type>(std::llround(c.recompute_seconds * 1e9));
+    out[kTierReloadNanos] = static_cast<typename T::value_type>(std::llround(c.reload_seconds * 1e9));
+  }
+}
+
+}  // namespace
+
+CapacityCurves::TierPlace CapacityCurves::TierPlaceOf(const RecordFacts& facts, const Profile& profile) const {
+  const TierOptions& tiers = limits_.tiers;
+  TierPlace place;
+  const auto block = static_cast<uint64_t>(*facts.block_tokens);
+  place.device_blocks = facts.cache_capacity_blocks ? static_cast<uint64_t>(*facts.cache_capacity_blocks)
+                                                    : tiers.device_tokens / block;
+  const uint64_t block_bytes = block * BytesPerCachedToken(profile.shape());
+  for (const TierSize& size : tiers.sizes) {
+    const uint64_t blocks = size.Blocks(block_bytes);
+    place.deepest.push_back(blocks > kUnlimited - 1 - place.device_blocks ? kUnlimited - 1
+                                                                         : place.device_blocks + blocks);
+    std::optional<double> measured;
+    if (tiers.measured_bandwidth) measured = tiers.measured_bandwidth(facts.model, size.kind);
+    place.bandwidth.push_back(measured && *measured > 0 ? *measured : size.StatedBandwidth());
+  }
+  return place;
+}
+
+void CapacityCurves::ExactTiers(const RecordFacts& facts, absl::Span<const uint64_t> depths, const Profile& profile,
+                                const EstimateSource& source, ModelCurve& delta) const {
+  const std::vector<TierSize>& sizes = limits_.tiers.sizes;
+  if (sizes.empty()) return;
+  const TierPlace place = TierPlaceOf(facts, profile);
+  if (place.device_blocks == 0) {
+    delta.tier_no_device = 1;
+    return;
+  }
+  const auto block = static_cast<uint64_t>(*facts.block_tokens);
+  const int64_t device_match = MatchWithin(depths, place.device_blocks, block, facts.prompt_tokens);
+  const AtMatch low = ValuesAt(facts, device_match, profile, source);
+  delta.tier_rungs.assign(sizes.size(), TierRung{});
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    const int64_t match = MatchWithin(depths, place.deepest[t], block, facts.prompt_tokens);
+    if (match <= device_match) continue;
+    const AtMatch high = ValuesAt(facts, match, profile, source);
+    TierRung& r = delta.tier_rungs[t];
+    r[kTierMatchTokens] = high.tokens - low.tokens;
+    r[kTierAttentionFlops] = high.attention - low.attention;
+    r[kTierPrefillFlops] = high.prefill - low.prefill;
+    r[kTierHitRequests] = 1;
+    if (!high.recompute_seconds || !low.recompute_seconds) continue;
+    Choose(Uint128ToDouble(r[kTierMatchTokens]), Uint128ToDouble(high.bytes - low.bytes),
+           *high.recompute_seconds - *low.recompute_seconds, place.bandwidth[t], sizes[t].wait_seconds, r);
+  }
+}
+
+// Under sampling each sampled block the tier holds adds its share (the prefix through it minus the
+// prefix up to it) divided by the rate, as the curves' rungs do; the threshold is applied to the
+// request's estimated part, and the wait charged to a request whose sampled blocks the tier holds.
+void CapacityCurves::SampledTiers(const RecordFacts& facts, absl::Span<const SampledStack::Sampled> sampled,
+                                  double rate, const Profile& profile, const EstimateSource& source, ModelCurve& delta,
+                                  TierEstimate& estimate) const {
+  const std::vector<TierSize>& sizes = limits_.tiers.sizes;
+  if (sizes.empty()) return;
+  const TierPlace place = TierPlaceOf(facts, profile);
+  if (place.device_blocks == 0) {
+    delta.tier_no_device = 1;
+    return;
+  }
+  const auto block = static_cast<uint64_t>(*facts.block_tokens);
+  const auto prompt = static_cast<uint64_t>(facts.prompt_tokens);
+  // Per tier size: tokens, attention, prefill, bytes, recompute seconds; whether seconds are known.
+  std::vector<std::array<double, 5>> parts(sizes.size(), {0, 0, 0, 0, 0});
+  bool seconds = source.live.has_value();
+  for (const SampledStack::Sampled& s : sampled) {
+    if (s.position * block >= prompt || s.depth <= place.device_blocks) continue;
+    const AtMatch from = ValuesAt(facts, static_cast<int64_t>(s.position * block), profile, source);
+    const AtMatch to = ValuesAt(facts, static_cast<int64_t>(std::min((s.position + 1) * block, prompt)), profile, source);
+    seconds = seconds && from.recompute_seconds && to.recompute_seconds;
+    const std::array<double, 5> share = {
+        Uint128ToDouble(to.tokens - from.tokens), Uint128ToDouble(to.attention - from.attention),
+        Uint128ToDouble(to.prefill - from.prefill), Uint128ToDouble(to.bytes - from.bytes),
+        seconds ? *to.recompute_seconds - *from.recompute_seconds : 0.0};
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      if (s.depth > place.deepest[t]) continue;
+      for (size_t f = 0; f < share.size(); ++f) parts[t][f] += share[f] / rate;
+    }
+  }
+  estimate.assign(sizes.size(), {});
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    if (parts[t][0] <= 0) continue;
+    auto& e = estimate[t];
+    e[kTierMatchTokens] = parts[t][0];
+    e[kTierAttentionFlops] = parts[t][1];
+    e[kTierPrefillFlops] = parts[t][2];
+    e[kTierHitRequests] = 1;
+    if (seconds) Choose(parts[t][0], parts[t][3], parts[t][4], place.bandwidth[t], sizes[t].wait_seconds, e);
+  }
+}
+
 CapacityCurves::ModelCurve CapacityCurves::Replay(Cache& cache, const RecordFacts& facts, const Profile& profile,
-                                                  const EstimateSource& source, Estimate& estimate) const {
+                                                  const EstimateSource& source, Estimate& estimate,
+                                                  TierEstimate& tier_estimate) const {
   thread_local std::vector<SampledStack::Sampled> sampled;
   thread_local std::vector<uint64_t> depths;
   double rate = 1;
@@ -241,10 +391,12 @@ CapacityCurves::ModelCurve CapacityCurves::Replay(Cache& cache, const RecordFact
   ModelCurve delta;
   if (rate < 1) {
     delta = SampledFigures(facts, sampled, rate, profile, source, estimate);
+    SampledTiers(facts, sampled, rate, profile, source, delta, tier_estimate);
   } else {
     depths.clear();  // every block sampled: the exact prefix depths
     for (const SampledStack::Sampled& s : sampled) depths.push_back(s.depth);
     delta = Figures(facts, depths, profile, source);
+    ExactTiers(facts, depths, profile, source, delta);
   }
   delta.forgotten_blocks = forgotten;
   return delta;
@@ -254,7 +406,10 @@ void CapacityCurves::Observe(uint32_t slot, const RecordFacts& facts, const Prof
                              const EstimateSource& source) {
   if (!facts.block_tokens || slot >= slots_.size()) return;
   if (!facts.prefix_block_reuse_distances.empty() && facts.cache_capacity_blocks) {
-    Add(slot, Figures(facts, DepthsFromDistances(facts), profile, source), {});
+    const std::vector<uint64_t> depths = DepthsFromDistances(facts);
+    ModelCurve delta = Figures(facts, depths, profile, source);
+    ExactTiers(facts, depths, profile, source, delta);
+    Add(slot, delta, {}, {});
     return;
   }
   if (facts.prefix_block_ids.empty()) return;
@@ -266,13 +421,15 @@ void CapacityCurves::Observe(uint32_t slot, const RecordFacts& facts, const Prof
   }
   ModelCurve delta;
   thread_local Estimate estimate;
+  thread_local TierEstimate tier_estimate;
   estimate.clear();
+  tier_estimate.clear();
   if (cache == nullptr) {
     delta.untracked = 1;
   } else {
-    delta = Replay(*cache, facts, profile, source, estimate);
+    delta = Replay(*cache, facts, profile, source, estimate, tier_estimate);
   }
-  Add(slot, delta, estimate);
+  Add(slot, delta, estimate, tier_estimate);
 }
 
 std::vector<CapacityCurves::ModelCurve> CapacityCurves::Snapshot() const {
@@ -292,6 +449,7 @@ std::vector<CapacityCurves::ModelCurve> CapacityCurves::Snapshot() const {
     out.back().model_slot = static_cast<uint32_t>(s);
     out.back().caches = caches[s];
     out.back().rungs.resize(capacities_.size());
+    out.back().tier_rungs.resize(limits_.tiers.sizes.size(), TierRung{});
   }
   return out;
 }

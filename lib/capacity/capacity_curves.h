@@ -4,7 +4,9 @@
 // Derive() as every record. Exact while a cache's stack holds every block; past its share of the
 // memory budget, each sampled block adds its own share of the figures (the record at its end minus the
 // record at its start) divided by the sampling rate, an estimate. Counters per model and capacity,
-// integers; they add across caches, engines and replicas. Thread-safe.
+// integers; they add across caches, engines and replicas. With tier sizes (CurveLimits::tiers), each
+// record is costed again with a second tier of each size below its device's capacity
+// (second_tier.h, docs/cost-model.md §15). Thread-safe.
 #ifndef KVLEDGER_LIB_ACCOUNTING_CAPACITY_CURVES_H_
 #define KVLEDGER_LIB_ACCOUNTING_CAPACITY_CURVES_H_
 
@@ -24,6 +26,7 @@
 #include "lib/accounting/record_observer.h"
 #include "lib/capacity/ladder.h"
 #include "lib/capacity/sampled_stack.h"
+#include "lib/capacity/second_tier.h"
 #include "lib/base/monotonic.h"
 #include "lib/base/mutex.h"
 #include "lib/cost_model/exact_int.h"
@@ -38,6 +41,17 @@ static_assert(kUnlimited == SampledStack::kAbsent, "an absent block is past ever
 RecordFacts FactsAtMatch(absl::string_view model, int64_t prompt_tokens, std::optional<int64_t> output_tokens,
                          int64_t match_tokens);
 
+// The second tiers costed below each cache's device (docs/cost-model.md §15).
+struct TierOptions {
+  std::vector<TierSize> sizes;  // none: no tier figures
+  // The device's capacity in tokens where a record does not give its cache's (cache_capacity_blocks);
+  // 0: only records that give it are costed with tiers.
+  uint64_t device_tokens = 0;
+  // The reload bandwidth measured for (model, tier kind), bytes/s, when there is one; else (or
+  // unset) the tier size's stated bandwidth.
+  std::function<std::optional<double>(absl::string_view model, Tier kind)> measured_bandwidth;
+};
+
 struct CurveLimits {
   size_t max_caches = 64;                    // (model, cache_id) pairs replayed at once
   uint64_t max_samples_per_cache = 1u << 16;  // blocks each cache's stack holds; past it, sampled
@@ -45,7 +59,25 @@ struct CurveLimits {
   // when all max_caches are taken; while every cache is more recent, a new one's records are untracked.
   double cache_idle_seconds = 600;
   UseOrder use_order = UseOrder::kTailFirst;  // the order each request's blocks are used in
+  TierOptions tiers = {};
 };
+
+// The sums of one second tier's size, in TierField order: what it holds beyond the device's match, and
+// over the requests it holds part of with a compute model (seconds known), what the engine does with it.
+enum TierField : size_t {
+  kTierMatchTokens,        // prefix tokens the tier holds that the device does not
+  kTierAttentionFlops,     // attention FLOPs those tokens' reuse avoids, at the reused boundary
+  kTierPrefillFlops,       // prefill FLOPs likewise
+  kTierHitRequests,        // requests the tier holds part of
+  kTierSecondsKnown,       // of them, those with a compute model
+  kTierRecomputeNanos,     // recompute seconds (×1e9) the tier's reloads avoid, threshold on
+  kTierReloadNanos,        // reload seconds (×1e9) those reloads take
+  kTierSlowerRequests,     // requests whose reload is slower than recomputing: the threshold recomputes
+  kTierSlowerTokens,       // their tokens held by the tier
+  kTierSlowerExcessNanos,  // what reloading them regardless would cost: reload − recompute (×1e9)
+  kTierFieldCount
+};
+using TierRung = std::array<Uint128, kTierFieldCount>;
 
 class CapacityCurves final : public RecordObserver {
  public:
@@ -67,6 +99,10 @@ class CapacityCurves final : public RecordObserver {
     uint64_t forgotten_blocks = 0;  // blocks dropped from a cache's sample as its rate fell
     Uint128 prompt_tokens = 0, attention_baseline_flops = 0, prefill_baseline_flops = 0;
     std::vector<Rung> rungs;  // one per capacity(), in order
+    // Records with ids but no device capacity for the tiers to stand below (no cache_capacity_blocks
+    // and no TierOptions::device_tokens).
+    uint64_t tier_no_device = 0;
+    std::vector<TierRung> tier_rungs;  // one per limits().tiers.sizes, in order
   };
 
   // `capacity_tokens`: ascending finite capacities, at most kMaxLadderCapacities (the unlimited one
@@ -107,12 +143,14 @@ class CapacityCurves final : public RecordObserver {
   // A sampled record's estimate at each capacity, per figure (match tokens, attention FLOPs, prefill
   // FLOPs, nanoseconds): signed, since the sampling's correction may take away.
   using Estimate = std::vector<std::array<double, 4>>;
+  using TierEstimate = std::vector<std::array<double, kTierFieldCount>>;  // per tier size
   struct Slot {
     mutable Mutex mu;
     ModelCurve curve ABSL_GUARDED_BY(mu);
     // The sampled records' estimates not yet in `curve`'s counters, which only rise: a whole unit
     // moves there once the running estimate reaches it.
     Estimate carry ABSL_GUARDED_BY(mu);
+    TierEstimate tier_carry ABSL_GUARDED_BY(mu);
   };
   CapacityCurves(std::vector<uint64_t> capacities, size_t slot_count, CurveLimits limits,
                  std::function<double()> clock);
@@ -124,12 +162,25 @@ class CapacityCurves final : public RecordObserver {
                      const EstimateSource& source) const;
   // The record replayed through `cache`'s stack and costed at every capacity.
   ModelCurve Replay(Cache& cache, const RecordFacts& facts, const Profile& profile, const EstimateSource& source,
-                    Estimate& estimate) const;
+                    Estimate& estimate, TierEstimate& tier_estimate) const;
   // The figures from a sample of the record's blocks taken at `rate` < 1.
   // Its baselines, and in `estimate` what each capacity would have bought.
   ModelCurve SampledFigures(const RecordFacts& facts, absl::Span<const SampledStack::Sampled> sampled, double rate,
                             const Profile& profile, const EstimateSource& source, Estimate& estimate) const;
-  void Add(uint32_t slot, const ModelCurve& delta, const Estimate& estimate);
+  // The record's second tiers (docs/cost-model.md §15): in `delta` from its exact prefix depths, or
+  // in `estimate` from a sample taken at `rate` < 1.
+  struct TierPlace {  // where a record's tiers stand: below its device, each size's deepest depth and bandwidth
+    uint64_t device_blocks = 0;
+    std::vector<uint64_t> deepest;
+    std::vector<double> bandwidth;
+  };
+  TierPlace TierPlaceOf(const RecordFacts& facts, const Profile& profile) const;
+  void ExactTiers(const RecordFacts& facts, absl::Span<const uint64_t> depths, const Profile& profile,
+                  const EstimateSource& source, ModelCurve& delta) const;
+  void SampledTiers(const RecordFacts& facts, absl::Span<const SampledStack::Sampled> sampled, double rate,
+                    const Profile& profile, const EstimateSource& source, ModelCurve& delta,
+                    TierEstimate& estimate) const;
+  void Add(uint32_t slot, const ModelCurve& delta, const Estimate& estimate, const TierEstimate& tier_estimate);
 
   const std::vector<uint64_t> capacities_;
   const CurveLimits limits_;

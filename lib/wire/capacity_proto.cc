@@ -13,6 +13,34 @@ namespace {
 
 double Ratio(Uint128 part, Uint128 whole) { return whole == 0 ? 0.0 : Uint128ToDouble(part) / Uint128ToDouble(whole); }
 
+double Seconds(Uint128 nanos) { return Uint128ToDouble(nanos) / kNanoUnitsPerUnit; }
+
+void FillTiers(const CapacityCurves::ModelCurve& c, const std::vector<TierSize>& sizes, const Profile* profile,
+               v1::ModelCapacityCurve& out) {
+  out.set_tier_no_device_requests(c.tier_no_device);
+  for (size_t t = 0; t < sizes.size() && t < c.tier_rungs.size(); ++t) {
+    const TierRung& r = c.tier_rungs[t];
+    v1::TierPoint* p = out.add_tiers();
+    p->set_tier(TierLabel(sizes[t].kind));
+    p->set_tier_bytes(sizes[t].bytes);
+    if (profile != nullptr) p->set_tier_tokens(sizes[t].bytes / BytesPerCachedToken(profile->shape()));
+    p->set_bytes_per_second(sizes[t].StatedBandwidth());
+    p->set_wait_seconds(sizes[t].wait_seconds);
+    p->set_match_tokens(static_cast<uint64_t>(r[kTierMatchTokens]));
+    p->set_token_hit_ratio(Ratio(r[kTierMatchTokens], c.prompt_tokens));
+    p->set_attention_avoided_ratio(Ratio(r[kTierAttentionFlops], c.attention_baseline_flops));
+    p->set_prefill_avoided_ratio(Ratio(r[kTierPrefillFlops], c.prefill_baseline_flops));
+    p->set_hit_requests(static_cast<uint64_t>(r[kTierHitRequests]));
+    p->set_seconds_known_requests(static_cast<uint64_t>(r[kTierSecondsKnown]));
+    p->set_recompute_avoided_seconds(Seconds(r[kTierRecomputeNanos]));
+    p->set_reload_seconds(Seconds(r[kTierReloadNanos]));
+    p->set_net_seconds_avoided(Seconds(r[kTierRecomputeNanos]) - Seconds(r[kTierReloadNanos]));
+    p->set_slower_requests(static_cast<uint64_t>(r[kTierSlowerRequests]));
+    p->set_slower_tokens(static_cast<uint64_t>(r[kTierSlowerTokens]));
+    p->set_slower_excess_seconds(Seconds(r[kTierSlowerExcessNanos]));
+  }
+}
+
 void FillModel(const CapacityCurves::ModelCurve& c, const std::vector<uint64_t>& capacities, const Profile* profile,
                v1::ModelCapacityCurve& out) {
   out.set_requests(c.requests);
@@ -56,7 +84,9 @@ absl::StatusOr<v1::CapacityCurve> CurveToProto(const CapacityCurves& curves, con
     if (!model.empty() && name != model) continue;
     v1::ModelCapacityCurve* m = out.add_models();
     m->set_model(name);
-    FillModel(c, curves.capacities(), c.model_slot < labels.size() ? labels[c.model_slot].profile : nullptr, *m);
+    const Profile* profile = c.model_slot < labels.size() ? labels[c.model_slot].profile : nullptr;
+    FillModel(c, curves.capacities(), profile, *m);
+    FillTiers(c, curves.limits().tiers.sizes, profile, *m);
   }
   std::sort(out.mutable_models()->begin(), out.mutable_models()->end(),
             [](const auto& a, const auto& b) { return a.model() < b.model(); });

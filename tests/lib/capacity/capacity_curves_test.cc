@@ -16,6 +16,7 @@
 #include "lib/accounting/validation.h"
 #include "lib/planning/plan.h"
 #include "lib/profiles/profile_catalog.h"
+#include "tests/lib/capacity/session_trace.h"
 
 namespace kvledger {
 namespace {
@@ -157,28 +158,6 @@ TEST(SampledStackTest, IdsThatHashLowCannotOverflowADepth) {
   stack.Reference(ids, sampled);
   ASSERT_FALSE(sampled.empty());
   for (const auto& s : sampled) EXPECT_LT(s.depth, SampledStack::kAbsent);
-}
-
-// A trace of sessions whose turns extend their prefix: chained ids, shared system prompts, partial
-// last blocks, and misses.
-std::vector<TraceRequest> SessionTrace(uint64_t seed, int requests, uint64_t block) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::vector<int64_t>> sessions(40);
-  int64_t next_id = 1000;
-  std::vector<TraceRequest> trace;
-  for (int r = 0; r < requests; ++r) {
-    auto& chain = sessions[rng() % sessions.size()];
-    if (chain.empty()) chain.push_back(static_cast<int64_t>(rng() % 3));  // one of three system prompts
-    if (rng() % 8 == 0) chain.resize(1);                                  // a new conversation
-    for (uint64_t grow = 1 + rng() % 4; grow > 0; --grow) chain.push_back(next_id++);
-    TraceRequest request;
-    request.input_length = static_cast<int64_t>(chain.size() * block - rng() % block);
-    request.output_length = static_cast<int64_t>(rng() % 50);
-    request.hash_ids = chain;
-    request.line = static_cast<size_t>(r + 1);
-    trace.push_back(request);
-  }
-  return trace;
 }
 
 // PlanAll's one pass over one stack equals Plan (TieredBlockCache, block by block) at each config,
@@ -449,7 +428,10 @@ TEST(CapacityCurvesTest, ReuseDistancesAreValidated) {
   facts.prefix_block_ids = {};
   facts.prefix_block_reuse_distances = {};
   EXPECT_EQ(ValidateFields(facts).rejection().message,
-            "cache_capacity_blocks = 100: needs prefix_block_reuse_distances (the cache they were measured in)");
+            "cache_capacity_blocks = 100: needs prefix_block_ids or prefix_block_reuse_distances (the cache they "
+            "were looked up or measured in)");
+  facts.prefix_block_ids = ids;  // the device a second tier stands below (docs/cost-model.md §15)
+  EXPECT_TRUE(ValidateFields(facts).ok());
 }
 
 // A record rebuilt from a cache's events (reuse distances) is not a served request: through the

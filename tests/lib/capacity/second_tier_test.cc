@@ -1,0 +1,183 @@
+// The second-tier what-if (docs/cost-model.md §15): the tier sizes as written, the reload-or-recompute
+// rule by hand, and the live curves' tier figures against an independent two-level simulation
+// (a device LRU evicting into a tier LRU, block by block).
+#include "lib/capacity/second_tier.h"
+
+#include <cmath>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lib/accounting/validation.h"
+#include "lib/capacity/capacity_curves.h"
+#include "lib/profiles/profile_catalog.h"
+#include "tests/lib/capacity/session_trace.h"
+#include "tests/testing/two_level_sim.h"
+
+namespace kvledger {
+namespace {
+
+TEST(TierLadderTest, ReadsKindsSizesBandwidthsAndWaits) {
+  auto ladder = ParseTierLadder("host:64GiB, disk:4TB:2e9:0.004,remote:1e12:12.5e9", "--capacity_tiers");
+  ASSERT_TRUE(ladder.ok()) << ladder.status();
+  ASSERT_EQ(ladder->size(), 3u);
+  EXPECT_EQ((*ladder)[0].kind, Tier::kHost);
+  EXPECT_EQ((*ladder)[0].bytes, uint64_t{64} << 30);
+  EXPECT_EQ((*ladder)[0].StatedBandwidth(), 25e9);  // the kind's stated figure
+  EXPECT_EQ((*ladder)[1].kind, Tier::kDisk);
+  EXPECT_EQ((*ladder)[1].bytes, 4000000000000u);
+  EXPECT_EQ((*ladder)[1].StatedBandwidth(), 2e9);
+  EXPECT_EQ((*ladder)[1].wait_seconds, 0.004);
+  EXPECT_EQ((*ladder)[2].bytes, 1000000000000u);
+  EXPECT_TRUE(ParseTierLadder("", "--capacity_tiers")->empty());
+  EXPECT_TRUE(ParseTierLadder(kDefaultTierLadder, "--capacity_tiers").ok());
+}
+
+TEST(TierLadderTest, RefusalsNameTheFlagTheValueAndTheRule) {
+  const auto message = [](absl::string_view text) {
+    return std::string(ParseTierLadder(text, "--capacity_tiers").status().message());
+  };
+  EXPECT_EQ(message("device:1TiB"),
+            "--capacity_tiers = \"device:1TiB\": a tier is KIND:SIZE[:BYTES_PER_SECOND[:WAIT_SECONDS]] with KIND "
+            "host, disk or remote");
+  EXPECT_EQ(message("host:1.5"), "--capacity_tiers = \"1.5\": must be a whole number of bytes");
+  EXPECT_EQ(message("host:lots"),
+            "--capacity_tiers = \"lots\": must be a size in bytes up to 2^60, e.g. 1099511627776, 1TiB, 512GB or 2.5e11");
+  EXPECT_EQ(message("host:0"), "--capacity_tiers = \"host:0\": a tier of 0 bytes holds nothing");
+  EXPECT_EQ(message("host:1TiB:0"), "--capacity_tiers = \"host:1TiB:0\": BYTES_PER_SECOND must be a positive number");
+  EXPECT_EQ(message("host:1TiB:1e9:-1"), "--capacity_tiers = \"host:1TiB:1e9:-1\": WAIT_SECONDS must be a non-negative number");
+  EXPECT_EQ(message("host:1TiB,host:1099511627776"),
+            "--capacity_tiers = \"host:1TiB,host:1099511627776\": the host tier of 1099511627776 bytes is listed twice");
+  EXPECT_THAT(message("host:1,host:2,host:3,host:4,host:5,host:6,host:7,host:8,host:9"),
+              ::testing::HasSubstr("9 tier sizes: must be at most 8"));
+}
+
+TEST(TierReloadTest, ReloadsWhereFasterAndSaysWhatReloadingRegardlessCosts) {
+  // 134,217,728 bytes at 25 GB/s after 1 ms: 6.36870912 ms, against 10 ms of recompute.
+  const TierReload fast = ChooseTierReload(134217728, 0.010, 25e9, 0.001);
+  EXPECT_FALSE(fast.slower);
+  EXPECT_DOUBLE_EQ(fast.reload_seconds, 0.00636870912);
+  EXPECT_DOUBLE_EQ(fast.SavedSeconds(), 0.010 - 0.00636870912);
+  EXPECT_EQ(fast.ExcessSeconds(), 0);
+  const TierReload slow = ChooseTierReload(134217728, 0.010, 1e9, 0);  // 134 ms
+  EXPECT_TRUE(slow.slower);
+  EXPECT_EQ(slow.SavedSeconds(), 0);
+  EXPECT_DOUBLE_EQ(slow.ExcessSeconds(), 0.134217728 - 0.010);
+  EXPECT_TRUE(ChooseTierReload(1e9, 0.04, 25e9, 0).slower);  // a tie recomputes
+}
+
+RecordFacts Facts(int64_t prompt, const std::vector<uint64_t>& ids) {
+  RecordFacts facts = FactsAtMatch("llama-3.1-8b", prompt, std::nullopt, 0);
+  facts.prefix_block_ids = ids;
+  facts.block_tokens = 512;
+  facts.cache_capacity_blocks = 1;  // the device: one block
+  return facts;
+}
+
+// By hand, llama-3.1-8b (131,072 KV bytes a token; prefill F(p) = a·p + c·p(p+1)/2 with
+// a = 13,958,643,712 and c = 524,288), 512-token blocks, a device of one block and a host tier of two
+// (128 MiB). A = [1, 2] and B = [3] miss; C = [1, 2] + 476 tokens finds 1 at depth 2 and 2 at depth 3:
+// the device holds neither, the tier both: 1,024 tokens.
+TEST(SecondTierTest, AHandWorkedRequest) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const Profile& profile = *catalog.Find("llama-3.1-8b");
+  for (double bandwidth : {25e9, 1e9}) {
+    CurveLimits limits;
+    limits.tiers.sizes = {TierSize{Tier::kHost, 134217728, bandwidth, 0}};
+    auto curves = CapacityCurves::Create({512}, 1, limits);
+    ASSERT_TRUE(curves.ok());
+    const EstimateSource live{ComputeTime{Basis::kLive, 0.02, 1e-15}, false};
+    (*curves)->Observe(0, Facts(1024, {1, 2}), profile, live);
+    (*curves)->Observe(0, Facts(512, {3}), profile, live);
+    (*curves)->Observe(0, Facts(1500, {1, 2, 4}), profile, live);
+    const TierRung r = (*curves)->Snapshot().at(0).tier_rungs.at(0);
+    EXPECT_EQ(r[kTierMatchTokens], 1024);
+    EXPECT_EQ(r[kTierAttentionFlops], Uint128{524288} * 1024 * 1025 / 2);
+    EXPECT_EQ(r[kTierPrefillFlops], Uint128{13958643712} * 1024 + Uint128{524288} * 1024 * 1025 / 2);
+    EXPECT_EQ(r[kTierHitRequests], 1);
+    EXPECT_EQ(r[kTierSecondsKnown], 1);
+    // Recompute: 14,568,797,503,488 FLOPs at 1e-15 s a FLOP = 14.568797503 ms; reload: 134,217,728 bytes.
+    if (bandwidth == 25e9) {  // 5.36870912 ms: reloaded
+      EXPECT_EQ(r[kTierRecomputeNanos], 14568798);
+      EXPECT_EQ(r[kTierReloadNanos], 5368709);
+      EXPECT_EQ(r[kTierSlowerRequests], 0);
+    } else {  // 134.217728 ms: recomputed, and reloading regardless would cost 119.648930 ms more
+      EXPECT_EQ(r[kTierRecomputeNanos], 0);
+      EXPECT_EQ(r[kTierReloadNanos], 0);
+      EXPECT_EQ(r[kTierSlowerRequests], 1);
+      EXPECT_EQ(r[kTierSlowerTokens], 1024);
+      EXPECT_EQ(r[kTierSlowerExcessNanos], 119648930);
+    }
+  }
+}
+
+TEST(SecondTierTest, NoDeviceCapacityIsCountedApart) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  CurveLimits limits;
+  limits.tiers.sizes = {TierSize{Tier::kHost, uint64_t{1} << 30, 0, 0}};
+  auto curves = CapacityCurves::Create({512}, 1, limits);
+  RecordFacts facts = Facts(1024, {1, 2});
+  facts.cache_capacity_blocks.reset();
+  (*curves)->Observe(0, facts, *catalog.Find("llama-3.1-8b"), EstimateSource{});
+  EXPECT_EQ((*curves)->Snapshot().at(0).tier_no_device, 1u);
+  EXPECT_EQ((*curves)->Snapshot().at(0).tier_rungs.at(0)[kTierHitRequests], 0);
+}
+
+// The live tiers from stack depths equal the two-level simulation block by block, at several device
+// and tier sizes, with a tier fast enough to reload and one too slow for some requests.
+TEST(SecondTierTest, EqualsATwoLevelSimulation) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const Profile& profile = *catalog.Find("llama-3.1-8b");
+  const uint64_t block = 64;
+  const std::vector<TraceRequest> trace = SessionTrace(5, 3000, block);
+  std::vector<std::vector<uint64_t>> ids;
+  for (const TraceRequest& r : trace) ids.emplace_back(r.hash_ids.begin(), r.hash_ids.end());
+  const ComputeTime compute{Basis::kLive, 0.02, 1.0 / 4e14};
+  const uint64_t block_bytes = block * 131072;
+  uint64_t slower = 0, reloaded = 0;  // both choices are made somewhere
+  for (uint64_t device : {16u, 100u, 400u}) {
+    CurveLimits limits;
+    limits.tiers.device_tokens = device * block;
+    for (uint64_t tier : {8u, 64u, 300u}) {
+      limits.tiers.sizes.push_back(TierSize{Tier::kHost, tier * block_bytes, 25e9, 0});
+      limits.tiers.sizes.push_back(TierSize{Tier::kDisk, tier * block_bytes, 1.5e9, 0.0002});
+    }
+    auto curves = CapacityCurves::Create({512}, 1, limits);
+    ASSERT_TRUE(curves.ok());
+    for (size_t i = 0; i < trace.size(); ++i) {
+      RecordFacts facts = FactsAtMatch(profile.name(), trace[i].input_length, std::nullopt, 0);
+      if (trace[i].output_length > 0) facts.output_tokens = trace[i].output_length;
+      facts.prefix_block_ids = ids[i];
+      facts.block_tokens = static_cast<int64_t>(block);
+      ASSERT_TRUE(ValidateFields(facts).ok());
+      (*curves)->Observe(0, facts, profile, EstimateSource{compute, false});
+    }
+    const auto curve = (*curves)->Snapshot().at(0);
+    for (size_t t = 0; t < limits.tiers.sizes.size(); ++t) {
+      const TierSize& size = limits.tiers.sizes[t];
+      SCOPED_TRACE(::testing::Message() << "device " << device << " " << TierLabel(size.kind) << " " << size.bytes);
+      const testing::TwoLevelTruth truth = testing::SimulateTwoLevel(
+          trace, ids, profile, block, {device, size.bytes / block_bytes, size.stated_bytes_per_second, size.wait_seconds},
+          compute);
+      const TierRung& r = curve.tier_rungs[t];
+      EXPECT_GT(truth.hit_requests, 0u);
+      EXPECT_EQ(r[kTierMatchTokens], truth.tier_tokens);
+      EXPECT_EQ(r[kTierAttentionFlops], truth.attention_flops);
+      EXPECT_EQ(r[kTierPrefillFlops], truth.prefill_flops);
+      EXPECT_EQ(r[kTierHitRequests], truth.hit_requests);
+      EXPECT_EQ(r[kTierSlowerRequests], truth.slower_requests);
+      EXPECT_EQ(r[kTierSlowerTokens], truth.slower_tokens);
+      // Seconds: each request's nanoseconds rounded once.
+      const double slack = 1e-9 * static_cast<double>(truth.hit_requests);
+      EXPECT_NEAR(Uint128ToDouble(r[kTierRecomputeNanos]) / 1e9, truth.recompute_seconds, slack);
+      EXPECT_NEAR(Uint128ToDouble(r[kTierReloadNanos]) / 1e9, truth.reload_seconds, slack);
+      EXPECT_NEAR(Uint128ToDouble(r[kTierSlowerExcessNanos]) / 1e9, truth.excess_seconds, slack);
+      slower += truth.slower_requests;
+      reloaded += truth.hit_requests - truth.slower_requests;
+    }
+  }
+  EXPECT_GT(slower, 100u);
+  EXPECT_GT(reloaded, 100u);
+}
+
+}  // namespace
+}  // namespace kvledger
