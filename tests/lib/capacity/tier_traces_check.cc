@@ -1,0 +1,139 @@
+// The second-tier what-if on real traces (docs/planning.md, "A second tier"): each trace is replayed
+// through CapacityCurves with a device of three sizes and a tier of four, exact and from a sample of
+// --samples blocks, and compared with the independent two-level simulation (tests/testing/two_level_sim.h):
+// the tier's token hit (tokens it holds / prompt tokens) and the net prefill seconds it saves with the
+// break-even threshold on, and the time reloading regardless would cost. Prints a Markdown table;
+// exits 1 when an exact figure is off by more than 0.01 in token hit or 1 % in net seconds, or a
+// sampled one by more than --sampled_error in token hit.
+//
+//   tier_traces_check [--samples=S] [--sampled_error=E] TRACE...
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "lib/capacity/capacity_curves.h"
+#include "lib/planning/trace.h"
+#include "lib/profiles/profile_catalog.h"
+#include "tests/testing/two_level_sim.h"
+
+namespace kvledger {
+namespace {
+
+constexpr uint64_t kBlock = kDefaultTraceBlockTokens;
+const ComputeTime kCompute{Basis::kLive, 0.02, 1.0 / 4e14};  // 400 TFLOP/s and 20 ms a pass
+
+// The four tiers, sized against a device of `device` blocks of `block_bytes`: host at 1× and 4× the
+// device, disk at 16× with a 1 ms wait, and a remote store at 2× over a slow 1 GB/s link with a 5 ms
+// wait (where many reloads are slower than recomputing).
+std::vector<TierSize> Tiers(uint64_t device, uint64_t block_bytes) {
+  return {TierSize{Tier::kHost, device * block_bytes, 25e9, 0}, TierSize{Tier::kHost, 4 * device * block_bytes, 25e9, 0},
+          TierSize{Tier::kDisk, 16 * device * block_bytes, 6e9, 0.001},
+          TierSize{Tier::kRemote, 2 * device * block_bytes, 1e9, 0.005}};
+}
+
+CapacityCurves::ModelCurve Live(const std::vector<TraceRequest>& trace, const std::vector<std::vector<uint64_t>>& ids,
+                                const Profile& profile, uint64_t device, const std::vector<TierSize>& tiers,
+                                uint64_t samples) {
+  CurveLimits limits{1, samples, 1e9};
+  limits.tiers.sizes = tiers;
+  limits.tiers.device_tokens = device * kBlock;
+  auto curves = CapacityCurves::Create({device * kBlock}, 1, limits);
+  for (size_t i = 0; i < trace.size(); ++i) {
+    RecordFacts facts = FactsAtMatch(profile.name(), trace[i].input_length, std::nullopt, 0);
+    if (trace[i].output_length > 0) facts.output_tokens = trace[i].output_length;
+    facts.prefix_block_ids = ids[i];
+    facts.block_tokens = static_cast<int64_t>(kBlock);
+    facts.cache_id = "engine-0";
+    (*curves)->Observe(0, facts, profile, EstimateSource{kCompute, false});
+  }
+  return (*curves)->Snapshot().at(0);
+}
+
+double Net(const TierRung& r) {
+  return (Uint128ToDouble(r[kTierRecomputeNanos]) - Uint128ToDouble(r[kTierReloadNanos])) / 1e9;
+}
+double Relative(double value, double truth) { return truth == 0 ? std::fabs(value) : value / truth - 1; }
+
+// The rows of one trace; false when a figure is past its bound.
+bool TraceRows(const std::string& path, uint64_t samples, double sampled_error, const Profile& profile) {
+  std::ifstream in(path);
+  TraceReadResult read = ReadTrace(in, TraceReadOptions{});
+  if (const absl::Status status = read.Check(path); !status.ok()) {
+    std::cerr << status << "\n";
+    return false;
+  }
+  std::vector<std::vector<uint64_t>> ids;
+  absl::flat_hash_set<uint64_t> distinct;
+  for (const TraceRequest& r : read.requests) {
+    ids.emplace_back(r.hash_ids.begin(), r.hash_ids.end());
+    distinct.insert(ids.back().begin(), ids.back().end());
+  }
+  const std::string name = path.substr(path.find_last_of('/') + 1);
+  const uint64_t block_bytes = kBlock * BytesPerCachedToken(profile.shape());
+  bool within = true;
+  for (uint64_t share : {64u, 16u, 4u}) {
+    const uint64_t device = distinct.size() / share;
+    const std::vector<TierSize> tiers = Tiers(device, block_bytes);
+    const auto exact = Live(read.requests, ids, profile, device, tiers, uint64_t{1} << 40);
+    const auto sampled = Live(read.requests, ids, profile, device, tiers, samples);
+    for (size_t t = 0; t < tiers.size(); ++t) {
+      const uint64_t tier_blocks = tiers[t].bytes / block_bytes;
+      const testing::TwoLevelTruth truth = testing::SimulateTwoLevel(
+          read.requests, ids, profile, kBlock, {device, tier_blocks, tiers[t].stated_bytes_per_second, tiers[t].wait_seconds},
+          kCompute);
+      const double hit = Uint128ToDouble(truth.tier_tokens) / truth.prompt_tokens;
+      const auto hit_of = [&](const CapacityCurves::ModelCurve& c) {
+        return Uint128ToDouble(c.tier_rungs[t][kTierMatchTokens]) / Uint128ToDouble(c.prompt_tokens) - hit;
+      };
+      const double exact_net = Relative(Net(exact.tier_rungs[t]), truth.NetSeconds());
+      const double sampled_net = Relative(Net(sampled.tier_rungs[t]), truth.NetSeconds());
+      std::cout << absl::StrFormat(
+          "| %s | %d | %s %d | %.4f | %+.4f | %+.4f | %.1f | %+.2f%% | %+.1f%% | %d of %d | %.1f |\n", name, device,
+          TierLabel(tiers[t].kind), tier_blocks, hit, hit_of(exact), hit_of(sampled), truth.NetSeconds(),
+          100 * exact_net, 100 * sampled_net, truth.slower_requests, truth.hit_requests, truth.excess_seconds);
+      within = within && std::fabs(hit_of(exact)) <= 0.01 && std::fabs(exact_net) <= 0.01 &&
+               std::fabs(hit_of(sampled)) <= sampled_error;
+    }
+  }
+  return within;
+}
+
+}  // namespace
+}  // namespace kvledger
+
+int main(int argc, char** argv) {
+  uint64_t samples = 65536;
+  double sampled_error = 0.01;
+  std::vector<std::string> traces;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    bool ok = true;
+    if (absl::StartsWith(arg, "--samples=")) {
+      ok = absl::SimpleAtoi(arg.substr(10), &samples) && samples > 0;
+    } else if (absl::StartsWith(arg, "--sampled_error=")) {
+      ok = absl::SimpleAtod(arg.substr(16), &sampled_error);
+    } else if (absl::StartsWith(arg, "--")) {
+      ok = false;
+    } else {
+      traces.push_back(arg);
+    }
+    if (!ok) {
+      std::cerr << arg << ": not understood\nusage: tier_traces_check [--samples=S] [--sampled_error=E] TRACE...\n";
+      return 2;
+    }
+  }
+  const kvledger::ProfileCatalog catalog = kvledger::ProfileCatalog::Builtin();
+  const kvledger::Profile& profile = *catalog.Find("llama-3.1-8b");
+  std::cout << "| trace | device blocks | tier, blocks | tier token hit (simulated) | exact − simulated | sampled − "
+               "simulated | net seconds saved (simulated) | exact | sampled | slower than recompute | their excess "
+               "seconds |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+  bool within = true;
+  for (const std::string& trace : traces) within = kvledger::TraceRows(trace, samples, sampled_error, profile) && within;
+  return within ? 0 : 1;
+}
