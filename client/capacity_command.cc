@@ -1,13 +1,17 @@
 // `kvledger capacity`: what each capacity of a server's --capacity_ladder would have bought for the
 // records that carry prefix block ids (the CapacityCurve RPC, docs/cost-model.md §14). The JSON is
 // /api/v1/capacity's.
+#include <algorithm>
 #include <iostream>
 #include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/commands.h"
 #include "client/connection.h"
 #include "client/flag_set.h"
+#include "client/tier_table.h"
+#include "lib/capacity/second_tier.h"
 #include "lib/wire/proto_json.h"
 
 namespace kvledger::cli {
@@ -84,6 +88,21 @@ void PrintToday(const v1::ModelCapacityCurve& m, uint64_t today) {
   }
 }
 
+// The tier sizes --tier lists, each one of the server's; INVALID_ARGUMENT naming the one that is not.
+absl::Status CheckTiersListed(const v1::CapacityCurve& curve, const std::vector<TierSize>& only) {
+  for (const TierSize& t : only) {
+    bool found = false;
+    for (const auto& m : curve.models()) {
+      for (const auto& p : m.tiers()) found = found || (p.tier() == TierLabel(t.kind) && p.tier_bytes() == t.bytes);
+    }
+    if (!found && curve.models_size() > 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--tier: the ", TierLabel(t.kind), " tier of ", t.bytes,
+                                                     " bytes is not one of the server's --capacity_tiers"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int Capacity(const Args& args) {
@@ -91,6 +110,7 @@ int Capacity(const Args& args) {
   std::string model;
   std::optional<uint64_t> today;
   bool json = false;
+  std::string tier_text;
   FlagSet flags("capacity",
                 "What each cache capacity of the server's --capacity_ladder would have bought for the records\n"
                 "that carry prefix_block_ids: token hit, attention and prefill FLOPs avoided (at the boundary\n"
@@ -101,7 +121,14 @@ int Capacity(const Args& args) {
   flags.Switch("json", &json, "print the curve as /api/v1/capacity does");
   flags.Uint64("today", &today, "the capacity the cache has today (one of the ladder's, in tokens): what doubling or "
                "halving it would change");
+  flags.String("tier", &tier_text, "KIND:SIZE,...: only these of the server's --capacity_tiers (e.g. host:1TiB); "
+               "every one by default");
   if (int code = ParseOrExit(flags, args, "capacity"); code >= 0) return code;
+  auto only = ParseTierLadder(tier_text, "--tier");
+  if (!only.ok()) {
+    std::cerr << "kvledger capacity: " << only.status().message() << "\n";
+    return kExitBadInput;
+  }
   grpc::ClientContext context;
   connection.SetDeadline(context);
   v1::CapacityCurveRequest request;
@@ -116,11 +143,16 @@ int Capacity(const Args& args) {
     std::cout << ProtoToJson(curve, /*null_unset=*/true) << "\n";
     return kExitOk;
   }
+  if (absl::Status listed = CheckTiersListed(curve, *only); !listed.ok()) {
+    std::cerr << "kvledger capacity: " << listed.message() << "\n";
+    return kExitBadInput;
+  }
   if (curve.models_size() == 0) std::cout << "no capacity curve yet: no record carried prefix_block_ids\n";
   for (int i = 0; i < curve.models_size(); ++i) {
     if (i > 0) std::cout << "\n";
     PrintModel(curve.models(i));
     if (today) PrintToday(curve.models(i), *today);
+    PrintTierTable(std::cout, curve.models(i), *only);
   }
   return kExitOk;
 }

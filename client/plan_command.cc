@@ -8,28 +8,34 @@
 #include <fstream>
 #include <iostream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/commands.h"
 #include "client/connection.h"
 #include "client/flag_set.h"
 #include "client/plan_output.h"
+#include "client/tier_table.h"
 #include "client/reporter.h"
 #include "lib/planning/capacity.h"
 #include "lib/planning/plan.h"
+#include "lib/planning/tier_plan.h"
 #include "lib/profiles/profile_catalog.h"
 #include "lib/wire/advice_proto.h"
 #include "lib/wire/calculators.h"
+#include "lib/wire/capacity_proto.h"
 #include "lib/wire/plan_json.h"
+#include "lib/wire/proto_json.h"
 #include "lib/wire/record_proto.h"
 
 namespace kvledger::cli {
 namespace {
 
 struct PlanFlags {
-  std::string model, profiles, plot, cache_id, format = "auto", use_order = std::string(kUseOrderNames[0]);
+  std::string model, profiles, plot, cache_id, tiers, format = "auto", use_order = std::string(kUseOrderNames[0]);
   CapacityInputs capacity;
   std::optional<uint64_t> block_tokens, context_tokens;
   std::optional<double> host_bandwidth, disk_bandwidth, flops_per_second, fixed_seconds, speedup;
@@ -64,6 +70,9 @@ void RegisterPlanFlags(FlagSet& flags, PlanFlags& f) {
                "prefill compute rate for recompute seconds (default: the server's live fit with --target, else the\n"
                "profile's stated throughput)");
   flags.Double("compute-fixed-seconds", &f.fixed_seconds, "fixed seconds per prefill pass (with --compute-flops-per-second)");
+  flags.String("tier", &f.tiers,
+               "KIND:SIZE[:BYTES_PER_SECOND[:WAIT_SECONDS]],...: a second tier of each size below each finite device "
+               "capacity, net of its reloads, as the server's --capacity_tiers (docs/planning.md)");
   flags.Switch("json", &f.json, "print one JSON object (exact integers)");
   flags.Switch("csv", &f.csv, "print CSV: one row per capacity and record tier, and its total");
   flags.String("plot", &f.plot, "write FILE.svg: token hit, attention and prefill avoided against device capacity");
@@ -310,6 +319,7 @@ absl::StatusOr<std::vector<PlanConfig>> Prepare(const PlanFlags& f, const Profil
     return absl::InvalidArgumentError(absl::StrCat("--model = ", f.model, ": no profile of that name"));
   }
   if (f.json && f.csv) return absl::InvalidArgumentError("--json and --csv: give one");
+  if (f.csv && !f.tiers.empty()) return absl::InvalidArgumentError("--tier prints a table or --json, not --csv");
   if ((f.send || f.speedup) && f.connection.target.empty()) {
     return absl::InvalidArgumentError("--send and --speedup need --target HOST:PORT");
   }
@@ -321,6 +331,31 @@ absl::StatusOr<std::vector<PlanConfig>> Prepare(const PlanFlags& f, const Profil
     live = *asked;
   }
   return Configs(f, live);
+}
+
+// --tier: each tier size below each finite device capacity, as the server's curves cost it; text
+// after the plan's, or in its JSON as "second_tiers". Empty when --tier is not given.
+absl::StatusOr<std::string> SecondTiers(const PlanFlags& f, const std::vector<TraceRequest>& trace,
+                                        const Profile& profile, const std::vector<PlanConfig>& configs) {
+  if (f.tiers.empty()) return std::string();
+  auto tiers = ParseTierLadder(f.tiers, "--tier");
+  if (!tiers.ok()) return tiers.status();
+  std::vector<std::string> entries;
+  std::ostringstream text;
+  for (const PlanConfig& c : configs) {
+    if (!c.Finite(0) || c.CapacityBlocks(0) == 0) continue;
+    TierPlanInput input{c.block_tokens, c.capacity_tokens[0], *tiers, c.compute, c.context_tokens};
+    if (!input.compute) input.compute = ProfileComputeTime(profile.prefill_flops_per_second());
+    v1::ModelCapacityCurve curve;
+    curve.set_model(profile.name());
+    TiersToProto(PlanTiers(trace, profile, input), *tiers, &profile, curve);
+    entries.push_back(absl::StrCat("{\"device_tokens\":", c.capacity_tokens[0],
+                                   ",\"curve\":", ProtoToJson(curve, /*null_unset=*/true), "}"));
+    text << "\nwith a device of " << c.capacity_tokens[0] << " tokens, ";
+    PrintTierTable(text, curve, {});
+  }
+  if (entries.empty()) return absl::InvalidArgumentError("--tier needs a finite --capacity-tokens of at least one block");
+  return f.json ? absl::StrCat("[", absl::StrJoin(entries, ","), "]") : text.str();
 }
 
 }  // namespace
@@ -356,12 +391,15 @@ int Plan(const Args& args) {
                                  "(the first at line %d) and are not planned\n",
                                  b.requests, *results->front().context_tokens, b.first_line);
   }
+  auto tiers = SecondTiers(f, *trace, profile, *configs);
+  if (!tiers.ok()) return Fail(tiers.status());
   if (f.json) {
-    std::cout << PlanRunToJson(profile, configs->front().block_tokens, *results) << "\n";
+    std::cout << PlanRunToJson(profile, configs->front().block_tokens, *results, *tiers) << "\n";
   } else if (f.csv) {
     PrintPlanCsv(std::cout, *results);
   } else {
     PrintPlanText(std::cout, profile, *trace, *results);
+    std::cout << *tiers;
   }
   if (!f.plot.empty()) {
     auto wrote = WritePlanPlot(f.plot, profile, *results, trace_path == "-" ? "standard input" : trace_path);

@@ -11,12 +11,14 @@
 namespace kvledger {
 namespace {
 
-double Ratio(Uint128 part, Uint128 whole) { return whole == 0 ? 0.0 : Uint128ToDouble(part) / Uint128ToDouble(whole); }
+double Share(Uint128 part, Uint128 whole) { return whole == 0 ? 0.0 : Uint128ToDouble(part) / Uint128ToDouble(whole); }
 
 double Seconds(Uint128 nanos) { return Uint128ToDouble(nanos) / kNanoUnitsPerUnit; }
 
-void FillTiers(const CapacityCurves::ModelCurve& c, const std::vector<TierSize>& sizes, const Profile* profile,
-               v1::ModelCapacityCurve& out) {
+}  // namespace
+
+void TiersToProto(const CapacityCurves::ModelCurve& c, const std::vector<TierSize>& sizes, const Profile* profile,
+                  v1::ModelCapacityCurve& out) {
   out.set_tier_no_device_requests(c.tier_no_device);
   for (size_t t = 0; t < sizes.size() && t < c.tier_rungs.size(); ++t) {
     const TierRung& r = c.tier_rungs[t];
@@ -27,9 +29,9 @@ void FillTiers(const CapacityCurves::ModelCurve& c, const std::vector<TierSize>&
     p->set_bytes_per_second(sizes[t].StatedBandwidth());
     p->set_wait_seconds(sizes[t].wait_seconds);
     p->set_match_tokens(static_cast<uint64_t>(r[kTierMatchTokens]));
-    p->set_token_hit_ratio(Ratio(r[kTierMatchTokens], c.prompt_tokens));
-    p->set_attention_avoided_ratio(Ratio(r[kTierAttentionFlops], c.attention_baseline_flops));
-    p->set_prefill_avoided_ratio(Ratio(r[kTierPrefillFlops], c.prefill_baseline_flops));
+    p->set_token_hit_ratio(Share(r[kTierMatchTokens], c.prompt_tokens));
+    p->set_attention_avoided_ratio(Share(r[kTierAttentionFlops], c.attention_baseline_flops));
+    p->set_prefill_avoided_ratio(Share(r[kTierPrefillFlops], c.prefill_baseline_flops));
     p->set_hit_requests(static_cast<uint64_t>(r[kTierHitRequests]));
     p->set_seconds_known_requests(static_cast<uint64_t>(r[kTierSecondsKnown]));
     p->set_recompute_avoided_seconds(Seconds(r[kTierRecomputeNanos]));
@@ -40,6 +42,8 @@ void FillTiers(const CapacityCurves::ModelCurve& c, const std::vector<TierSize>&
     p->set_slower_excess_seconds(Seconds(r[kTierSlowerExcessNanos]));
   }
 }
+
+namespace {
 
 void FillModel(const CapacityCurves::ModelCurve& c, const std::vector<uint64_t>& capacities, const Profile* profile,
                v1::ModelCapacityCurve& out) {
@@ -60,9 +64,9 @@ void FillModel(const CapacityCurves::ModelCurve& c, const std::vector<uint64_t>&
       }
     }
     p->set_match_tokens(static_cast<uint64_t>(r.match_tokens));
-    p->set_token_hit_ratio(Ratio(r.match_tokens, c.prompt_tokens));
-    p->set_attention_avoided_ratio(Ratio(r.attention_avoided_flops, c.attention_baseline_flops));
-    p->set_prefill_avoided_ratio(Ratio(r.prefill_avoided_flops, c.prefill_baseline_flops));
+    p->set_token_hit_ratio(Share(r.match_tokens, c.prompt_tokens));
+    p->set_attention_avoided_ratio(Share(r.attention_avoided_flops, c.attention_baseline_flops));
+    p->set_prefill_avoided_ratio(Share(r.prefill_avoided_flops, c.prefill_baseline_flops));
     p->set_prefill_avoided_flops(Uint128ToDouble(r.prefill_avoided_flops));
     if (c.seconds_known > 0) p->set_recompute_avoided_seconds(Uint128ToDouble(r.recompute_avoided_nanos) / kNanoUnitsPerUnit);
   }
@@ -86,7 +90,7 @@ absl::StatusOr<v1::CapacityCurve> CurveToProto(const CapacityCurves& curves, con
     m->set_model(name);
     const Profile* profile = c.model_slot < labels.size() ? labels[c.model_slot].profile : nullptr;
     FillModel(c, curves.capacities(), profile, *m);
-    FillTiers(c, curves.limits().tiers.sizes, profile, *m);
+    TiersToProto(c, curves.limits().tiers.sizes, profile, *m);
   }
   std::sort(out.mutable_models()->begin(), out.mutable_models()->end(),
             [](const auto& a, const auto& b) { return a.model() < b.model(); });

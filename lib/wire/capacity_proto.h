@@ -16,6 +16,11 @@ namespace kvledger {
 absl::StatusOr<v1::CapacityCurve> CurveToProto(const CapacityCurves& curves, const ModelRegistry& registry,
                                                absl::string_view model = {});
 
+// A curve's second tiers (`sizes`, as its CapacityCurves was given them) into `out`'s tiers, with
+// their tokens for `profile` (none when null).
+void TiersToProto(const CapacityCurves::ModelCurve& curve, const std::vector<TierSize>& sizes, const Profile* profile,
+                  v1::ModelCapacityCurve& out);
+
 // The refusal of a server without a ladder, for the RPC and the HTTP API alike.
 absl::Status NoCurvesStatus();
 

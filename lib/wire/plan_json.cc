@@ -85,7 +85,8 @@ void ContextToJson(const PlanResult& first, JsonObject& o) {
 
 }  // namespace
 
-std::string PlanRunToJson(const Profile& profile, uint64_t block_tokens, const std::vector<PlanResult>& results) {
+std::string PlanRunToJson(const Profile& profile, uint64_t block_tokens, const std::vector<PlanResult>& results,
+                          const std::string& second_tiers) {
   std::vector<JsonObject> entries;
   entries.reserve(results.size());
   for (const PlanResult& r : results) entries.push_back(PlanResultToJson(r));
@@ -93,6 +94,7 @@ std::string PlanRunToJson(const Profile& profile, uint64_t block_tokens, const s
   o.String("model", profile.name()).Integer("block_tokens", block_tokens);
   if (!results.empty()) ContextToJson(results.front(), o);
   o.Array("results", entries);
+  if (!second_tiers.empty()) o.Json("second_tiers", second_tiers);
   return o.str();
 }
 

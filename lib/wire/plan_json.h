@@ -25,7 +25,9 @@ const std::vector<PlanColumn>& PlanTotalsColumns();
 JsonObject PlanResultToJson(const PlanResult& result);
 
 // The whole run: the profile, the block size and one entry per capacity, in the order given.
-std::string PlanRunToJson(const Profile& profile, uint64_t block_tokens, const std::vector<PlanResult>& results);
+// `second_tiers`: JSON of `kvledger plan --tier`'s table, added as "second_tiers" when not empty.
+std::string PlanRunToJson(const Profile& profile, uint64_t block_tokens, const std::vector<PlanResult>& results,
+                          const std::string& second_tiers = "");
 
 }  // namespace kvledger
 

@@ -1,5 +1,5 @@
 // The second-tier what-if on real traces (docs/planning.md, "A second tier"): each trace is replayed
-// through CapacityCurves with a device of three sizes and a tier of four, exact and from a sample of
+// through CapacityCurves (PlanTiers, as `kvledger plan --tier` and the server run it) with a device of three sizes and a tier of four, exact and from a sample of
 // --samples blocks, and compared with the independent two-level simulation (tests/testing/two_level_sim.h):
 // the tier's token hit (tokens it holds / prompt tokens) and the net prefill seconds it saves with the
 // break-even threshold on, and the time reloading regardless would cost. Prints a Markdown table;
@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "lib/capacity/capacity_curves.h"
+#include "lib/planning/tier_plan.h"
 #include "lib/planning/trace.h"
 #include "lib/profiles/profile_catalog.h"
 #include "tests/testing/two_level_sim.h"
@@ -40,19 +41,8 @@ std::vector<TierSize> Tiers(uint64_t device, uint64_t block_bytes) {
 CapacityCurves::ModelCurve Live(const std::vector<TraceRequest>& trace, const std::vector<std::vector<uint64_t>>& ids,
                                 const Profile& profile, uint64_t device, const std::vector<TierSize>& tiers,
                                 uint64_t samples) {
-  CurveLimits limits{1, samples, 1e9};
-  limits.tiers.sizes = tiers;
-  limits.tiers.device_tokens = device * kBlock;
-  auto curves = CapacityCurves::Create({device * kBlock}, 1, limits);
-  for (size_t i = 0; i < trace.size(); ++i) {
-    RecordFacts facts = FactsAtMatch(profile.name(), trace[i].input_length, std::nullopt, 0);
-    if (trace[i].output_length > 0) facts.output_tokens = trace[i].output_length;
-    facts.prefix_block_ids = ids[i];
-    facts.block_tokens = static_cast<int64_t>(kBlock);
-    facts.cache_id = "engine-0";
-    (*curves)->Observe(0, facts, profile, EstimateSource{kCompute, false});
-  }
-  return (*curves)->Snapshot().at(0);
+  TierPlanInput input{kBlock, device * kBlock, tiers, kCompute, std::nullopt, samples, &ids};
+  return PlanTiers(trace, profile, input);
 }
 
 double Net(const TierRung& r) {
