@@ -122,7 +122,7 @@ class DashboardTest(unittest.TestCase):
         expected = ["Traffic", "Logical", "Recoverable", "Reused", "Avoided attention", "Avoided prefill",
                     "Reload cost", "Alignment and restore", "Routing", "Where time to first token goes",
                     "TTFT bought by reuse", "Decode and the prefill's share", "Latency", "What more (or less) cache",
-                    "Models"]
+                    "What a second tier", "Models"]
         self.assertEqual(len(rows), len(expected))
         for row, start in zip(rows, expected):
             self.assertTrue(row.startswith(start), (row, start))

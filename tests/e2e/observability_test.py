@@ -318,13 +318,15 @@ class DashboardTest(unittest.TestCase):
         with open(DASHBOARD) as f:
             cls.dashboard = json.load(f)
         cls.tmp = tempfile.TemporaryDirectory()
-        cls.server = harness.Server(SERVER, "--max_models=1", "--unknown_model=generic",
+        # A device of two 512-token blocks under each cache: the default --capacity_tiers stand below it.
+        cls.server = harness.Server(SERVER, "--max_models=1", "--unknown_model=generic", "--capacity_device_tokens=1024",
                                     *stated_throughput(cls.tmp.name), log_dir=cls.tmp.name)
         sd_file = os.path.join(cls.tmp.name, "targets.json")
         publish_targets(sd_file, [])
         cls.prometheus = harness.Prometheus(prometheus_config(sd_file), cls.tmp.name)
         try:
-            assert cls.prometheus.rule_groups() == ["kvledger.alerts", "kvledger.capacity", "kvledger.fleet",
+            assert cls.prometheus.rule_groups() == ["kvledger.alerts", "kvledger.capacity", "kvledger.capacity_tier",
+                                                    "kvledger.fleet",
                                                     "kvledger.inputs", "kvledger.job",
                                                     "kvledger.model_tier", "kvledger.tier_model"], \
                 cls.prometheus.rule_groups()
@@ -517,7 +519,7 @@ class ScaleOutTest(unittest.TestCase):
             publish_targets(sd_file, [])
             prometheus = harness.Prometheus(prometheus_config(sd_file), tmp)
             try:
-                self.assertEqual(len(prometheus.rule_groups()), 7)
+                self.assertEqual(len(prometheus.rule_groups()), 8)
                 trace = [r for r in make_trace(["llama-3.1-8b"], seed=11)]
                 # Uneven replicas: ordered by hit ratio and split 60/30/10, so each replica holds a
                 # different share of the records with a different hit ratio, and an average of the
