@@ -278,6 +278,70 @@ class CapacityCurvesTest(unittest.TestCase):
         self.assertEqual(harness.sample(samples, "kvledger_capacity_match_tokens_total", model="mistral-7b-v0.1",
                                         capacity_tokens="+Inf"), 1024)
 
+    # Proves: the second tier (docs/cost-model.md §15) on a real server equals `kvledger plan --tier`
+    # on the same trace, through the HTTP API, `kvledger capacity --json` and its text with --tier; a
+    # record's own cache_capacity_blocks stands the tiers below that device instead of the flag; a
+    # tier not on the server's ladder and a bad tier are refused, naming the flag.
+    def test_second_tier_equals_plan_tier(self):
+        path = self.traces["mooncake-synthetic"]
+        device, tiers = 512_000, "host:64GiB,host:256GiB,disk:1TiB:6e9:0.001"
+        server = harness.Server(SERVER, "--capacity_ladder=" + str(device), "--capacity_tiers=" + tiers,
+                                f"--capacity_device_tokens={device}", log_dir=self.tmp)
+        try:
+            subprocess.run([CLI, "plan", "--model", CPP_MODEL, "--send", "--target", server.grpc_address,
+                            "--capacity-tokens", str(device), "--cache-id", "engine-tier", path],
+                           capture_output=True, text=True, timeout=600, check=True)
+            with urllib.request.urlopen(f"http://{server.metrics_address}/api/v1/capacity", timeout=30) as r:
+                (live,) = json.load(r)["models"]
+            cli = subprocess.run([CLI, "capacity", "--target", server.grpc_address, "--json"], capture_output=True,
+                                 text=True, timeout=60, check=True)
+            self.assertEqual(json.loads(cli.stdout)["models"], [live])
+            text = subprocess.run([CLI, "capacity", "--target", server.grpc_address, "--tier", "host:256GiB"],
+                                  capture_output=True, text=True, timeout=60, check=True).stdout
+            off = subprocess.run([CLI, "capacity", "--target", server.grpc_address, "--tier", "host:2TiB"],
+                                 capture_output=True, text=True, timeout=60)
+        finally:
+            server.stop()
+        out = subprocess.run([CLI, "plan", "--model", CPP_MODEL, "--json", "--capacity-tokens", str(device),
+                              "--tier", tiers, path], capture_output=True, text=True, timeout=300, check=True)
+        (planned,) = json.loads(out.stdout)["second_tiers"]
+        self.assertEqual(int(planned["device_tokens"]), device)
+        fields = ("tier", "tier_bytes", "tier_tokens", "match_tokens", "token_hit_ratio", "attention_avoided_ratio",
+                  "prefill_avoided_ratio", "hit_requests", "seconds_known_requests")
+        self.assertEqual(len(live["tiers"]), 3)
+        for got, want in zip(live["tiers"], planned["curve"]["tiers"]):
+            self.assertEqual({f: got.get(f) for f in fields}, {f: want.get(f) for f in fields})
+        self.assertGreater(int(live["tiers"][1]["match_tokens"]), int(live["tiers"][0]["match_tokens"]))
+        self.assertEqual(live["tiers"][0]["tier_tokens"], str(64 * 2**30 // 131072))
+        self.assertRegex(text, r"\n +host +256\.0 GiB +2097152 ")
+        self.assertNotIn(" 64.0 GiB", text)
+        self.assertEqual(off.returncode, 2)
+        self.assertIn("--tier: the host tier of 2199023255552 bytes is not one of the server's --capacity_tiers",
+                      off.stderr)
+        bad = subprocess.run([SERVER, "--capacity_tiers=gpu:1TiB"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn('--capacity_tiers = "gpu:1TiB": a tier is KIND:SIZE', bad.stderr)
+
+    # Proves: a record's cache_capacity_blocks is its device for the tiers (the flag at 0 counts the
+    # records without it apart).
+    def test_second_tier_below_the_records_own_device(self):
+        server = harness.Server(SERVER, "--capacity_ladder=4096", "--capacity_tiers=host:1GiB", log_dir=self.tmp)
+        try:
+            send = [CLI, "send", "--target", server.grpc_address, "--model", CPP_MODEL, "--prompt-tokens", "1024",
+                    "--logical-match-tokens", "0", "--block-tokens", "512", "--cache-id", "engine-own"]
+            for ids in ("1,2", "3", "1,2"):
+                subprocess.run(send + ["--prefix-block-ids", ids, "--cache-capacity-blocks", "1"],
+                               capture_output=True, text=True, timeout=60, check=True)
+            subprocess.run(send + ["--prefix-block-ids", "1,2"], capture_output=True, text=True, timeout=60, check=True)
+            samples = harness.parse_exposition(server.scrape())
+        finally:
+            server.stop()
+        # A device of one block holds neither of [1, 2] at the third record (depths 2 and 3); a 1 GiB tier
+        # (8,192 tokens of llama-3.1-8b) holds both: 1,024 tokens. The fourth gives no device.
+        labels = {"model": CPP_MODEL, "tier": "host", "tier_bytes": str(2**30)}
+        self.assertEqual(harness.sample(samples, "kvledger_capacity_tier_match_tokens_total", **labels), 1024)
+        self.assertEqual(harness.sample(samples, "kvledger_capacity_tier_hit_requests_total", **labels), 1)
+        self.assertEqual(harness.sample(samples, "kvledger_capacity_tier_no_device_requests_total", model=CPP_MODEL), 1)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
