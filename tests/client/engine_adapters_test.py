@@ -30,6 +30,7 @@ from vllm.config import CacheConfig, KVTransferConfig, ModelConfig, VllmConfig  
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole  # noqa: E402
 from vllm.v1.engine import FinishReason  # noqa: E402
 from vllm.v1.metrics import stats as vllm_stats  # noqa: E402
+from vllm.v1.kv_cache_interface import KVCacheConfig  # noqa: E402
 from vllm.v1.metrics.loggers import StatLoggerBase  # noqa: E402
 from vllm.v1.metrics.stats import FinishedRequestStats, IterationStats, SchedulerStats  # noqa: E402
 import grpc  # noqa: E402
@@ -356,7 +357,7 @@ class VllmLoggerTest(ServerTest):
         self.assertTrue(plugin.loads_kv(KVTransferConfig(kv_connector="MultiConnector")))
         logger = plugin.KvledgerStatLogger(config, engine_index=0)
         self.addCleanup(logger.reporter.close, 1)
-        connector = vllm_connector.KvledgerConnector(config, KVConnectorRole.SCHEDULER)
+        connector = vllm_connector.KvledgerConnector(config, KVConnectorRole.SCHEDULER, KVCacheConfig(num_blocks=1025))
         self.addCleanup(connector.shutdown)
         iteration = IterationStats()
         iteration.finished_requests = [finished(cached=2048, request_id="r1")]
@@ -368,6 +369,12 @@ class VllmLoggerTest(ServerTest):
         self.assertEqual(self.value("kvledger_requests_total", model=MODEL, tier="device"), 1)
         self.assertIsNone(self.value("kvledger_requests_total", model=MODEL, tier="unknown"))
         self.assertEqual(self.value("kvledger_capacity_requests_total", model=MODEL), 1)
+        # The engine's 1,024 usable blocks (its null block apart) are the device the second tiers stand below.
+        self.assertEqual(self.value("kvledger_capacity_tier_no_device_requests_total", model=MODEL), 0)
+        self.assertEqual(vllm_connector.device_blocks_of(config, KVCacheConfig(num_blocks=1025)), 1024)
+        self.assertIsNone(vllm_connector.device_blocks_of(config))  # not profiled yet: no device
+        config.cache_config.num_gpu_blocks = 513  # older vLLM: no kv_cache_config, the profiled blocks
+        self.assertEqual(vllm_connector.device_blocks_of(config), 512)
 
     # Proves (6): a vLLM whose FinishedRequestStats lacks num_cached_tokens is warned about at start,
     # and log() writes a summary with sends, drops and skips by reason at most once a minute.

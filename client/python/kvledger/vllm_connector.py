@@ -71,7 +71,17 @@ def _slot_ids(request_id, count):
             for i in range(count)]
 
 
-def record_of(request, model, block_size, cache_id, block_ids=None):
+def device_blocks_of(vllm_config, kv_cache_config=None):
+    """The blocks the engine's prefix cache can hold, for the second-tier what-if (cache_capacity_blocks):
+    KVCacheConfig.num_blocks (vllm/v1/kv_cache_interface.py; older vLLM: cache_config.num_gpu_blocks)
+    less the one BlockPool.__init__ (vllm/v1/core/block_pool.py) takes as its null block. None when
+    neither is known yet."""
+    total = getattr(kv_cache_config, "num_blocks", None) or getattr(
+        getattr(vllm_config, "cache_config", None), "num_gpu_blocks", None)
+    return int(total) - 1 if total and int(total) > 1 else None
+
+
+def record_of(request, model, block_size, cache_id, block_ids=None, device_blocks=None):
     """The curves-only record (Record fields as a dict) of a finished vLLM Request, or SkippedRequest.
     `block_ids`, as request_finished gets them (the resident blocks, a partial tail included), say how
     many blocks the request held: the full ones are its block hashes; the rest (a partial tail) are
@@ -97,7 +107,7 @@ def record_of(request, model, block_size, cache_id, block_ids=None):
             "output_tokens": outputs or None, "block_tokens": block_size, "cache_id": cache_id,
             "prefix_block_ids": ids[:min(prompt_blocks, MAX_BLOCK_IDS)],
             "output_block_ids": ids[prompt_blocks:] if prompt_blocks <= MAX_BLOCK_IDS else [],
-            "curves_only": True}
+            "cache_capacity_blocks": device_blocks, "curves_only": True}
 
 
 def default_cache_id(vllm_config):
@@ -129,6 +139,7 @@ def _make_class():
             served = served[0] if isinstance(served, (list, tuple)) else served
             self.model = os.environ.get("KVLEDGER_MODEL") or profile_name(str(served))
             self.block_size = int(vllm_config.cache_config.block_size)
+            self.device_blocks = device_blocks_of(vllm_config, kv_cache_config)
             self.cache_id = default_cache_id(vllm_config)
             self.sent = 0
             self.skipped = collections.Counter()
@@ -174,7 +185,8 @@ def _make_class():
             if len(self._recent) > RECENT_REQUEST_IDS:
                 self._recent.popitem(last=False)
             try:
-                record = record_of(request, self.model, self.block_size, self.cache_id, block_ids)
+                record = record_of(request, self.model, self.block_size, self.cache_id, block_ids,
+                                   self.device_blocks or device_blocks_of(self._vllm_config))
             except SkippedRequest as skipped:
                 self.skipped[skipped.reason] += 1
                 return False, None

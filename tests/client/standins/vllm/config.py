@@ -1,5 +1,6 @@
 """Mirrors the parts of vllm/config (VllmConfig) the plugin reads: model_config.served_model_name,
-cache_config.block_size, and kv_transfer_config (None unless --kv-transfer-config is given)."""
+cache_config.block_size and num_gpu_blocks (vllm/config/cache.py: None until the engine has profiled
+its memory), and kv_transfer_config (None unless --kv-transfer-config is given)."""
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,7 @@ class ModelConfig:
 @dataclass
 class CacheConfig:
     block_size: int = 16
+    num_gpu_blocks: Any = None
 
 
 @dataclass
