@@ -77,7 +77,12 @@ void BM_RecordPath(benchmark::State& state) {
   // range(1): the blocks each cache's stack holds; 0 the default share (every block of these records).
   const uint64_t samples = state.range(1) == 0 ? *SamplesPerCache(uint64_t{256} << 20, 16)
                                                : static_cast<uint64_t>(state.range(1));
-  auto curves = CapacityCurves::Create(ladder, registry.slots().slot_count(), CurveLimits{16, samples, 600});
+  CurveLimits limits{16, samples, 600};
+  if (state.range(2) != 0) {  // range(2): the default second tiers below a device of 1 Mi tokens
+    limits.tiers.sizes = *ParseTierLadder(kDefaultTierLadder, "--capacity_tiers");
+    limits.tiers.device_tokens = uint64_t{1} << 20;
+  }
+  auto curves = CapacityCurves::Create(ladder, registry.slots().slot_count(), limits);
   Ledger ledger(registry, aggregator, nullptr, LabelClaims::kClaim, {curves->get()});
   size_t i = 0;
   v1::Record r;
@@ -88,12 +93,14 @@ void BM_RecordPath(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_RecordPath)
-    ->Args({0, 0})
-    ->Args({16, 0})
-    ->Args({512, 0})
-    ->Args({512, 8192})
-    ->Args({512, 1024})
-    ->Args({512, 128});
+    ->Args({0, 0, 0})
+    ->Args({16, 0, 0})
+    ->Args({512, 0, 0})
+    ->Args({512, 0, 1})
+    ->Args({512, 8192, 0})
+    ->Args({512, 1024, 0})
+    ->Args({512, 128, 0})
+    ->Args({512, 128, 1});
 
 // One cache's stack after that many distinct blocks in requests of 512 ids: range(1) 0 holds every block
 // (the exact stack), else at most that many (the default share is SamplesPerCache(256 MiB, 16)).

@@ -5,8 +5,8 @@
 // count the server admits requests by (lib/wire/wire_budget) agrees with the parser: whatever parses
 // is well formed to it, with as many records as the parser found. Records with prefix block ids go
 // through the capacity curves, with bounds small enough that stacks renumber and forget: the curve
-// never falls as the capacity grows (LRU inclusion), and it replays no more records than were
-// accepted with ids.
+// never falls as the capacity grows (LRU inclusion), it replays no more records than were accepted
+// with ids, and no second tier counts a record twice.
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -28,8 +28,14 @@ struct World {
   kvledger::ModelRegistry registry{catalog, 8, kvledger::UnknownModelPolicy::kGeneric};
   kvledger::Aggregator aggregator{registry.slots().slot_count()};
   std::unique_ptr<kvledger::CapacityCurves> curves =
-      *kvledger::CapacityCurves::Create({16, 64, 256, 4096}, registry.slots().slot_count(),
-                                        kvledger::CurveLimits{/*max_caches=*/4, /*max_samples_per_cache=*/64});
+      *kvledger::CapacityCurves::Create({16, 64, 256, 4096}, registry.slots().slot_count(), Limits());
+  // Small stacks (they renumber and forget) and two second tiers below a device of 64 tokens.
+  static kvledger::CurveLimits Limits() {
+    kvledger::CurveLimits limits{/*max_caches=*/4, /*max_samples_per_cache=*/64};
+    limits.tiers.sizes = *kvledger::ParseTierLadder("host:64MiB,disk:4GiB:1e9:0.001", "--capacity_tiers");
+    limits.tiers.device_tokens = 64;
+    return limits;
+  }
   kvledger::Ledger ledger{registry, aggregator, nullptr, kvledger::LabelClaims::kClaim, {curves.get()}};
   uint64_t accepted = 0;  // served records (not rebuilt from events: those feed the curves only)
   uint64_t accepted_with_ids = 0;
@@ -85,6 +91,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t i = 1; i < curve.rungs.size(); ++i) {
       if (curve.rungs[i].match_tokens < curve.rungs[i - 1].match_tokens) std::abort();
       if (curve.rungs[i].prefill_avoided_flops < curve.rungs[i - 1].prefill_avoided_flops) std::abort();
+    }
+    for (const kvledger::TierRung& tier : curve.tier_rungs) {  // a record hits a tier at most once
+      if (tier[kvledger::kTierHitRequests] > curve.requests) std::abort();
+      if (tier[kvledger::kTierSlowerRequests] > tier[kvledger::kTierSecondsKnown]) std::abort();
     }
   }
   if (replayed > world->accepted_with_ids) std::abort();
