@@ -399,7 +399,8 @@ class ExploreTest(unittest.TestCase):
             stub = ledger_pb2_grpc.LedgerStub(channel)
             for start in range(0, len(lines), 500):
                 records = [record_pb2.Record(model="llama-3.1-8b", prompt_tokens=line["input_length"],
-                                             prefix_block_ids=line["hash_ids"], block_tokens=512)
+                                             prefix_block_ids=line["hash_ids"], block_tokens=512,
+                                             cache_capacity_blocks=1000)
                            for line in lines[start:start + 500]]
                 self.assertEqual(stub.RecordBatch(ledger_pb2.RecordBatchRequest(records=records), timeout=30).accepted,
                                  len(records))
@@ -412,6 +413,19 @@ class ExploreTest(unittest.TestCase):
                     for p in curve["points"]]
         self.assertEqual(self.trace_cells("live-table"), expected)
         self.assertEqual(self.browser.evaluate("document.querySelectorAll('#live-curve polyline').length"), 3)
+        # The second tiers below the records' device of 1,000 blocks: the server's default sizes (llama's
+        # compute model is live here, so their seconds are known).
+        def seconds(t, key):
+            return json.dumps(t[key]) if int(t["seconds_known_requests"]) > 0 else "null"
+        tiers = [[t["tier"], t["tier_bytes"], t["tier_tokens"], json.dumps(t["token_hit_ratio"]),
+                  json.dumps(t["prefill_avoided_ratio"]), seconds(t, "net_seconds_avoided"),
+                  seconds(t, "reload_seconds"), t["slower_requests"], seconds(t, "slower_excess_seconds")]
+                 for t in curve["tiers"]]
+        self.assertGreater(int(curve["tiers"][0]["seconds_known_requests"]), 0)
+        self.assertEqual([t[0] for t in tiers], ["host", "host", "host", "disk"])
+        self.assertGreater(curve["tiers"][0]["token_hit_ratio"], 0)
+        self.assertEqual(self.trace_cells("live-tiers"), tiers)
+        self.assertIn("live compute model", self.browser.evaluate("document.getElementById('live-tiers-note').textContent"))
         self.assertIn(f"{len(lines)} records of llama-3.1-8b",
                       self.browser.evaluate("document.getElementById('live-note').textContent"))
         self.browser.evaluate("(() => { const e = document.getElementById('model'); e.value = 'kimi-linear-48b-a3b';"

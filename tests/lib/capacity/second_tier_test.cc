@@ -122,6 +122,40 @@ TEST(SecondTierTest, NoDeviceCapacityIsCountedApart) {
   EXPECT_EQ((*curves)->Snapshot().at(0).tier_rungs.at(0)[kTierHitRequests], 0);
 }
 
+// A tier too slow for any reload to pay: nothing saved with the threshold on, and with it off the
+// whole cost, reload less recompute, of every part it holds.
+TEST(SecondTierTest, ATierSlowerThanRecomputingSavesNothingAndSaysWhatItWouldCost) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const Profile& profile = *catalog.Find("llama-3.1-8b");
+  const uint64_t block = 64;
+  const std::vector<TraceRequest> trace = SessionTrace(9, 1000, block);
+  std::vector<std::vector<uint64_t>> ids;
+  for (const TraceRequest& r : trace) ids.emplace_back(r.hash_ids.begin(), r.hash_ids.end());
+  const ComputeTime compute{Basis::kLive, 0.02, 1.0 / 4e14};
+  CurveLimits limits;
+  limits.tiers.device_tokens = 50 * block;
+  limits.tiers.sizes = {TierSize{Tier::kRemote, 400 * block * 131072, 1e6, 0.5}};  // 1 MB/s after 0.5 s
+  auto curves = CapacityCurves::Create({512}, 1, limits);
+  for (size_t i = 0; i < trace.size(); ++i) {
+    RecordFacts facts = FactsAtMatch(profile.name(), trace[i].input_length, std::nullopt, 0);
+    facts.prefix_block_ids = ids[i];
+    facts.block_tokens = static_cast<int64_t>(block);
+    (*curves)->Observe(0, facts, profile, EstimateSource{compute, false});
+  }
+  const TierRung r = (*curves)->Snapshot().at(0).tier_rungs.at(0);
+  const testing::TwoLevelTruth truth =
+      testing::SimulateTwoLevel(trace, ids, profile, block, {50, 400, 1e6, 0.5}, compute);
+  EXPECT_GT(r[kTierHitRequests], 100);
+  EXPECT_EQ(r[kTierSlowerRequests], r[kTierHitRequests]);
+  EXPECT_EQ(r[kTierSlowerTokens], r[kTierMatchTokens]);
+  EXPECT_EQ(r[kTierRecomputeNanos], 0);
+  EXPECT_EQ(r[kTierReloadNanos], 0);
+  EXPECT_EQ(truth.NetSeconds(), 0);
+  EXPECT_GT(truth.excess_seconds, 0.5 * static_cast<double>(truth.hit_requests));  // the wait alone
+  EXPECT_NEAR(Uint128ToDouble(r[kTierSlowerExcessNanos]) / 1e9, truth.excess_seconds,
+              1e-9 * static_cast<double>(truth.hit_requests));
+}
+
 // The live tiers from stack depths equal the two-level simulation block by block, at several device
 // and tier sizes, with a tier fast enough to reload and one too slow for some requests.
 TEST(SecondTierTest, EqualsATwoLevelSimulation) {
