@@ -285,12 +285,18 @@ void Choose(double tokens, double bytes, double recompute_seconds, double bandwi
 
 }  // namespace
 
-CapacityCurves::TierPlace CapacityCurves::TierPlaceOf(const RecordFacts& facts, const Profile& profile) const {
+std::optional<CapacityCurves::TierPlace> CapacityCurves::TierPlaceOf(const RecordFacts& facts, const Profile& profile,
+                                                                      ModelCurve& delta) const {
   const TierOptions& tiers = limits_.tiers;
+  if (tiers.sizes.empty()) return std::nullopt;
   TierPlace place;
   const auto block = static_cast<uint64_t>(*facts.block_tokens);
   place.device_blocks = facts.cache_capacity_blocks ? static_cast<uint64_t>(*facts.cache_capacity_blocks)
                                                     : tiers.device_tokens / block;
+  if (place.device_blocks == 0) {
+    delta.tier_no_device = 1;
+    return std::nullopt;
+  }
   const uint64_t block_bytes = block * BytesPerCachedToken(profile.shape());
   for (const TierSize& size : tiers.sizes) {
     const uint64_t blocks = size.Blocks(block_bytes);
@@ -305,19 +311,15 @@ CapacityCurves::TierPlace CapacityCurves::TierPlaceOf(const RecordFacts& facts, 
 
 void CapacityCurves::ExactTiers(const RecordFacts& facts, absl::Span<const uint64_t> depths, const Profile& profile,
                                 const EstimateSource& source, ModelCurve& delta) const {
+  const std::optional<TierPlace> place = TierPlaceOf(facts, profile, delta);
+  if (!place) return;
   const std::vector<TierSize>& sizes = limits_.tiers.sizes;
-  if (sizes.empty()) return;
-  const TierPlace place = TierPlaceOf(facts, profile);
-  if (place.device_blocks == 0) {
-    delta.tier_no_device = 1;
-    return;
-  }
   const auto block = static_cast<uint64_t>(*facts.block_tokens);
-  const int64_t device_match = MatchWithin(depths, place.device_blocks, block, facts.prompt_tokens);
+  const int64_t device_match = MatchWithin(depths, place->device_blocks, block, facts.prompt_tokens);
   const AtMatch low = ValuesAt(facts, device_match, profile, source);
   delta.tier_rungs.assign(sizes.size(), TierRung{});
   for (size_t t = 0; t < sizes.size(); ++t) {
-    const int64_t match = MatchWithin(depths, place.deepest[t], block, facts.prompt_tokens);
+    const int64_t match = MatchWithin(depths, place->deepest[t], block, facts.prompt_tokens);
     if (match <= device_match) continue;
     const AtMatch high = ValuesAt(facts, match, profile, source);
     TierRung& r = delta.tier_rungs[t];
@@ -327,7 +329,7 @@ void CapacityCurves::ExactTiers(const RecordFacts& facts, absl::Span<const uint6
     r[kTierHitRequests] = 1;
     if (!high.recompute_seconds || !low.recompute_seconds) continue;
     Choose(Uint128ToDouble(r[kTierMatchTokens]), Uint128ToDouble(high.bytes - low.bytes),
-           *high.recompute_seconds - *low.recompute_seconds, place.bandwidth[t], sizes[t].wait_seconds, r);
+           *high.recompute_seconds - *low.recompute_seconds, place->bandwidth[t], sizes[t].wait_seconds, r);
   }
 }
 
@@ -337,20 +339,16 @@ void CapacityCurves::ExactTiers(const RecordFacts& facts, absl::Span<const uint6
 void CapacityCurves::SampledTiers(const RecordFacts& facts, absl::Span<const SampledStack::Sampled> sampled,
                                   double rate, const Profile& profile, const EstimateSource& source, ModelCurve& delta,
                                   TierEstimate& estimate) const {
+  const std::optional<TierPlace> place = TierPlaceOf(facts, profile, delta);
+  if (!place) return;
   const std::vector<TierSize>& sizes = limits_.tiers.sizes;
-  if (sizes.empty()) return;
-  const TierPlace place = TierPlaceOf(facts, profile);
-  if (place.device_blocks == 0) {
-    delta.tier_no_device = 1;
-    return;
-  }
   const auto block = static_cast<uint64_t>(*facts.block_tokens);
   const auto prompt = static_cast<uint64_t>(facts.prompt_tokens);
   // Per tier size: tokens, attention, prefill, bytes, recompute seconds; whether seconds are known.
   std::vector<std::array<double, 5>> parts(sizes.size(), {0, 0, 0, 0, 0});
   bool seconds = source.live.has_value();
   for (const SampledStack::Sampled& s : sampled) {
-    if (s.position * block >= prompt || s.depth <= place.device_blocks) continue;
+    if (s.position * block >= prompt || s.depth <= place->device_blocks) continue;
     const AtMatch from = ValuesAt(facts, static_cast<int64_t>(s.position * block), profile, source);
     const AtMatch to = ValuesAt(facts, static_cast<int64_t>(std::min((s.position + 1) * block, prompt)), profile, source);
     seconds = seconds && from.recompute_seconds && to.recompute_seconds;
@@ -359,7 +357,7 @@ void CapacityCurves::SampledTiers(const RecordFacts& facts, absl::Span<const Sam
         Uint128ToDouble(to.prefill - from.prefill), Uint128ToDouble(to.bytes - from.bytes),
         seconds ? *to.recompute_seconds - *from.recompute_seconds : 0.0};
     for (size_t t = 0; t < sizes.size(); ++t) {
-      if (s.depth > place.deepest[t]) continue;
+      if (s.depth > place->deepest[t]) continue;
       for (size_t f = 0; f < share.size(); ++f) parts[t][f] += share[f] / rate;
     }
   }
@@ -371,7 +369,7 @@ void CapacityCurves::SampledTiers(const RecordFacts& facts, absl::Span<const Sam
     e[kTierAttentionFlops] = parts[t][1];
     e[kTierPrefillFlops] = parts[t][2];
     e[kTierHitRequests] = 1;
-    if (seconds) Choose(parts[t][0], parts[t][3], parts[t][4], place.bandwidth[t], sizes[t].wait_seconds, e);
+    if (seconds) Choose(parts[t][0], parts[t][3], parts[t][4], place->bandwidth[t], sizes[t].wait_seconds, e);
   }
 }
 

@@ -174,7 +174,8 @@ class CapacityCurves final : public RecordObserver {
     std::vector<uint64_t> deepest;
     std::vector<double> bandwidth;
   };
-  TierPlace TierPlaceOf(const RecordFacts& facts, const Profile& profile) const;
+  // Where a record's tiers stand; nothing without tier sizes, or without a device (counted in `delta`).
+  std::optional<TierPlace> TierPlaceOf(const RecordFacts& facts, const Profile& profile, ModelCurve& delta) const;
   void ExactTiers(const RecordFacts& facts, absl::Span<const uint64_t> depths, const Profile& profile,
                   const EstimateSource& source, ModelCurve& delta) const;
   void SampledTiers(const RecordFacts& facts, absl::Span<const SampledStack::Sampled> sampled, double rate,
