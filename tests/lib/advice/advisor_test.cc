@@ -517,7 +517,13 @@ TEST(AdvisorTest, BreakEvenFromTheSameRatesAsAdvise) {
     ASSERT_TRUE(advice->candidates[0].break_even_tokens.has_value());
     EXPECT_EQ(ReloadBreakEvenTokens(registry, "llama-3.1-8b", Tier::kHost, &rates, with),
               advice->candidates[0].break_even_tokens);
+    // The second-tier what-if reads the same bandwidth (docs/cost-model.md §15).
+    EXPECT_EQ(ReloadBandwidthUsed(registry, "llama-3.1-8b", Tier::kHost, &rates, with).rate,
+              advice->candidates[0].bandwidth.rate);
   }
+  EXPECT_EQ(ReloadBandwidthUsed(registry, "llama-3.1-8b", Tier::kHost, &rates, &fleet).rate, 2e9);
+  EXPECT_NEAR(*ReloadBandwidthUsed(registry, "llama-3.1-8b", Tier::kHost, &rates, nullptr).rate, 2e10, 1);
+  EXPECT_FALSE(ReloadBandwidthUsed(registry, "no-such-model", Tier::kHost, &rates, &fleet).rate.has_value());
   EXPECT_NE(ReloadBreakEvenTokens(registry, "llama-3.1-8b", Tier::kHost, &rates, &fleet),
             ReloadBreakEvenTokens(registry, "llama-3.1-8b", Tier::kHost, &rates, nullptr));
   EXPECT_FALSE(ReloadBreakEvenTokens(registry, "no-such-model", Tier::kHost, &rates, &fleet).has_value());

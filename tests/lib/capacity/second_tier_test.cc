@@ -110,6 +110,29 @@ TEST(SecondTierTest, AHandWorkedRequest) {
   }
 }
 
+// A bandwidth measured for (model, tier kind) replaces the size's stated one: at 1 GB/s measured the
+// hand-worked request's reload is slower than recomputing, though the size states 25 GB/s.
+TEST(SecondTierTest, AMeasuredBandwidthReplacesTheStatedOne) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const Profile& profile = *catalog.Find("llama-3.1-8b");
+  CurveLimits limits;
+  limits.tiers.sizes = {TierSize{Tier::kHost, 134217728, 25e9, 0}, TierSize{Tier::kDisk, 134217728, 25e9, 0}};
+  limits.tiers.measured_bandwidth = [](absl::string_view model, Tier kind) -> std::optional<double> {
+    if (model == "llama-3.1-8b" && kind == Tier::kHost) return 1e9;
+    return std::nullopt;
+  };
+  auto curves = CapacityCurves::Create({512}, 1, limits);
+  const EstimateSource live{ComputeTime{Basis::kLive, 0.02, 1e-15}, false};
+  for (const auto& [prompt, ids] : {std::pair{1024, std::vector<uint64_t>{1, 2}}, std::pair{512, std::vector<uint64_t>{3}},
+                                   std::pair{1500, std::vector<uint64_t>{1, 2, 4}}}) {
+    (*curves)->Observe(0, Facts(prompt, ids), profile, live);
+  }
+  const auto curve = (*curves)->Snapshot().at(0);
+  EXPECT_EQ(curve.tier_rungs[0][kTierSlowerRequests], 1);  // host: measured 1 GB/s
+  EXPECT_EQ(curve.tier_rungs[1][kTierSlowerRequests], 0);  // disk: nothing measured, the stated 25 GB/s
+  EXPECT_EQ(curve.tier_rungs[1][kTierReloadNanos], 5368709);
+}
+
 TEST(SecondTierTest, NoDeviceCapacityIsCountedApart) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   CurveLimits limits;
