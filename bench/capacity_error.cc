@@ -45,21 +45,6 @@ struct Args {
   std::string ladder = std::string(kDefaultCapacityLadder);
 };
 
-// Each request's ids at `block` tokens a block.
-std::vector<std::vector<uint64_t>> Reblocked(const std::vector<TraceRequest>& trace, uint64_t block) {
-  const uint64_t split = kDefaultTraceBlockTokens / block;
-  std::vector<std::vector<uint64_t>> out;
-  for (const TraceRequest& r : trace) {
-    std::vector<uint64_t> ids;
-    const auto blocks = (static_cast<uint64_t>(r.input_length) + block - 1) / block;
-    for (uint64_t j = 0; j < blocks && j / split < r.hash_ids.size(); ++j) {
-      ids.push_back(static_cast<uint64_t>(r.hash_ids[j / split]) * split + j % split);
-    }
-    out.push_back(std::move(ids));
-  }
-  return out;
-}
-
 std::vector<CapacityCurves::ModelCurve> Replay(const std::vector<TraceRequest>& trace,
                                                const std::vector<std::vector<uint64_t>>& ids, const Profile& profile,
                                                const std::vector<uint64_t>& ladder, uint64_t block, uint64_t samples) {
@@ -175,7 +160,7 @@ bool Row(const std::string& path, const Args& args, const Profile& profile) {
     return false;
   }
   return StreamRow(path.substr(path.find_last_of('/') + 1), read.requests,
-                   Reblocked(read.requests, args.block_tokens), {}, args.block_tokens, args, profile);
+                   ReblockedIds(read.requests, args.block_tokens), {}, args.block_tokens, args, profile);
 }
 
 // The store-scale stream's row on args.ladder.

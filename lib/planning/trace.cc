@@ -663,4 +663,19 @@ TraceReadResult ReadTrace(std::istream& in, const TraceReadOptions& options,
   return result;
 }
 
+std::vector<std::vector<uint64_t>> ReblockedIds(const std::vector<TraceRequest>& trace, uint64_t block) {
+  const uint64_t split = kDefaultTraceBlockTokens / block;
+  std::vector<std::vector<uint64_t>> out;
+  out.reserve(trace.size());
+  for (const TraceRequest& r : trace) {
+    std::vector<uint64_t> ids;
+    const auto blocks = (static_cast<uint64_t>(r.input_length) + block - 1) / block;
+    for (uint64_t j = 0; j < blocks && j / split < r.hash_ids.size(); ++j) {
+      ids.push_back(static_cast<uint64_t>(r.hash_ids[j / split]) * split + j % split);
+    }
+    out.push_back(std::move(ids));
+  }
+  return out;
+}
+
 }  // namespace kvledger

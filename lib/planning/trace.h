@@ -94,6 +94,11 @@ struct TraceReadOptions {
 TraceReadResult ReadTrace(std::istream& in, const TraceReadOptions& options,
                           const std::function<void(uint64_t bytes)>& progress = nullptr);
 
+// Each request's ids at `block` tokens a block, `block` dividing kDefaultTraceBlockTokens: a
+// 512-token block's id becomes that many ids chained under it, as an engine with smaller blocks would
+// hash the same prompt (one id per started block of the prompt).
+std::vector<std::vector<uint64_t>> ReblockedIds(const std::vector<TraceRequest>& trace, uint64_t block);
+
 }  // namespace kvledger
 
 #endif  // KVLEDGER_LIB_PLANNING_TRACE_H_

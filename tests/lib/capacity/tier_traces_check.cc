@@ -6,7 +6,10 @@
 // exits 1 when an exact figure is off by more than 0.01 in token hit or 1 % in net seconds, or a
 // sampled one by more than --sampled_error in token hit.
 //
-//   tier_traces_check [--samples=S] [--sampled_error=E] TRACE...
+//   tier_traces_check [--block_tokens=B] [--samples=S] [--sampled_error=E] TRACE...
+//
+// B (default 512, the traces' own) must divide 512: each 512-token id becomes B-token ids chained under
+// it (ReblockedIds).
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -26,7 +29,6 @@
 namespace kvledger {
 namespace {
 
-constexpr uint64_t kBlock = kDefaultTraceBlockTokens;
 const ComputeTime kCompute{Basis::kLive, 0.02, 1.0 / 4e14};  // 400 TFLOP/s and 20 ms a pass
 
 // The four tiers, sized against a device of `device` blocks of `block_bytes`: host at 1× and 4× the
@@ -39,9 +41,9 @@ std::vector<TierSize> Tiers(uint64_t device, uint64_t block_bytes) {
 }
 
 CapacityCurves::ModelCurve Live(const std::vector<TraceRequest>& trace, const std::vector<std::vector<uint64_t>>& ids,
-                                const Profile& profile, uint64_t device, const std::vector<TierSize>& tiers,
-                                uint64_t samples) {
-  TierPlanInput input{kBlock, device * kBlock, tiers, kCompute, std::nullopt, samples, &ids};
+                                const Profile& profile, uint64_t block, uint64_t device,
+                                const std::vector<TierSize>& tiers, uint64_t samples) {
+  TierPlanInput input{block, device * block, tiers, kCompute, std::nullopt, samples, &ids};
   return PlanTiers(trace, profile, input);
 }
 
@@ -51,31 +53,28 @@ double Net(const TierRung& r) {
 double Relative(double value, double truth) { return truth == 0 ? std::fabs(value) : value / truth - 1; }
 
 // The rows of one trace; false when a figure is past its bound.
-bool TraceRows(const std::string& path, uint64_t samples, double sampled_error, const Profile& profile) {
+bool TraceRows(const std::string& path, uint64_t block, uint64_t samples, double sampled_error, const Profile& profile) {
   std::ifstream in(path);
   TraceReadResult read = ReadTrace(in, TraceReadOptions{});
   if (const absl::Status status = read.Check(path); !status.ok()) {
     std::cerr << status << "\n";
     return false;
   }
-  std::vector<std::vector<uint64_t>> ids;
+  const std::vector<std::vector<uint64_t>> ids = ReblockedIds(read.requests, block);
   absl::flat_hash_set<uint64_t> distinct;
-  for (const TraceRequest& r : read.requests) {
-    ids.emplace_back(r.hash_ids.begin(), r.hash_ids.end());
-    distinct.insert(ids.back().begin(), ids.back().end());
-  }
+  for (const auto& request : ids) distinct.insert(request.begin(), request.end());
   const std::string name = path.substr(path.find_last_of('/') + 1);
-  const uint64_t block_bytes = kBlock * BytesPerCachedToken(profile.shape());
+  const uint64_t block_bytes = block * BytesPerCachedToken(profile.shape());
   bool within = true;
   for (uint64_t share : {64u, 16u, 4u}) {
     const uint64_t device = distinct.size() / share;
     const std::vector<TierSize> tiers = Tiers(device, block_bytes);
-    const auto exact = Live(read.requests, ids, profile, device, tiers, uint64_t{1} << 40);
-    const auto sampled = Live(read.requests, ids, profile, device, tiers, samples);
+    const auto exact = Live(read.requests, ids, profile, block, device, tiers, uint64_t{1} << 40);
+    const auto sampled = Live(read.requests, ids, profile, block, device, tiers, samples);
     for (size_t t = 0; t < tiers.size(); ++t) {
       const uint64_t tier_blocks = tiers[t].bytes / block_bytes;
       const testing::TwoLevelTruth truth = testing::SimulateTwoLevel(
-          read.requests, ids, profile, kBlock, {device, tier_blocks, tiers[t].stated_bytes_per_second, tiers[t].wait_seconds},
+          read.requests, ids, profile, block, {device, tier_blocks, tiers[t].stated_bytes_per_second, tiers[t].wait_seconds},
           kCompute);
       const double hit = Uint128ToDouble(truth.tier_tokens) / truth.prompt_tokens;
       const auto hit_of = [&](const CapacityCurves::ModelCurve& c) {
@@ -84,7 +83,7 @@ bool TraceRows(const std::string& path, uint64_t samples, double sampled_error, 
       const double exact_net = Relative(Net(exact.tier_rungs[t]), truth.NetSeconds());
       const double sampled_net = Relative(Net(sampled.tier_rungs[t]), truth.NetSeconds());
       std::cout << absl::StrFormat(
-          "| %s | %d | %s %d | %.4f | %+.4f | %+.4f | %.1f | %+.2f%% | %+.1f%% | %d of %d | %.1f |\n", name, device,
+          "| %s | %d | %d | %s %d | %.4f | %+.4f | %+.4f | %.1f | %+.2f%% | %+.1f%% | %d of %d | %.1f |\n", name, block, device,
           TierLabel(tiers[t].kind), tier_blocks, hit, hit_of(exact), hit_of(sampled), truth.NetSeconds(),
           100 * exact_net, 100 * sampled_net, truth.slower_requests, truth.hit_requests, truth.excess_seconds);
       within = within && std::fabs(hit_of(exact)) <= 0.01 && std::fabs(exact_net) <= 0.01 &&
@@ -98,13 +97,15 @@ bool TraceRows(const std::string& path, uint64_t samples, double sampled_error, 
 }  // namespace kvledger
 
 int main(int argc, char** argv) {
-  uint64_t samples = 65536;
+  uint64_t samples = 65536, block = kvledger::kDefaultTraceBlockTokens;
   double sampled_error = 0.01;
   std::vector<std::string> traces;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     bool ok = true;
-    if (absl::StartsWith(arg, "--samples=")) {
+    if (absl::StartsWith(arg, "--block_tokens=")) {
+      ok = absl::SimpleAtoi(arg.substr(15), &block) && block > 0 && kvledger::kDefaultTraceBlockTokens % block == 0;
+    } else if (absl::StartsWith(arg, "--samples=")) {
       ok = absl::SimpleAtoi(arg.substr(10), &samples) && samples > 0;
     } else if (absl::StartsWith(arg, "--sampled_error=")) {
       ok = absl::SimpleAtod(arg.substr(16), &sampled_error);
@@ -114,16 +115,16 @@ int main(int argc, char** argv) {
       traces.push_back(arg);
     }
     if (!ok) {
-      std::cerr << arg << ": not understood\nusage: tier_traces_check [--samples=S] [--sampled_error=E] TRACE...\n";
+      std::cerr << arg << ": not understood\nusage: tier_traces_check [--block_tokens=B] [--samples=S] [--sampled_error=E] TRACE...\n";
       return 2;
     }
   }
   const kvledger::ProfileCatalog catalog = kvledger::ProfileCatalog::Builtin();
   const kvledger::Profile& profile = *catalog.Find("llama-3.1-8b");
-  std::cout << "| trace | device blocks | tier, blocks | tier token hit (simulated) | exact − simulated | sampled − "
+  std::cout << "| trace | block tokens | device blocks | tier, blocks | tier token hit (simulated) | exact − simulated | sampled − "
                "simulated | net seconds saved (simulated) | exact | sampled | slower than recompute | their excess "
-               "seconds |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+               "seconds |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   bool within = true;
-  for (const std::string& trace : traces) within = kvledger::TraceRows(trace, samples, sampled_error, profile) && within;
+  for (const std::string& trace : traces) within = kvledger::TraceRows(trace, block, samples, sampled_error, profile) && within;
   return within ? 0 : 1;
 }
