@@ -65,6 +65,7 @@ TEST(TierReloadTest, ReloadsWhereFasterAndSaysWhatReloadingRegardlessCosts) {
   EXPECT_TRUE(ChooseTierReload(1e9, 0.04, 25e9, 0).slower);  // a tie recomputes
 }
 
+// `ids` must outlive the facts (they view it).
 RecordFacts Facts(int64_t prompt, const std::vector<uint64_t>& ids) {
   RecordFacts facts = FactsAtMatch("llama-3.1-8b", prompt, std::nullopt, 0);
   facts.prefix_block_ids = ids;
@@ -86,9 +87,10 @@ TEST(SecondTierTest, AHandWorkedRequest) {
     auto curves = CapacityCurves::Create({512}, 1, limits);
     ASSERT_TRUE(curves.ok());
     const EstimateSource live{ComputeTime{Basis::kLive, 0.02, 1e-15}, false};
-    (*curves)->Observe(0, Facts(1024, {1, 2}), profile, live);
-    (*curves)->Observe(0, Facts(512, {3}), profile, live);
-    (*curves)->Observe(0, Facts(1500, {1, 2, 4}), profile, live);
+    const std::vector<uint64_t> a = {1, 2}, b = {3}, c = {1, 2, 4};
+    (*curves)->Observe(0, Facts(1024, a), profile, live);
+    (*curves)->Observe(0, Facts(512, b), profile, live);
+    (*curves)->Observe(0, Facts(1500, c), profile, live);
     const TierRung r = (*curves)->Snapshot().at(0).tier_rungs.at(0);
     EXPECT_EQ(r[kTierMatchTokens], 1024);
     EXPECT_EQ(r[kTierAttentionFlops], Uint128{524288} * 1024 * 1025 / 2);
@@ -138,7 +140,8 @@ TEST(SecondTierTest, NoDeviceCapacityIsCountedApart) {
   CurveLimits limits;
   limits.tiers.sizes = {TierSize{Tier::kHost, uint64_t{1} << 30, 0, 0}};
   auto curves = CapacityCurves::Create({512}, 1, limits);
-  RecordFacts facts = Facts(1024, {1, 2});
+  const std::vector<uint64_t> ids = {1, 2};
+  RecordFacts facts = Facts(1024, ids);
   facts.cache_capacity_blocks.reset();
   (*curves)->Observe(0, facts, *catalog.Find("llama-3.1-8b"), EstimateSource{});
   EXPECT_EQ((*curves)->Snapshot().at(0).tier_no_device, 1u);
