@@ -21,6 +21,7 @@ bytes become the same 64-bit integers vLLM's KV events carry with VLLM_KV_EVENTS
 integers (SGLang's, a trace's hash_ids) are kept modulo 2^64.
 """
 import hashlib
+import operator
 import struct
 
 _MASK = (1 << 64) - 1
@@ -45,11 +46,22 @@ def prefix_block_ids(token_ids, block_tokens, *, salt=b"", full_blocks_only=Fals
     return ids
 
 
+def engine_hash_id(h):
+    """One engine block hash as a 64-bit id: bytes as vLLM's KV events convert them to integers (big
+    endian, the low 64 bits), integers modulo 2^64. ValueError naming the value otherwise."""
+    if isinstance(h, (bytes, bytearray)):
+        return int.from_bytes(h, "big") & _MASK
+    if not isinstance(h, bool):
+        try:
+            return operator.index(h) & _MASK
+        except TypeError:
+            pass
+    raise ValueError(f"block hash = {h!r}: must be bytes or an integer")
+
+
 def from_engine_hashes(hashes):
-    """An engine's own chained block hashes as `prefix_block_ids`: bytes as vLLM's KV events convert
-    them to integers, integers modulo 2^64. (A list of bytes alone takes a faster path: vLLM's connector
-    calls this in its scheduler's loop.)"""
+    """An engine's own chained block hashes as `prefix_block_ids`, each as engine_hash_id converts it.
+    (A list of bytes alone takes a faster path: vLLM's connector calls this in its scheduler's loop.)"""
     if hashes and all(type(h) is bytes for h in hashes):
         return [int.from_bytes(h, "big") & _MASK for h in hashes]
-    return [int.from_bytes(h, "big") & _MASK if isinstance(h, (bytes, bytearray)) else int(h) & _MASK
-            for h in hashes]
+    return [engine_hash_id(h) for h in hashes]

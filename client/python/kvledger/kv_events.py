@@ -39,6 +39,8 @@ import sys
 
 import msgpack
 
+from kvledger.blocks import engine_hash_id
+
 NEVER_SEEN = (1 << 64) - 1
 # Distances one record carries at most: the server's bound on a record's blocks (the same as for
 # prefix_block_ids), so that a record always fits in a message (8 bytes a distance: 512 KiB). A longer
@@ -46,7 +48,6 @@ NEVER_SEEN = (1 << 64) - 1
 # capacity (counted in EventReplay.capped).
 MAX_DISTANCES = 65536
 END_SEQ = -1
-_MASK = (1 << 64) - 1
 # What one publisher may cost, whatever it sends (docs/security.md, "KV events"):
 MAX_FRAME_BYTES = 16 << 20      # a larger message is dropped by ZMQ (the connection resets: a gap)
 MAX_GAP_BATCHES = 100_000       # a gap longer than this is not asked for (vLLM keeps 10,000 batches)
@@ -80,12 +81,11 @@ class KvEventsError(ValueError):
 
 
 def block_id(h):
-    """An engine's block hash as a 64-bit id, as kvledger.blocks.from_engine_hashes converts it."""
-    if isinstance(h, (bytes, bytearray)):
-        return int.from_bytes(h, "big") & _MASK
-    if isinstance(h, int) and not isinstance(h, bool):
-        return h & _MASK
-    raise KvEventsError(f"block hash = {h!r}: must be bytes or an integer")
+    """An engine's block hash as a 64-bit id (kvledger.blocks.engine_hash_id)."""
+    try:
+        return engine_hash_id(h)
+    except ValueError as e:
+        raise KvEventsError(str(e)) from None
 
 
 def _event(raw, index):
