@@ -39,7 +39,7 @@ struct PlanFlags {
   CapacityInputs capacity;
   std::optional<uint64_t> block_tokens, context_tokens;
   std::optional<double> host_bandwidth, disk_bandwidth, flops_per_second, fixed_seconds, speedup;
-  bool json = false, csv = false, send = false;
+  bool json = false, csv = false, send = false, tier_inclusive = false;
   Connection connection;
 };
 
@@ -73,6 +73,9 @@ void RegisterPlanFlags(FlagSet& flags, PlanFlags& f) {
   flags.String("tier", &f.tiers,
                "KIND:SIZE[:BYTES_PER_SECOND[:WAIT_SECONDS]],...: a second tier of each size below each finite device "
                "capacity, net of its reloads, as the server's --capacity_tiers (docs/planning.md)");
+  flags.Switch("tier-inclusive", &f.tier_inclusive,
+               "with --tier: the tiers hold copies of the device's blocks (vLLM's OffloadingConnector), as the "
+               "server's --capacity_tiers_inclusive");
   flags.Switch("json", &f.json, "print one JSON object (exact integers)");
   flags.Switch("csv", &f.csv, "print CSV: one row per capacity and record tier, and its total");
   flags.String("plot", &f.plot, "write FILE.svg: token hit, attention and prefill avoided against device capacity");
@@ -344,7 +347,7 @@ absl::StatusOr<std::string> SecondTiers(const PlanFlags& f, const std::vector<Tr
   std::ostringstream text;
   for (const PlanConfig& c : configs) {
     if (!c.Finite(0) || c.CapacityBlocks(0) == 0) continue;
-    TierPlanInput input{c.block_tokens, c.capacity_tokens[0], *tiers, c.compute, c.context_tokens};
+    TierPlanInput input{c.block_tokens, c.capacity_tokens[0], *tiers, f.tier_inclusive, c.compute, c.context_tokens};
     if (!input.compute) input.compute = ProfileComputeTime(profile.prefill_flops_per_second());
     v1::ModelCapacityCurve curve;
     curve.set_model(profile.name());

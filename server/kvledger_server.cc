@@ -267,6 +267,7 @@ absl::StatusOr<std::unique_ptr<CapacityCurves>> StartCurves(const ServerOptions&
                      static_cast<double>(options.capacity_cache_idle_seconds), *options.CapacityUseOrder()};
   limits.tiers.sizes = *options.CapacityTiers();
   limits.tiers.device_tokens = options.capacity_device_tokens;
+  limits.tiers.inclusive = options.capacity_tiers_inclusive;
   limits.tiers.measured_bandwidth = [&registry, rates, fleet](absl::string_view model, Tier kind) {
     return ReloadBandwidthUsed(registry, std::string(model), kind, rates, fleet->get()).rate;
   };

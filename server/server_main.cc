@@ -65,6 +65,9 @@ ABSL_FLAG(std::string, capacity_tiers, kDefaults.capacity_tiers,
           "Second-tier what-if: tier sizes costed below each cache's device, KIND:SIZE[:BYTES_PER_SECOND"
           "[:WAIT_SECONDS]],... with KIND host, disk or remote and SIZE in bytes (1TiB, 512GB); the bandwidth is "
           "the measured one where records reload from that tier; empty: none");
+ABSL_FLAG(bool, capacity_tiers_inclusive, kDefaults.capacity_tiers_inclusive,
+          "Second-tier what-if: the tiers hold copies of the device's blocks, written as they are computed (vLLM's "
+          "OffloadingConnector, SGLang HiCache write_through), rather than what the device evicts");
 ABSL_FLAG(std::string, web_config_file, "",
           "The HTTP port's TLS and basic auth, in the Prometheus exporter-toolkit web config format "
           "(tls_server_config, basic_auth_users with bcrypt hashes)");
@@ -202,6 +205,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.capacity_ladder = absl::GetFlag(FLAGS_capacity_ladder);
   options.capacity_use_order = absl::GetFlag(FLAGS_capacity_use_order);
   options.capacity_tiers = absl::GetFlag(FLAGS_capacity_tiers);
+  options.capacity_tiers_inclusive = absl::GetFlag(FLAGS_capacity_tiers_inclusive);
   if (auto s = BoundsFromFlags(options); !s.ok()) return s;
   if (auto s = options.Validate(); !s.ok()) return s;
   return options;

@@ -143,6 +143,8 @@ struct ServerOptions {
   // The second tiers costed below each cache's device (docs/cost-model.md §15):
   // KIND:SIZE[:BYTES_PER_SECOND[:WAIT_SECONDS]],... (lib/capacity/second_tier.h); empty: none.
   std::string capacity_tiers = kDefaultTierLadder;
+  // Whether those tiers hold copies of the device's blocks (write-through) rather than what it evicts.
+  bool capacity_tiers_inclusive = false;
   // The HTTP listener's bounds (server/http/limits.h), each a --http_NAME flag.
   HttpLimits http;
   // The server's other bounds, each a flag of its name (KVLEDGER_SERVER_BOUNDS above).

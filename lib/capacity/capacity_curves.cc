@@ -300,8 +300,12 @@ std::optional<CapacityCurves::TierPlace> CapacityCurves::TierPlaceOf(const Recor
   const uint64_t block_bytes = block * BytesPerCachedToken(profile.shape());
   for (const TierSize& size : tiers.sizes) {
     const uint64_t blocks = size.Blocks(block_bytes);
-    place.deepest.push_back(blocks > kUnlimited - 1 - place.device_blocks ? kUnlimited - 1
-                                                                         : place.device_blocks + blocks);
+    if (tiers.inclusive) {
+      place.deepest.push_back(std::max(place.device_blocks, blocks));
+    } else {
+      place.deepest.push_back(blocks > kUnlimited - 1 - place.device_blocks ? kUnlimited - 1
+                                                                           : place.device_blocks + blocks);
+    }
     std::optional<double> measured;
     if (tiers.measured_bandwidth) measured = tiers.measured_bandwidth(facts.model, size.kind);
     place.bandwidth.push_back(measured && *measured > 0 ? *measured : size.StatedBandwidth());

@@ -47,6 +47,10 @@ struct TierOptions {
   // The device's capacity in tokens where a record does not give its cache's (cache_capacity_blocks);
   // 0: only records that give it are costed with tiers.
   uint64_t device_tokens = 0;
+  // Whether a tier also holds copies of the device's blocks (write-through: vLLM's OffloadingConnector
+  // stores every computed block, SGLang's HiCache with write_through): a tier of H blocks then holds
+  // the H most recent, and serves the depths in (C, H]; else (exclusive) those in (C, C + H].
+  bool inclusive = false;
   // The reload bandwidth measured for (model, tier kind), bytes/s, when there is one; else (or
   // unset) the tier size's stated bandwidth.
   std::function<std::optional<double>(absl::string_view model, Tier kind)> measured_bandwidth;

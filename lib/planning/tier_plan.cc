@@ -9,6 +9,7 @@ CapacityCurves::ModelCurve PlanTiers(const std::vector<TraceRequest>& trace, con
   CurveLimits limits{1, input.samples, 1e9};
   limits.tiers.sizes = input.tiers;
   limits.tiers.device_tokens = input.device_tokens;
+  limits.tiers.inclusive = input.inclusive;
   auto curves = CapacityCurves::Create({input.device_tokens}, 1, limits);
   std::vector<uint64_t> ids;
   for (size_t i = 0; i < trace.size(); ++i) {

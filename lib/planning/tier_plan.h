@@ -21,6 +21,7 @@ struct TierPlanInput {
   uint64_t block_tokens = kDefaultTraceBlockTokens;
   uint64_t device_tokens = 0;  // the device's capacity (finite, at least one block)
   std::vector<TierSize> tiers;
+  bool inclusive = false;  // the tiers hold copies of the device's blocks (TierOptions::inclusive)
   std::optional<ComputeTime> compute;       // unset: seconds unknown
   std::optional<uint64_t> context_tokens;   // requests beyond it are left out, as Plan does
   uint64_t samples = SampledStack::kUnlimitedSamples;  // blocks the stack holds; past it, sampled

@@ -283,10 +283,16 @@ class CapacityCurvesTest(unittest.TestCase):
     # record's own cache_capacity_blocks stands the tiers below that device instead of the flag; a
     # tier not on the server's ladder and a bad tier are refused, naming the flag.
     def test_second_tier_equals_plan_tier(self):
+        for inclusive in (False, True):
+            with self.subTest(inclusive=inclusive):
+                self.second_tier_equals_plan_tier(inclusive)
+
+    def second_tier_equals_plan_tier(self, inclusive):
         path = self.traces["mooncake-synthetic"]
         device, tiers = 512_000, "host:64GiB,host:256GiB,disk:1TiB:6e9:0.001"
         server = harness.Server(SERVER, "--capacity_ladder=" + str(device), "--capacity_tiers=" + tiers,
-                                f"--capacity_device_tokens={device}", log_dir=self.tmp)
+                                f"--capacity_device_tokens={device}", f"--capacity_tiers_inclusive={str(inclusive).lower()}",
+                                log_dir=self.tmp)
         try:
             subprocess.run([CLI, "plan", "--model", CPP_MODEL, "--send", "--target", server.grpc_address,
                             "--capacity-tokens", str(device), "--cache-id", "engine-tier", path],
@@ -303,7 +309,8 @@ class CapacityCurvesTest(unittest.TestCase):
         finally:
             server.stop()
         out = subprocess.run([CLI, "plan", "--model", CPP_MODEL, "--json", "--capacity-tokens", str(device),
-                              "--tier", tiers, path], capture_output=True, text=True, timeout=300, check=True)
+                              "--tier", tiers, path] + (["--tier-inclusive"] if inclusive else []),
+                             capture_output=True, text=True, timeout=300, check=True)
         (planned,) = json.loads(out.stdout)["second_tiers"]
         self.assertEqual(int(planned["device_tokens"]), device)
         fields = ("tier", "tier_bytes", "tier_tokens", "match_tokens", "token_hit_ratio", "attention_avoided_ratio",
@@ -312,6 +319,10 @@ class CapacityCurvesTest(unittest.TestCase):
         for got, want in zip(live["tiers"], planned["curve"]["tiers"]):
             self.assertEqual({f: got.get(f) for f in fields}, {f: want.get(f) for f in fields})
         self.assertGreater(int(live["tiers"][1]["match_tokens"]), int(live["tiers"][0]["match_tokens"]))
+        # 64 GiB is 524,288 tokens of llama-3.1-8b, about the device's 512,000: holding copies, it serves
+        # almost nothing beyond the device (its extra 24,288 tokens); beside it, a whole device more.
+        if inclusive:
+            self.assertLess(int(live["tiers"][0]["match_tokens"]), int(live["tiers"][1]["match_tokens"]) // 10)
         self.assertEqual(live["tiers"][0]["tier_tokens"], str(64 * 2**30 // 131072))
         self.assertRegex(text, r"\n +host +256\.0 GiB +2097152 ")
         self.assertNotIn(" 64.0 GiB", text)

@@ -148,6 +148,47 @@ TEST(SecondTierTest, NoDeviceCapacityIsCountedApart) {
   EXPECT_EQ((*curves)->Snapshot().at(0).tier_rungs.at(0)[kTierHitRequests], 0);
 }
 
+// A write-through tier (vLLM's OffloadingConnector) holds copies of the device's blocks: the live
+// figures with `inclusive` equal a device LRU beside a tier LRU fed every block, block by block, where
+// a tier no larger than the device serves nothing.
+TEST(SecondTierTest, AnInclusiveTierEqualsAnLruOfCopiesBesideTheDevice) {
+  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const Profile& profile = *catalog.Find("llama-3.1-8b");
+  const uint64_t block = 64;
+  const std::vector<TraceRequest> trace = SessionTrace(13, 2000, block);
+  std::vector<std::vector<uint64_t>> ids;
+  for (const TraceRequest& r : trace) ids.emplace_back(r.hash_ids.begin(), r.hash_ids.end());
+  const ComputeTime compute{Basis::kLive, 0.02, 1.0 / 4e14};
+  CurveLimits limits;
+  limits.tiers.device_tokens = 100 * block;
+  limits.tiers.inclusive = true;
+  for (uint64_t tier : {50u, 100u, 300u, 1000u}) {
+    limits.tiers.sizes.push_back(TierSize{Tier::kHost, tier * block * 131072, 3e9, 0.0001});
+  }
+  auto curves = CapacityCurves::Create({512}, 1, limits);
+  for (size_t i = 0; i < trace.size(); ++i) {
+    RecordFacts facts = FactsAtMatch(profile.name(), trace[i].input_length, std::nullopt, 0);
+    facts.prefix_block_ids = ids[i];
+    facts.block_tokens = static_cast<int64_t>(block);
+    (*curves)->Observe(0, facts, profile, EstimateSource{compute, false});
+  }
+  const auto curve = (*curves)->Snapshot().at(0);
+  for (size_t t = 0; t < limits.tiers.sizes.size(); ++t) {
+    const uint64_t tier_blocks = limits.tiers.sizes[t].bytes / (block * 131072);
+    SCOPED_TRACE(::testing::Message() << "tier of " << tier_blocks << " blocks");
+    const testing::TwoLevelTruth truth =
+        testing::SimulateTwoLevel(trace, ids, profile, block, {100, tier_blocks, 3e9, 0.0001, true}, compute);
+    const TierRung& r = curve.tier_rungs[t];
+    EXPECT_EQ(r[kTierMatchTokens], truth.tier_tokens);
+    EXPECT_EQ(r[kTierPrefillFlops], truth.prefill_flops);
+    EXPECT_EQ(r[kTierHitRequests], truth.hit_requests);
+    EXPECT_EQ(r[kTierSlowerRequests], truth.slower_requests);
+    EXPECT_NEAR(Uint128ToDouble(r[kTierRecomputeNanos]) / 1e9, truth.recompute_seconds,
+                1e-9 * static_cast<double>(truth.hit_requests));
+    EXPECT_EQ(truth.hit_requests > 0, tier_blocks > 100);  // no larger than the device: nothing beyond it
+  }
+}
+
 // A tier too slow for any reload to pay: nothing saved with the threshold on, and with it off the
 // whole cost, reload less recompute, of every part it holds.
 TEST(SecondTierTest, ATierSlowerThanRecomputingSavesNothingAndSaysWhatItWouldCost) {

@@ -43,7 +43,7 @@ std::vector<TierSize> Tiers(uint64_t device, uint64_t block_bytes) {
 CapacityCurves::ModelCurve Live(const std::vector<TraceRequest>& trace, const std::vector<std::vector<uint64_t>>& ids,
                                 const Profile& profile, uint64_t block, uint64_t device,
                                 const std::vector<TierSize>& tiers, uint64_t samples) {
-  TierPlanInput input{block, device * block, tiers, kCompute, std::nullopt, samples, &ids};
+  TierPlanInput input{block, device * block, tiers, false, kCompute, std::nullopt, samples, &ids};
   return PlanTiers(trace, profile, input);
 }
 
