@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "lib/accounting/validation.h"
 #include "lib/capacity/capacity_curves.h"
+#include "lib/planning/tier_plan.h"
 #include "lib/profiles/profile_catalog.h"
 #include "tests/lib/capacity/session_trace.h"
 #include "tests/testing/two_level_sim.h"
@@ -148,44 +149,53 @@ TEST(SecondTierTest, NoDeviceCapacityIsCountedApart) {
   EXPECT_EQ((*curves)->Snapshot().at(0).tier_rungs.at(0)[kTierHitRequests], 0);
 }
 
+// A generated trace at 64-token blocks of llama-3.1-8b (131,072 KV bytes a token), with its ids.
+constexpr uint64_t kBlock = 64, kBlockBytes = kBlock * 131072;
+const ComputeTime kCompute{Basis::kLive, 0.02, 1.0 / 4e14};
+struct Generated {
+  std::vector<TraceRequest> requests;
+  std::vector<std::vector<uint64_t>> ids;
+};
+Generated Generate(uint64_t seed, int requests) {
+  Generated g{SessionTrace(seed, requests, kBlock), {}};
+  for (const TraceRequest& r : g.requests) g.ids.emplace_back(r.hash_ids.begin(), r.hash_ids.end());
+  return g;
+}
+// The live curves' tiers of the trace below a device of `device` blocks (PlanTiers: CapacityCurves,
+// exact); Simulated: the two-level simulation of one tier below the same device.
+CapacityCurves::ModelCurve Live(const Generated& g, const Profile& profile, uint64_t device,
+                                const std::vector<TierSize>& tiers, bool inclusive = false) {
+  return PlanTiers(g.requests, profile,
+                   {kBlock, device * kBlock, tiers, inclusive, kCompute, std::nullopt, SampledStack::kUnlimitedSamples, &g.ids});
+}
+testing::TwoLevelTruth Simulated(const Generated& g, const Profile& profile, uint64_t device, const TierSize& tier,
+                                 bool inclusive = false) {
+  return testing::SimulateTwoLevel(
+      g.requests, g.ids, profile, kBlock,
+      {device, tier.bytes / kBlockBytes, tier.stated_bytes_per_second, tier.wait_seconds, inclusive}, kCompute);
+}
+double Seconds(Uint128 nanos) { return Uint128ToDouble(nanos) / 1e9; }
+
 // A write-through tier (vLLM's OffloadingConnector) holds copies of the device's blocks: the live
 // figures with `inclusive` equal a device LRU beside a tier LRU fed every block, block by block, where
 // a tier no larger than the device serves nothing.
 TEST(SecondTierTest, AnInclusiveTierEqualsAnLruOfCopiesBesideTheDevice) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   const Profile& profile = *catalog.Find("llama-3.1-8b");
-  const uint64_t block = 64;
-  const std::vector<TraceRequest> trace = SessionTrace(13, 2000, block);
-  std::vector<std::vector<uint64_t>> ids;
-  for (const TraceRequest& r : trace) ids.emplace_back(r.hash_ids.begin(), r.hash_ids.end());
-  const ComputeTime compute{Basis::kLive, 0.02, 1.0 / 4e14};
-  CurveLimits limits;
-  limits.tiers.device_tokens = 100 * block;
-  limits.tiers.inclusive = true;
-  for (uint64_t tier : {50u, 100u, 300u, 1000u}) {
-    limits.tiers.sizes.push_back(TierSize{Tier::kHost, tier * block * 131072, 3e9, 0.0001});
-  }
-  auto curves = CapacityCurves::Create({512}, 1, limits);
-  for (size_t i = 0; i < trace.size(); ++i) {
-    RecordFacts facts = FactsAtMatch(profile.name(), trace[i].input_length, std::nullopt, 0);
-    facts.prefix_block_ids = ids[i];
-    facts.block_tokens = static_cast<int64_t>(block);
-    (*curves)->Observe(0, facts, profile, EstimateSource{compute, false});
-  }
-  const auto curve = (*curves)->Snapshot().at(0);
-  for (size_t t = 0; t < limits.tiers.sizes.size(); ++t) {
-    const uint64_t tier_blocks = limits.tiers.sizes[t].bytes / (block * 131072);
-    SCOPED_TRACE(::testing::Message() << "tier of " << tier_blocks << " blocks");
-    const testing::TwoLevelTruth truth =
-        testing::SimulateTwoLevel(trace, ids, profile, block, {100, tier_blocks, 3e9, 0.0001, true}, compute);
+  const Generated g = Generate(13, 2000);
+  std::vector<TierSize> tiers;
+  for (uint64_t blocks : {50u, 100u, 300u, 1000u}) tiers.push_back(TierSize{Tier::kHost, blocks * kBlockBytes, 3e9, 1e-4});
+  const auto curve = Live(g, profile, 100, tiers, /*inclusive=*/true);
+  for (size_t t = 0; t < tiers.size(); ++t) {
+    SCOPED_TRACE(::testing::Message() << "tier of " << tiers[t].bytes / kBlockBytes << " blocks");
+    const testing::TwoLevelTruth truth = Simulated(g, profile, 100, tiers[t], /*inclusive=*/true);
     const TierRung& r = curve.tier_rungs[t];
     EXPECT_EQ(r[kTierMatchTokens], truth.tier_tokens);
     EXPECT_EQ(r[kTierPrefillFlops], truth.prefill_flops);
     EXPECT_EQ(r[kTierHitRequests], truth.hit_requests);
     EXPECT_EQ(r[kTierSlowerRequests], truth.slower_requests);
-    EXPECT_NEAR(Uint128ToDouble(r[kTierRecomputeNanos]) / 1e9, truth.recompute_seconds,
-                1e-9 * static_cast<double>(truth.hit_requests));
-    EXPECT_EQ(truth.hit_requests > 0, tier_blocks > 100);  // no larger than the device: nothing beyond it
+    EXPECT_NEAR(Seconds(r[kTierRecomputeNanos]), truth.recompute_seconds, 1e-9 * static_cast<double>(truth.hit_requests));
+    EXPECT_EQ(truth.hit_requests > 0, tiers[t].bytes / kBlockBytes > 100);  // no larger than the device: nothing
   }
 }
 
@@ -194,24 +204,10 @@ TEST(SecondTierTest, AnInclusiveTierEqualsAnLruOfCopiesBesideTheDevice) {
 TEST(SecondTierTest, ATierSlowerThanRecomputingSavesNothingAndSaysWhatItWouldCost) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   const Profile& profile = *catalog.Find("llama-3.1-8b");
-  const uint64_t block = 64;
-  const std::vector<TraceRequest> trace = SessionTrace(9, 1000, block);
-  std::vector<std::vector<uint64_t>> ids;
-  for (const TraceRequest& r : trace) ids.emplace_back(r.hash_ids.begin(), r.hash_ids.end());
-  const ComputeTime compute{Basis::kLive, 0.02, 1.0 / 4e14};
-  CurveLimits limits;
-  limits.tiers.device_tokens = 50 * block;
-  limits.tiers.sizes = {TierSize{Tier::kRemote, 400 * block * 131072, 1e6, 0.5}};  // 1 MB/s after 0.5 s
-  auto curves = CapacityCurves::Create({512}, 1, limits);
-  for (size_t i = 0; i < trace.size(); ++i) {
-    RecordFacts facts = FactsAtMatch(profile.name(), trace[i].input_length, std::nullopt, 0);
-    facts.prefix_block_ids = ids[i];
-    facts.block_tokens = static_cast<int64_t>(block);
-    (*curves)->Observe(0, facts, profile, EstimateSource{compute, false});
-  }
-  const TierRung r = (*curves)->Snapshot().at(0).tier_rungs.at(0);
-  const testing::TwoLevelTruth truth =
-      testing::SimulateTwoLevel(trace, ids, profile, block, {50, 400, 1e6, 0.5}, compute);
+  const Generated g = Generate(9, 1000);
+  const TierSize slow{Tier::kRemote, 400 * kBlockBytes, 1e6, 0.5};  // 1 MB/s after 0.5 s
+  const TierRung r = Live(g, profile, 50, {slow}).tier_rungs.at(0);
+  const testing::TwoLevelTruth truth = Simulated(g, profile, 50, slow);
   EXPECT_GT(r[kTierHitRequests], 100);
   EXPECT_EQ(r[kTierSlowerRequests], r[kTierHitRequests]);
   EXPECT_EQ(r[kTierSlowerTokens], r[kTierMatchTokens]);
@@ -219,8 +215,7 @@ TEST(SecondTierTest, ATierSlowerThanRecomputingSavesNothingAndSaysWhatItWouldCos
   EXPECT_EQ(r[kTierReloadNanos], 0);
   EXPECT_EQ(truth.NetSeconds(), 0);
   EXPECT_GT(truth.excess_seconds, 0.5 * static_cast<double>(truth.hit_requests));  // the wait alone
-  EXPECT_NEAR(Uint128ToDouble(r[kTierSlowerExcessNanos]) / 1e9, truth.excess_seconds,
-              1e-9 * static_cast<double>(truth.hit_requests));
+  EXPECT_NEAR(Seconds(r[kTierSlowerExcessNanos]), truth.excess_seconds, 1e-9 * static_cast<double>(truth.hit_requests));
 }
 
 // The live tiers from stack depths equal the two-level simulation block by block, at several device
@@ -228,37 +223,18 @@ TEST(SecondTierTest, ATierSlowerThanRecomputingSavesNothingAndSaysWhatItWouldCos
 TEST(SecondTierTest, EqualsATwoLevelSimulation) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   const Profile& profile = *catalog.Find("llama-3.1-8b");
-  const uint64_t block = 64;
-  const std::vector<TraceRequest> trace = SessionTrace(5, 3000, block);
-  std::vector<std::vector<uint64_t>> ids;
-  for (const TraceRequest& r : trace) ids.emplace_back(r.hash_ids.begin(), r.hash_ids.end());
-  const ComputeTime compute{Basis::kLive, 0.02, 1.0 / 4e14};
-  const uint64_t block_bytes = block * 131072;
+  const Generated g = Generate(5, 3000);
   uint64_t slower = 0, reloaded = 0;  // both choices are made somewhere
   for (uint64_t device : {16u, 100u, 400u}) {
-    CurveLimits limits;
-    limits.tiers.device_tokens = device * block;
-    for (uint64_t tier : {8u, 64u, 300u}) {
-      limits.tiers.sizes.push_back(TierSize{Tier::kHost, tier * block_bytes, 25e9, 0});
-      limits.tiers.sizes.push_back(TierSize{Tier::kDisk, tier * block_bytes, 1.5e9, 0.0002});
+    std::vector<TierSize> tiers;
+    for (uint64_t blocks : {8u, 64u, 300u}) {
+      tiers.push_back(TierSize{Tier::kHost, blocks * kBlockBytes, 25e9, 0});
+      tiers.push_back(TierSize{Tier::kDisk, blocks * kBlockBytes, 1.5e9, 0.0002});
     }
-    auto curves = CapacityCurves::Create({512}, 1, limits);
-    ASSERT_TRUE(curves.ok());
-    for (size_t i = 0; i < trace.size(); ++i) {
-      RecordFacts facts = FactsAtMatch(profile.name(), trace[i].input_length, std::nullopt, 0);
-      if (trace[i].output_length > 0) facts.output_tokens = trace[i].output_length;
-      facts.prefix_block_ids = ids[i];
-      facts.block_tokens = static_cast<int64_t>(block);
-      ASSERT_TRUE(ValidateFields(facts).ok());
-      (*curves)->Observe(0, facts, profile, EstimateSource{compute, false});
-    }
-    const auto curve = (*curves)->Snapshot().at(0);
-    for (size_t t = 0; t < limits.tiers.sizes.size(); ++t) {
-      const TierSize& size = limits.tiers.sizes[t];
-      SCOPED_TRACE(::testing::Message() << "device " << device << " " << TierLabel(size.kind) << " " << size.bytes);
-      const testing::TwoLevelTruth truth = testing::SimulateTwoLevel(
-          trace, ids, profile, block, {device, size.bytes / block_bytes, size.stated_bytes_per_second, size.wait_seconds},
-          compute);
+    const auto curve = Live(g, profile, device, tiers);
+    for (size_t t = 0; t < tiers.size(); ++t) {
+      SCOPED_TRACE(::testing::Message() << "device " << device << " " << TierLabel(tiers[t].kind) << " " << tiers[t].bytes);
+      const testing::TwoLevelTruth truth = Simulated(g, profile, device, tiers[t]);
       const TierRung& r = curve.tier_rungs[t];
       EXPECT_GT(truth.hit_requests, 0u);
       EXPECT_EQ(r[kTierMatchTokens], truth.tier_tokens);
@@ -269,9 +245,9 @@ TEST(SecondTierTest, EqualsATwoLevelSimulation) {
       EXPECT_EQ(r[kTierSlowerTokens], truth.slower_tokens);
       // Seconds: each request's nanoseconds rounded once.
       const double slack = 1e-9 * static_cast<double>(truth.hit_requests);
-      EXPECT_NEAR(Uint128ToDouble(r[kTierRecomputeNanos]) / 1e9, truth.recompute_seconds, slack);
-      EXPECT_NEAR(Uint128ToDouble(r[kTierReloadNanos]) / 1e9, truth.reload_seconds, slack);
-      EXPECT_NEAR(Uint128ToDouble(r[kTierSlowerExcessNanos]) / 1e9, truth.excess_seconds, slack);
+      EXPECT_NEAR(Seconds(r[kTierRecomputeNanos]), truth.recompute_seconds, slack);
+      EXPECT_NEAR(Seconds(r[kTierReloadNanos]), truth.reload_seconds, slack);
+      EXPECT_NEAR(Seconds(r[kTierSlowerExcessNanos]), truth.excess_seconds, slack);
       slower += truth.slower_requests;
       reloaded += truth.hit_requests - truth.slower_requests;
     }
