@@ -325,8 +325,7 @@ class DashboardTest(unittest.TestCase):
         publish_targets(sd_file, [])
         cls.prometheus = harness.Prometheus(prometheus_config(sd_file), cls.tmp.name)
         try:
-            assert cls.prometheus.rule_groups() == ["kvledger.alerts", "kvledger.capacity", "kvledger.capacity_tier",
-                                                    "kvledger.fleet",
+            assert cls.prometheus.rule_groups() == ["kvledger.alerts", "kvledger.capacity", "kvledger.fleet",
                                                     "kvledger.inputs", "kvledger.job",
                                                     "kvledger.model_tier", "kvledger.tier_model"], \
                 cls.prometheus.rule_groups()
@@ -519,7 +518,7 @@ class ScaleOutTest(unittest.TestCase):
             publish_targets(sd_file, [])
             prometheus = harness.Prometheus(prometheus_config(sd_file), tmp)
             try:
-                self.assertEqual(len(prometheus.rule_groups()), 8)
+                self.assertEqual(len(prometheus.rule_groups()), 7)
                 trace = [r for r in make_trace(["llama-3.1-8b"], seed=11)]
                 # Uneven replicas: ordered by hit ratio and split 60/30/10, so each replica holds a
                 # different share of the records with a different hit ratio, and an average of the
