@@ -306,11 +306,14 @@ std::optional<CapacityCurves::TierPlace> CapacityCurves::TierPlaceOf(const Recor
       place.deepest.push_back(blocks > kUnlimited - 1 - place.device_blocks ? kUnlimited - 1
                                                                            : place.device_blocks + blocks);
     }
-    std::optional<double> measured;
-    if (tiers.measured_bandwidth) measured = tiers.measured_bandwidth(facts.model, size.kind);
-    place.bandwidth.push_back(measured && *measured > 0 ? *measured : size.StatedBandwidth());
   }
   return place;
+}
+
+double CapacityCurves::TierBandwidth(const RecordFacts& facts, const TierSize& size) const {
+  std::optional<double> measured;
+  if (limits_.tiers.measured_bandwidth) measured = limits_.tiers.measured_bandwidth(facts.model, size.kind);
+  return measured && *measured > 0 ? *measured : size.StatedBandwidth();
 }
 
 void CapacityCurves::ExactTiers(const RecordFacts& facts, absl::Span<const uint64_t> depths, const Profile& profile,
@@ -320,20 +323,24 @@ void CapacityCurves::ExactTiers(const RecordFacts& facts, absl::Span<const uint6
   const std::vector<TierSize>& sizes = limits_.tiers.sizes;
   const auto block = static_cast<uint64_t>(*facts.block_tokens);
   const int64_t device_match = MatchWithin(depths, place->device_blocks, block, facts.prompt_tokens);
-  const AtMatch low = ValuesAt(facts, device_match, profile, source);
+  // Costed only where a tier holds something beyond the device, and once per distinct match.
+  std::optional<AtMatch> low;
+  int64_t high_match = -1;
+  AtMatch high;
   delta.tier_rungs.assign(sizes.size(), TierRung{});
   for (size_t t = 0; t < sizes.size(); ++t) {
     const int64_t match = MatchWithin(depths, place->deepest[t], block, facts.prompt_tokens);
     if (match <= device_match) continue;
-    const AtMatch high = ValuesAt(facts, match, profile, source);
+    if (!low) low = ValuesAt(facts, device_match, profile, source);
+    if (match != high_match) high = ValuesAt(facts, high_match = match, profile, source);
     TierRung& r = delta.tier_rungs[t];
-    r[kTierMatchTokens] = high.tokens - low.tokens;
-    r[kTierAttentionFlops] = high.attention - low.attention;
-    r[kTierPrefillFlops] = high.prefill - low.prefill;
+    r[kTierMatchTokens] = high.tokens - low->tokens;
+    r[kTierAttentionFlops] = high.attention - low->attention;
+    r[kTierPrefillFlops] = high.prefill - low->prefill;
     r[kTierHitRequests] = 1;
-    if (!high.recompute_seconds || !low.recompute_seconds) continue;
-    Choose(Uint128ToDouble(r[kTierMatchTokens]), Uint128ToDouble(high.bytes - low.bytes),
-           *high.recompute_seconds - *low.recompute_seconds, place->bandwidth[t], sizes[t].wait_seconds, r);
+    if (!high.recompute_seconds || !low->recompute_seconds) continue;
+    Choose(Uint128ToDouble(r[kTierMatchTokens]), Uint128ToDouble(high.bytes - low->bytes),
+           *high.recompute_seconds - *low->recompute_seconds, TierBandwidth(facts, sizes[t]), sizes[t].wait_seconds, r);
   }
 }
 
@@ -373,7 +380,7 @@ void CapacityCurves::SampledTiers(const RecordFacts& facts, absl::Span<const Sam
     e[kTierAttentionFlops] = parts[t][1];
     e[kTierPrefillFlops] = parts[t][2];
     e[kTierHitRequests] = 1;
-    if (seconds) Choose(parts[t][0], parts[t][3], parts[t][4], place->bandwidth[t], sizes[t].wait_seconds, e);
+    if (seconds) Choose(parts[t][0], parts[t][3], parts[t][4], TierBandwidth(facts, sizes[t]), sizes[t].wait_seconds, e);
   }
 }
 

@@ -173,13 +173,14 @@ class CapacityCurves final : public RecordObserver {
                             const Profile& profile, const EstimateSource& source, Estimate& estimate) const;
   // The record's second tiers (docs/cost-model.md §15): in `delta` from its exact prefix depths, or
   // in `estimate` from a sample taken at `rate` < 1.
-  struct TierPlace {  // where a record's tiers stand: below its device, each size's deepest depth and bandwidth
+  struct TierPlace {  // where a record's tiers stand: below its device, each size's deepest depth
     uint64_t device_blocks = 0;
     std::vector<uint64_t> deepest;
-    std::vector<double> bandwidth;
   };
   // Where a record's tiers stand; nothing without tier sizes, or without a device (counted in `delta`).
   std::optional<TierPlace> TierPlaceOf(const RecordFacts& facts, const Profile& profile, ModelCurve& delta) const;
+  // The bandwidth a record's reloads from a tier size take: measured for its model and kind, else stated.
+  double TierBandwidth(const RecordFacts& facts, const TierSize& size) const;
   void ExactTiers(const RecordFacts& facts, absl::Span<const uint64_t> depths, const Profile& profile,
                   const EstimateSource& source, ModelCurve& delta) const;
   void SampledTiers(const RecordFacts& facts, absl::Span<const SampledStack::Sampled> sampled, double rate,
