@@ -30,7 +30,7 @@ uint64_t SampledStack::Hash(uint64_t id) {
 }
 
 double SampledStack::rate() const {
-  return threshold_ == ~uint64_t{0} ? 1.0 : (static_cast<double>(threshold_) + 1.0) / 18446744073709551616.0;
+  return threshold_ == kEveryBlock ? 1.0 : (static_cast<double>(threshold_) + 1.0) / 18446744073709551616.0;
 }
 
 double SampledStack::Reference(absl::Span<const uint64_t> ids, std::vector<Sampled>& sampled,
@@ -43,7 +43,7 @@ double SampledStack::Reference(absl::Span<const uint64_t> ids, std::vector<Sampl
   const double rate_now = rate();
   uint64_t deepest = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (Hash(ids[i]) > threshold_) continue;
+    if (threshold_ != kEveryBlock && Hash(ids[i]) > threshold_) continue;
     // Past an absent block the prefix is absent whatever this one's depth: its use looks it up then.
     const uint32_t slot = deepest == kAbsent ? ReuseStack::kNoSlot : stack_.SlotOf(ids[i]);
     uint64_t depth = slot == ReuseStack::kNoSlot ? kAbsent : stack_.DepthAt(slot);
@@ -58,7 +58,7 @@ double SampledStack::Reference(absl::Span<const uint64_t> ids, std::vector<Sampl
     used.emplace_back(ids[i], slot);
   }
   for (const uint64_t id : outputs) {
-    if (Hash(id) <= threshold_) used.emplace_back(id, ReuseStack::kNoSlot);
+    if (threshold_ == kEveryBlock || Hash(id) <= threshold_) used.emplace_back(id, ReuseStack::kNoSlot);
   }
   ForEachInUseOrder(order_, used.size(), [&](size_t k) { Use(used[k].first, used[k].second); });
   Shrink();

@@ -32,8 +32,9 @@ class SampledStack {
   static constexpr uint64_t kUnlimitedSamples = ~uint64_t{0};
 
   // At least 1 sample.
-  explicit SampledStack(uint64_t max_samples, UseOrder order = UseOrder::kTailFirst)
-      : max_samples_(max_samples < 1 ? 1 : max_samples), order_(order) {}
+  // Ids below `dense_ids` are looked up in a table indexed by the id (ReuseStack).
+  explicit SampledStack(uint64_t max_samples, UseOrder order = UseOrder::kTailFirst, uint64_t dense_ids = 0)
+      : max_samples_(max_samples < 1 ? 1 : max_samples), order_(order), stack_(dense_ids) {}
 
   struct Sampled {
     uint32_t position;  // in the request's ids
@@ -63,7 +64,8 @@ class SampledStack {
 
   const uint64_t max_samples_;
   const UseOrder order_;
-  uint64_t threshold_ = ~uint64_t{0};  // sampled when Hash(id) <= threshold_
+  static constexpr uint64_t kEveryBlock = ~uint64_t{0};  // the threshold until the sample is full
+  uint64_t threshold_ = kEveryBlock;  // sampled when Hash(id) <= threshold_
   ReuseStack stack_;
   std::vector<std::pair<uint64_t, uint64_t>> heap_;  // (hash, id) of every held block, largest hash on top
   uint64_t forgotten_ = 0;

@@ -200,13 +200,27 @@ TieredBlockCache::Match MatchAtDepths(const std::vector<SampledStack::Sampled>& 
   return match;
 }
 
+// The ids below which a table indexed by the id is worth it: traces that number their blocks
+// (Mooncake's and WEKA's hash_ids count up from 0) get one no larger than the trace's own ids; ids
+// that are hashes get none.
+uint64_t DenseIds(const std::vector<TraceRequest>& trace) {
+  uint64_t references = 0;
+  int64_t largest = -1;
+  for (const TraceRequest& request : trace) {
+    references += request.hash_ids.size();
+    for (const int64_t id : request.hash_ids) largest = std::max(largest, id);
+  }
+  const uint64_t below = static_cast<uint64_t>(largest) + 1;  // 0 for a trace without ids
+  return below <= 2 * references + 1024 ? below : 0;
+}
+
 absl::StatusOr<std::vector<PlanResult>> PlanInOnePass(const std::vector<TraceRequest>& trace, const Profile& profile,
                                                       const std::vector<PlanConfig>& configs) {
   std::vector<PlanResult> results;
   for (const PlanConfig& config : configs) results.push_back(EmptyResult(config, profile));
   const PlanConfig& first = configs.front();
   const EstimateSource source{first.compute, /*record_alone=*/false};
-  SampledStack stack(SampledStack::kUnlimitedSamples, first.use_order);  // holds every block: exact
+  SampledStack stack(SampledStack::kUnlimitedSamples, first.use_order, DenseIds(trace));  // exact
   std::vector<uint64_t> ids;
   std::vector<SampledStack::Sampled> depths;
   for (const TraceRequest& request : trace) {

@@ -39,6 +39,7 @@ class BruteLru {
     list_.push_front(id);
   }
   void Forget(uint64_t id) { list_.remove(id); }
+  uint64_t size() const { return list_.size(); }
 
  private:
   std::list<uint64_t> list_;
@@ -65,20 +66,24 @@ TEST(SampledStackTest, DepthIsOnePlusTheDistinctBlocksUsedSince) {
   EXPECT_EQ(stack.tracked(), 4u);
 }
 
+// Ids below the dense bound find their slot by index, the rest by hash: none, half and all of them.
 TEST(ReuseStackTest, MatchesABruteForceLruThroughRenumberingAndForgetting) {
   for (uint64_t universe : {5u, 64u, 3000u}) {
-    std::mt19937_64 rng(universe);
-    ReuseStack stack;
-    BruteLru brute;
-    for (int step = 0; step < 20000; ++step) {
-      const uint64_t id = rng() % universe;
-      ASSERT_EQ(stack.DepthOf(id), brute.Depth(id)) << "step " << step;
-      if (rng() % 4 == 0) {  // forget it, held or not
-        stack.Forget(id);
-        brute.Forget(id);
-      } else {
-        stack.Touch(id);
-        brute.Touch(id);
+    for (uint64_t dense : {uint64_t{0}, universe / 2, universe}) {
+      std::mt19937_64 rng(universe + dense);
+      ReuseStack stack(dense);
+      BruteLru brute;
+      for (int step = 0; step < 20000; ++step) {
+        const uint64_t id = rng() % universe;
+        ASSERT_EQ(stack.DepthOf(id), brute.Depth(id)) << "universe " << universe << " dense " << dense << " step " << step;
+        ASSERT_EQ(stack.tracked(), brute.size());
+        if (rng() % 4 == 0) {  // forget it, held or not
+          stack.Forget(id);
+          brute.Forget(id);
+        } else {
+          stack.Touch(id);
+          brute.Touch(id);
+        }
       }
     }
   }
@@ -163,48 +168,55 @@ TEST(SampledStackTest, IdsThatHashLowCannotOverflowADepth) {
 // PlanAll's one pass over one stack equals Plan (TieredBlockCache, block by block) at each config,
 // field for field, in either use order, with a context that leaves requests out; with host and disk
 // tiers below the device (tail-first: one pass; prompt order: each config simulated), reload seconds
-// included.
+// included; with ids that number the blocks and with ids that are hashes.
 TEST(PlanAllTest, OnePassEqualsOnePlanPerCapacity) {
   const ProfileCatalog catalog = ProfileCatalog::Builtin();
   const Profile& profile = *catalog.Find("llama-3.1-8b");
-  const std::vector<TraceRequest> trace = SessionTrace(11, 2000, 64);
-  for (UseOrder order : {UseOrder::kTailFirst, UseOrder::kPrompt}) {
-    for (int lower : {0, 1, 2}) {  // tiers below the device
-      std::vector<PlanConfig> configs;
-      for (uint64_t capacity : {64u, 1000u, 4096u, 20000u}) {
-        PlanConfig config;
-        config.block_tokens = 64;
-        config.use_order = order;
-        config.context_tokens = 700;
-        config.capacity_tokens[0] = capacity;
-        if (lower >= 1) config.capacity_tokens[1] = capacity == 1000u ? kUnlimited : 8192 + capacity;
-        if (lower >= 2 && capacity != 1000u) config.capacity_tokens[2] = 3 * capacity;
-        config.bandwidth[1] = 2e10 + static_cast<double>(capacity);
-        config.bandwidth[2] = 3e9;
-        configs.push_back(config);
+  for (const bool hashed : {false, true}) {
+    std::vector<TraceRequest> trace = SessionTrace(11, 2000, 64);
+    if (hashed) {  // ids too large for the stack's table indexed by id: its hash map
+      for (TraceRequest& request : trace) {
+        for (int64_t& id : request.hash_ids) id = static_cast<int64_t>((uint64_t(id) * 0x9E3779B97F4A7C15ull) >> 1);
       }
-      configs.back().capacity_tokens[0] = kUnlimited;
-      auto all = PlanAll(trace, profile, configs);
-      ASSERT_TRUE(all.ok()) << all.status();
-      ASSERT_EQ(all->size(), configs.size());
-      for (size_t i = 0; i < configs.size(); ++i) {
-        auto one = Plan(trace, profile, configs[i]);
-        ASSERT_TRUE(one.ok());
-        SCOPED_TRACE(::testing::Message() << UseOrderName(order) << " lower tiers " << lower << " config " << i);
-        const PlanResult& a = (*all)[i];
-        EXPECT_GT(a.beyond_context.requests, 0u);
-        EXPECT_EQ(a.beyond_context.requests, one->beyond_context.requests);
-        EXPECT_EQ(a.matched_tokens_from, one->matched_tokens_from);
-        for (size_t t = 0; t < a.by_tier.size(); ++t) {
-          EXPECT_EQ(a.by_tier[t].requests, one->by_tier[t].requests) << t;
-          EXPECT_EQ(a.by_tier[t].logical_match_tokens, one->by_tier[t].logical_match_tokens) << t;
-          EXPECT_EQ(a.by_tier[t].attention_avoided_flops, one->by_tier[t].attention_avoided_flops) << t;
-          EXPECT_EQ(a.by_tier[t].prefill_avoided_flops, one->by_tier[t].prefill_avoided_flops) << t;
-          EXPECT_EQ(a.by_tier[t].reused_bytes, one->by_tier[t].reused_bytes) << t;
-          EXPECT_EQ(a.by_tier[t].compared, one->by_tier[t].compared) << t;
-          EXPECT_EQ(a.by_tier[t].reload_seconds, one->by_tier[t].reload_seconds) << t;
+    }
+    for (UseOrder order : {UseOrder::kTailFirst, UseOrder::kPrompt}) {
+      for (int lower : {0, 1, 2}) {  // tiers below the device
+        std::vector<PlanConfig> configs;
+        for (uint64_t capacity : {64u, 1000u, 4096u, 20000u}) {
+          PlanConfig config;
+          config.block_tokens = 64;
+          config.use_order = order;
+          config.context_tokens = 700;
+          config.capacity_tokens[0] = capacity;
+          if (lower >= 1) config.capacity_tokens[1] = capacity == 1000u ? kUnlimited : 8192 + capacity;
+          if (lower >= 2 && capacity != 1000u) config.capacity_tokens[2] = 3 * capacity;
+          config.bandwidth[1] = 2e10 + static_cast<double>(capacity);
+          config.bandwidth[2] = 3e9;
+          configs.push_back(config);
         }
-        EXPECT_EQ(a.capacity_bytes, one->capacity_bytes);
+        configs.back().capacity_tokens[0] = kUnlimited;
+        auto all = PlanAll(trace, profile, configs);
+        ASSERT_TRUE(all.ok()) << all.status();
+        ASSERT_EQ(all->size(), configs.size());
+        for (size_t i = 0; i < configs.size(); ++i) {
+          auto one = Plan(trace, profile, configs[i]);
+          ASSERT_TRUE(one.ok());
+          SCOPED_TRACE(::testing::Message() << "hashed " << hashed << " " << UseOrderName(order) << " lower tiers " << lower << " config " << i);
+          const PlanResult& a = (*all)[i];
+          EXPECT_GT(a.beyond_context.requests, 0u);
+          EXPECT_EQ(a.beyond_context.requests, one->beyond_context.requests);
+          EXPECT_EQ(a.matched_tokens_from, one->matched_tokens_from);
+          for (size_t t = 0; t < a.by_tier.size(); ++t) {
+            EXPECT_EQ(a.by_tier[t].requests, one->by_tier[t].requests) << t;
+            EXPECT_EQ(a.by_tier[t].logical_match_tokens, one->by_tier[t].logical_match_tokens) << t;
+            EXPECT_EQ(a.by_tier[t].attention_avoided_flops, one->by_tier[t].attention_avoided_flops) << t;
+            EXPECT_EQ(a.by_tier[t].prefill_avoided_flops, one->by_tier[t].prefill_avoided_flops) << t;
+            EXPECT_EQ(a.by_tier[t].reused_bytes, one->by_tier[t].reused_bytes) << t;
+            EXPECT_EQ(a.by_tier[t].compared, one->by_tier[t].compared) << t;
+            EXPECT_EQ(a.by_tier[t].reload_seconds, one->by_tier[t].reload_seconds) << t;
+          }
+          EXPECT_EQ(a.capacity_bytes, one->capacity_bytes);
+        }
       }
     }
   }
