@@ -5,6 +5,8 @@
 //   BM_Plan/N      one capacity of N device tokens simulated and costed (Plan), the trace in memory
 //   BM_TenCapacities/0/T and /1/T   ten capacities: one Plan each, and PlanAll's one pass; T = 1
 //                                   puts a host tier of four times the device below each
+//   BM_PlanCommand/0/0 and /1/0     the same ten device capacities with the trace read each time,
+//                                   as `kvledger plan` runs
 // Usage: planning_bench TRACE.jsonl [benchmark flags]
 #include <cmath>
 #include <fstream>
@@ -58,29 +60,49 @@ BENCHMARK(BM_Plan)->Arg(1'000'000)->Arg(10'000'000)->Arg(100'000'000)->Unit(benc
 // Ten device capacities (512 K to 65.5 M tokens, log-spaced) of one trace: range(0) 0 runs Plan once
 // per capacity (the baseline), 1 PlanAll's one pass over one stack; range(1) 1 adds a host tier of
 // four times the device below each (Plan: TieredBlockCache, block by block).
-void BM_TenCapacities(benchmark::State& state) {
-  std::ifstream in(trace_path);
-  const TraceReadResult read = ReadTrace(in, TraceReadOptions{});
-  const ProfileCatalog catalog = ProfileCatalog::Builtin();
+// Ten device capacities from 512 K to 65.5 M tokens, log-spaced; `host`: a host tier of four times
+// each below it.
+std::vector<PlanConfig> TenConfigs(bool host) {
   std::vector<PlanConfig> configs(10);
   for (size_t i = 0; i < configs.size(); ++i) {
     configs[i].capacity_tokens[0] = static_cast<uint64_t>(512000 * std::pow(128.0, static_cast<double>(i) / 9));
-    if (state.range(1) == 1) {
+    if (host) {
       configs[i].capacity_tokens[1] = 4 * configs[i].capacity_tokens[0];
       configs[i].bandwidth[1] = 2e10;
     }
   }
-  for (auto _ : state) {
-    if (state.range(0) == 0) {
-      for (const PlanConfig& config : configs) {
-        benchmark::DoNotOptimize(Plan(read.requests, *catalog.Find("llama-3.1-8b"), config)->total.requests);
-      }
-    } else {
-      benchmark::DoNotOptimize(PlanAll(read.requests, *catalog.Find("llama-3.1-8b"), configs)->size());
-    }
+  return configs;
+}
+
+// One Plan per config (`one_pass` false, the baseline) or PlanAll's one pass.
+void PlanEach(const std::vector<TraceRequest>& trace, const std::vector<PlanConfig>& configs, bool one_pass) {
+  static const ProfileCatalog catalog = ProfileCatalog::Builtin();
+  const Profile& profile = *catalog.Find("llama-3.1-8b");
+  if (one_pass) {
+    benchmark::DoNotOptimize(PlanAll(trace, profile, configs)->size());
+    return;
   }
+  for (const PlanConfig& config : configs) benchmark::DoNotOptimize(Plan(trace, profile, config)->total.requests);
+}
+
+void BM_TenCapacities(benchmark::State& state) {
+  std::ifstream in(trace_path);
+  const TraceReadResult read = ReadTrace(in, TraceReadOptions{});
+  const std::vector<PlanConfig> configs = TenConfigs(state.range(1) == 1);
+  for (auto _ : state) PlanEach(read.requests, configs, state.range(0) == 1);
 }
 BENCHMARK(BM_TenCapacities)->Args({0, 0})->Args({1, 0})->Args({0, 1})->Args({1, 1})->Unit(benchmark::kMillisecond);
+
+// What `kvledger plan` does at ten capacities: the trace read and checked, then planned.
+void BM_PlanCommand(benchmark::State& state) {
+  const std::vector<PlanConfig> configs = TenConfigs(state.range(1) == 1);
+  for (auto _ : state) {
+    std::ifstream in(trace_path);
+    const TraceReadResult read = ReadTrace(in, TraceReadOptions{});
+    PlanEach(read.requests, configs, state.range(0) == 1);
+  }
+}
+BENCHMARK(BM_PlanCommand)->Args({0, 0})->Args({1, 0})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace kvledger

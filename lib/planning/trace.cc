@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <iterator>
-#include <tuple>
+#include <memory>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -67,9 +69,7 @@ class Cursor {
   absl::string_view NumberText() {
     SkipSpace();
     const size_t start = pos_;
-    while (pos_ < text_.size() && absl::string_view("+-0123456789.eE").find(text_[pos_]) != absl::string_view::npos) {
-      ++pos_;
-    }
+    while (pos_ < text_.size() && InNumber(text_[pos_])) ++pos_;
     return text_.substr(start, pos_ - start);
   }
   // Skips any JSON value; false when it is not one.
@@ -99,6 +99,10 @@ class Cursor {
   std::string Here() const { return Quoted(text_.substr(pos_, 16)); }
 
  private:
+  static bool InNumber(char c) {
+    return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
+  }
+
   absl::string_view text_;
   size_t pos_ = 0;
 };
@@ -107,15 +111,30 @@ absl::Status Problem(size_t line, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("line ", line, ": ", what));
 }
 
+// The integer `text` writes, or nullopt. Up to 18 plain digits are read here: a trace's millions of
+// ids are mostly that.
+std::optional<int64_t> IntegerOf(absl::string_view text) {
+  int64_t value = 0;
+  if (!text.empty() && text.size() <= 18 &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    for (const char c : text) value = value * 10 + (c - '0');
+    return value;
+  }
+  if (text.empty() || !absl::SimpleAtoi(text, &value)) return std::nullopt;
+  return value;
+}
+
+absl::Status NotAnInteger(const Cursor& cursor, size_t line, absl::string_view field, absl::string_view text) {
+  return Problem(line, absl::StrCat(field, " = ", text.empty() ? cursor.Here() : std::string(text),
+                                    ": must be an integer"));
+}
+
 // An integer field's value; INVALID_ARGUMENT naming `field` otherwise.
 absl::StatusOr<int64_t> Integer(Cursor& cursor, size_t line, absl::string_view field) {
   const absl::string_view text = cursor.NumberText();
-  int64_t value;
-  if (text.empty() || !absl::SimpleAtoi(text, &value)) {
-    return Problem(line, absl::StrCat(field, " = ", text.empty() ? cursor.Here() : std::string(text),
-                                      ": must be an integer"));
-  }
-  return value;
+  const std::optional<int64_t> value = IntegerOf(text);
+  if (!value) return NotAnInteger(cursor, line, field, text);
+  return *value;
 }
 
 // Calls `field` with each key of the object at the cursor: it reads the value, or returns false to
@@ -149,8 +168,9 @@ absl::Status ForEachElement(Cursor& cursor, size_t line, absl::string_view field
 
 absl::Status HashIds(Cursor& cursor, size_t line, std::vector<int64_t>& ids) {
   return ForEachElement(cursor, line, "hash_ids", [&]() -> absl::Status {
-    auto id = Integer(cursor, line, absl::StrCat("hash_ids[", ids.size(), "]"));
-    if (!id.ok()) return id.status();
+    const absl::string_view text = cursor.NumberText();  // the element's name is built only for a message
+    const std::optional<int64_t> id = IntegerOf(text);
+    if (!id) return NotAnInteger(cursor, line, absl::StrCat("hash_ids[", ids.size(), "]"), text);
     if (*id < 0) return Problem(line, absl::StrCat("hash_ids[", ids.size(), "] = ", *id, ": must be >= 0"));
     ids.push_back(*id);
     return absl::OkStatus();
@@ -542,17 +562,38 @@ namespace {
 
 enum class LineRead { kLine, kUnterminated, kEnd, kTooLong };
 
-// One line into `out` without its newline, reading at most `max` bytes of it.
-LineRead ReadLine(std::streambuf& in, std::string& out, size_t max) {
-  out.clear();
-  for (;;) {
-    const int c = in.sbumpc();
-    if (c == std::char_traits<char>::eof()) return out.empty() ? LineRead::kEnd : LineRead::kUnterminated;
-    if (c == '\n') return LineRead::kLine;
-    if (out.size() >= max) return LineRead::kTooLong;
-    out.push_back(static_cast<char>(c));
+// A stream's lines, read a buffer at a time.
+class LineSource {
+ public:
+  explicit LineSource(std::streambuf& in) : in_(in) {}
+
+  // One line into `out` without its newline, reading at most `max` bytes of it.
+  LineRead Next(std::string& out, size_t max) {
+    out.clear();
+    for (;;) {
+      if (pos_ == end_) {
+        end_ = static_cast<size_t>(in_.sgetn(buffer_.data(), static_cast<std::streamsize>(buffer_.size())));
+        pos_ = 0;
+        if (end_ == 0) return out.empty() ? LineRead::kEnd : LineRead::kUnterminated;
+      }
+      const char* start = buffer_.data() + pos_;
+      const auto* newline = static_cast<const char*>(std::memchr(start, '\n', end_ - pos_));
+      const size_t n = newline ? static_cast<size_t>(newline - start) : end_ - pos_;
+      if (out.size() + n > max) return LineRead::kTooLong;
+      out.append(start, n);
+      pos_ += n;
+      if (newline) {
+        ++pos_;
+        return LineRead::kLine;
+      }
+    }
   }
-}
+
+ private:
+  std::streambuf& in_;
+  std::array<char, 65536> buffer_;
+  size_t pos_ = 0, end_ = 0;
+};
 
 // Reads the lines of one format into requests whose ids mean the same in every format.
 class LineReader {
@@ -630,8 +671,9 @@ TraceReadResult ReadTrace(std::istream& in, const TraceReadOptions& options,
   const TraceLimits& limits = options.limits;
   std::string text;
   uint64_t bytes = 0;
+  auto lines = std::make_unique<LineSource>(*in.rdbuf());
   for (size_t line = 1;; ++line) {
-    const LineRead read = ReadLine(*in.rdbuf(), text, limits.line_bytes);
+    const LineRead read = lines->Next(text, limits.line_bytes);
     if (read == LineRead::kEnd) break;
     if (read == LineRead::kTooLong) {
       fail(Problem(line, absl::StrCat("longer than ", limits.line_bytes, " bytes (the trace reader's line limit); "

@@ -80,6 +80,30 @@ TEST(TraceTest, LineAndTotalLimits) {
                                            " bytes (the reader's limit); reading stopped here"));
 }
 
+// Lines are read a buffer (64 KiB) at a time: a line longer than the buffer is read whole, a line of
+// exactly the limit is read and one byte more is not; ids of 18 digits and of 19 are read exactly.
+TEST(TraceTest, LinesAcrossTheBufferAndIdsOfEveryLength) {
+  std::string ids;
+  for (int i = 0; i < 20000; ++i) absl::StrAppend(&ids, i == 0 ? "" : ", ", 1000000 + i);
+  const std::string long_line = absl::StrCat(R"({"timestamp": 0, "input_length": 10240000, "output_length": 1, "hash_ids": [)", ids, "]}");
+  ASSERT_GT(long_line.size(), 65536u * 2);
+  const std::string exact = R"({"timestamp": 1, "input_length": 1024, "output_length": 1, "hash_ids": [999999999999999999, 9223372036854775807]})";
+  std::istringstream in(long_line + "\n" + exact + "\n" + exact);
+  TraceReadResult result = ReadTrace(in, TraceReadOptions{TraceFormat::kAuto, 0, TraceLimits{long_line.size(), 1 << 30}});
+  ASSERT_EQ(result.error_count, 0u) << result.errors[0];
+  ASSERT_EQ(result.requests.size(), 3u);
+  EXPECT_EQ(result.requests[0].hash_ids.size(), 20000u);
+  EXPECT_EQ(result.requests[0].hash_ids.back(), 1019999);
+  EXPECT_EQ(result.requests[2].hash_ids, (std::vector<int64_t>{999999999999999999, 9223372036854775807}));
+  std::istringstream over(long_line + "\n");
+  result = ReadTrace(over, TraceReadOptions{TraceFormat::kAuto, 0, TraceLimits{long_line.size() - 1, 1 << 30}});
+  ASSERT_EQ(result.error_count, 1u);
+  EXPECT_THAT(result.errors[0], HasSubstr("line 1: longer than"));
+  std::istringstream too_large(R"({"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [9223372036854775808]})" "\n");
+  EXPECT_EQ(ReadTrace(too_large, TraceReadOptions{}).errors,
+            std::vector<std::string>{"line 1: hash_ids[0] = 9223372036854775808: must be an integer"});
+}
+
 // A line ending inside a string on a backslash is a problem named on its line (the fuzzer found it
 // threw std::out_of_range).
 TEST(TraceTest, AStringEndingOnABackslash) {
