@@ -57,9 +57,6 @@ void BM_Plan(benchmark::State& state) {
 }
 BENCHMARK(BM_Plan)->Arg(1'000'000)->Arg(10'000'000)->Arg(100'000'000)->Unit(benchmark::kMillisecond);
 
-// Ten device capacities (512 K to 65.5 M tokens, log-spaced) of one trace: range(0) 0 runs Plan once
-// per capacity (the baseline), 1 PlanAll's one pass over one stack; range(1) 1 adds a host tier of
-// four times the device below each (Plan: TieredBlockCache, block by block).
 // Ten device capacities from 512 K to 65.5 M tokens, log-spaced; `host`: a host tier of four times
 // each below it.
 std::vector<PlanConfig> TenConfigs(bool host) {
@@ -85,6 +82,9 @@ void PlanEach(const std::vector<TraceRequest>& trace, const std::vector<PlanConf
   for (const PlanConfig& config : configs) benchmark::DoNotOptimize(Plan(trace, profile, config)->total.requests);
 }
 
+// Ten capacities of one trace: range(0) 0 runs Plan once per capacity (the baseline), 1 PlanAll's one
+// pass over one stack; range(1) 1 adds a host tier of four times the device below each (Plan:
+// TieredBlockCache, block by block).
 void BM_TenCapacities(benchmark::State& state) {
   std::ifstream in(trace_path);
   const TraceReadResult read = ReadTrace(in, TraceReadOptions{});

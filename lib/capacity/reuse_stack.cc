@@ -75,7 +75,7 @@ void ReuseStack::Forget(uint64_t id) {
     slot = it->second;
     index_.erase(it);
   }
-  if (slot_time_[slot] != 0) Unmark(slot_time_[slot]);
+  if (slot_time_[slot] != 0) Mark(slot_time_[slot], -1);
   slot_time_[slot] = 0;
   free_slots_.push_back(slot);
 }
@@ -88,14 +88,9 @@ uint64_t ReuseStack::Depth(uint32_t time) const {
   return tracked() - static_cast<uint64_t>(before);
 }
 
-void ReuseStack::Mark(uint32_t time) {
-  marks_[time / 64] |= uint64_t{1} << (time % 64);
-  for (uint32_t i = time / 64 + 1; i < word_marks_.size(); i += i & (~i + 1)) ++word_marks_[i];
-}
-
-void ReuseStack::Unmark(uint32_t time) {
-  marks_[time / 64] &= ~(uint64_t{1} << (time % 64));
-  for (uint32_t i = time / 64 + 1; i < word_marks_.size(); i += i & (~i + 1)) --word_marks_[i];
+void ReuseStack::Mark(uint32_t time, int delta) {
+  marks_[time / 64] ^= uint64_t{1} << (time % 64);  // +1 sets the unset bit, -1 clears the set one
+  for (uint32_t i = time / 64 + 1; i < word_marks_.size(); i += i & (~i + 1)) word_marks_[i] += delta;
 }
 
 void ReuseStack::Renumber() {
@@ -128,11 +123,11 @@ void ReuseStack::Renumber() {
 }
 
 void ReuseStack::TouchAt(uint32_t slot) {
-  if (slot_time_[slot] != 0) Unmark(slot_time_[slot]);
+  if (slot_time_[slot] != 0) Mark(slot_time_[slot], -1);
   slot_time_[slot] = 0;  // unmarked: a renumbering leaves it out
   if (now_ + 1 >= slot_at_.size()) Renumber();
   ++now_;
-  Mark(now_);
+  Mark(now_, +1);
   slot_at_[now_] = slot;
   slot_time_[slot] = now_;
 }

@@ -43,8 +43,7 @@ class ReuseStack {
 
  private:
   uint64_t Depth(uint32_t time) const;  // marked times in [time, now]
-  void Mark(uint32_t time);              // a block's last use is at `time`
-  void Unmark(uint32_t time);
+  void Mark(uint32_t time, int delta);   // +1: a block's last use is at `time`; -1: no longer
   void Renumber();  // times 1..tracked in order, when the clock reaches the table's end
   uint32_t NewSlot();
 

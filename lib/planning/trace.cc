@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstring>
 #include <iterator>
-#include <memory>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -591,7 +590,7 @@ class LineSource {
 
  private:
   std::streambuf& in_;
-  std::array<char, 65536> buffer_;
+  std::vector<char> buffer_ = std::vector<char>(size_t{1} << 16);
   size_t pos_ = 0, end_ = 0;
 };
 
@@ -671,9 +670,9 @@ TraceReadResult ReadTrace(std::istream& in, const TraceReadOptions& options,
   const TraceLimits& limits = options.limits;
   std::string text;
   uint64_t bytes = 0;
-  auto lines = std::make_unique<LineSource>(*in.rdbuf());
+  LineSource lines(*in.rdbuf());
   for (size_t line = 1;; ++line) {
-    const LineRead read = lines->Next(text, limits.line_bytes);
+    const LineRead read = lines.Next(text, limits.line_bytes);
     if (read == LineRead::kEnd) break;
     if (read == LineRead::kTooLong) {
       fail(Problem(line, absl::StrCat("longer than ", limits.line_bytes, " bytes (the trace reader's line limit); "
